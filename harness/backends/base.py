@@ -1,0 +1,120 @@
+"""The backend contract: one interface, three implementations (vllm, hf, openai).
+
+Every backend consumes prompts as token ids rendered once by :mod:`harness.render`, so all
+backends see identical tokens. Methods never talk to a backend directly but through
+:class:`harness.cache.CachedBackend`, which makes every call content-addressed and resumable.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..reasoning import split_reasoning
+
+TokenIds = Sequence[int]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Generation settings; part of every cache key."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    prompt_ids: tuple[int, ...]
+    params: SamplingParams = field(default_factory=SamplingParams)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One completion. `text` is the answer with any reasoning removed; `reasoning` is the
+    reasoning text (``<think>`` block or gpt-oss analysis channel), or None."""
+
+    text: str
+    reasoning: str | None
+    raw_text: str
+    token_ids: tuple[int, ...]
+    finish_reason: str  # "stop" | "length"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["token_ids"] = list(self.token_ids)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Generation":
+        return cls(text=d["text"], reasoning=d["reasoning"], raw_text=d["raw_text"],
+                   token_ids=tuple(d["token_ids"]), finish_reason=d["finish_reason"])
+
+
+class Backend(ABC):
+    """A model behind one of the engines. Subclasses set `kind`, `tokenizer`, `identity`."""
+
+    kind: str = "base"
+    tokenizer: Any  # a transformers PreTrainedTokenizerBase (None for chat-only servers)
+
+    @property
+    @abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """What identifies the model's outputs in cache keys (backend kind, weights hash, dtype)."""
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the output distribution returned by :meth:`next_token_logprobs`."""
+        return len(self.tokenizer)
+
+    @abstractmethod
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Complete each prompt; returns the answer split from its reasoning."""
+
+    @abstractmethod
+    def next_token_logprobs(self, prompts: Sequence[TokenIds],
+                            token_ids: Sequence[int] | None = None) -> np.ndarray:
+        """Log-softmax of the next-token distribution after each prompt, shape
+        (len(prompts), vocab) or (len(prompts), len(token_ids)) when `token_ids` is given."""
+
+    @abstractmethod
+    def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        """Teacher-forced sum of log p(continuation tokens | prompt) for each (prompt, continuation)."""
+
+    def score_continuations(self, prompt: TokenIds, continuations: Sequence[TokenIds]) -> list[float]:
+        """Teacher-forced log-likelihood of each continuation after one prompt."""
+        return self.loglikelihood([(prompt, c) for c in continuations])
+
+    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
+        """Residual stream per prompt: array (len(layers), n_tokens, hidden). Layer i is HF's
+        ``hidden_states[i]`` (0 = embeddings)."""
+        raise NotImplementedError(f"the {self.kind} backend does not return hidden states; "
+                                  f"use --backend hf for activations")
+
+    def close(self) -> None:
+        """Free the engine (GPU memory, worker processes)."""
+
+    # --- shared helpers -------------------------------------------------------------------
+    def _decode_generation(self, token_ids: Sequence[int], finish_reason: str) -> Generation:
+        """Decode with special tokens kept, split reasoning, then drop special-token strings."""
+        raw = self.tokenizer.decode(list(token_ids), skip_special_tokens=False)
+        reasoning, answer = split_reasoning(raw)
+        specials = [t for t in getattr(self.tokenizer, "all_special_tokens", []) if t]
+        strip = lambda s: _remove_all(s, specials).strip()  # noqa: E731
+        return Generation(text=strip(answer), reasoning=strip(reasoning) if reasoning is not None else None,
+                          raw_text=raw, token_ids=tuple(int(t) for t in token_ids),
+                          finish_reason=finish_reason)
+
+
+def _remove_all(text: str, tokens: Sequence[str]) -> str:
+    for t in sorted(tokens, key=len, reverse=True):
+        text = text.replace(t, "")
+    return text

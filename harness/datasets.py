@@ -1,0 +1,294 @@
+"""Load and validate datasets: our JSONL, Needham et al. (2025) JSON, and plain-text prompts.
+
+Every malformed input raises :class:`DatasetError` naming the file, the record (index and id)
+and the field, so the CLI can print one line and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import DatasetError
+from .sample import LABELS, ROLES, Message, Sample, SampleMeta, ToolCall
+
+DEMO_DATASET = "demo"
+
+
+def demo_path() -> Path:
+    """Path of the bundled, illustrative demo dataset."""
+    return Path(str(resources.files("harness") / "data" / "demo.jsonl"))
+
+
+def resolve_dataset(path: str | Path) -> Path:
+    """Map the name ``demo`` to the bundled file; otherwise return the path as given."""
+    return demo_path() if str(path) == DEMO_DATASET else Path(path)
+
+
+class _Ctx:
+    """Where we are in a file, for error messages."""
+
+    def __init__(self, path: Path, index: int, record_id: str | None = None) -> None:
+        self.path, self.index, self.record_id = path, index, record_id
+
+    def fail(self, message: str, field: str | None = None) -> DatasetError:
+        return DatasetError(str(self.path), message, self.index, self.record_id, field)
+
+
+def _content(raw: Any, ctx: _Ctx, field: str) -> str | None:
+    """Normalise message content: string, list of text blocks, or null."""
+    if raw is None or isinstance(raw, str):
+        return raw
+    if isinstance(raw, list):
+        parts = []
+        for j, block in enumerate(raw):
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif isinstance(block, dict) and block.get("type") not in (None, "text"):
+                # Non-text blocks (images, reasoning) are represented by their type only.
+                parts.append(f"[{block.get('type')}]")
+            else:
+                raise ctx.fail("content block must be a string or {type: text, text}", f"{field}[{j}]")
+        return "\n".join(parts)
+    raise ctx.fail(f"content must be a string, a list of text blocks, or null, not {type(raw).__name__}",
+                   field)
+
+
+def _tool_calls(raw: Any, ctx: _Ctx, field: str) -> tuple[ToolCall, ...]:
+    """Accept both Needham's `{id, function: name, arguments}` and OpenAI's nested shape."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ctx.fail("tool_calls must be a list", field)
+    calls = []
+    for j, c in enumerate(raw):
+        f = f"{field}[{j}]"
+        if not isinstance(c, dict):
+            raise ctx.fail("tool call must be an object", f)
+        fn = c.get("function")
+        if isinstance(fn, dict):
+            name, args = fn.get("name"), fn.get("arguments", "")
+        else:
+            name, args = fn, c.get("arguments", "")
+        if not isinstance(name, str) or not name:
+            raise ctx.fail("tool call has no function name", f + ".function")
+        if not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False, sort_keys=True)
+        calls.append(ToolCall(id=str(c.get("id") or f"call_{j}"), name=name, arguments=args))
+    return tuple(calls)
+
+
+def _messages(raw: Any, ctx: _Ctx, field: str) -> tuple[Message, ...]:
+    if not isinstance(raw, list):
+        raise ctx.fail("must be a list of messages", field)
+    if not raw:
+        raise ctx.fail("has no messages", field)
+    out = []
+    for j, m in enumerate(raw):
+        f = f"{field}[{j}]"
+        if not isinstance(m, dict):
+            raise ctx.fail("message must be an object", f)
+        role = m.get("role")
+        if role not in ROLES:
+            raise ctx.fail(f"unknown role {role!r} (expected one of {', '.join(ROLES)})", f + ".role")
+        if "content" not in m and not m.get("tool_calls"):
+            raise ctx.fail("message has no content", f + ".content")
+        out.append(Message(
+            role=role,
+            content=_content(m.get("content"), ctx, f + ".content"),
+            tool_calls=_tool_calls(m.get("tool_calls"), ctx, f + ".tool_calls"),
+            tool_call_id=m.get("tool_call_id"),
+        ))
+    if not any(m.role == "user" for m in out):
+        raise ctx.fail("has no user message", field)
+    return tuple(out)
+
+
+def _probability(raw: Any, ctx: _Ctx, field: str) -> float | None:
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0.0 <= float(raw) <= 1.0:
+        raise ctx.fail(f"must be a number in [0, 1], got {raw!r}", field)
+    return float(raw)
+
+
+def _sample_id(raw: Any, ctx: _Ctx) -> str:
+    if not isinstance(raw, (str, int)) or raw == "":
+        raise ctx.fail("missing or empty id", "id")
+    ctx.record_id = str(raw)
+    return str(raw)
+
+
+def parse_record(rec: Any, ctx: _Ctx) -> Sample:
+    """Parse one record of our format."""
+    if not isinstance(rec, dict):
+        raise ctx.fail("record must be a JSON object")
+    sid = _sample_id(rec.get("id"), ctx)
+    label = rec.get("label")
+    if label is None:
+        raise ctx.fail("missing label (expected 'eval' or 'deploy')", "label")
+    if label not in LABELS:
+        raise ctx.fail(f"label must be 'eval' or 'deploy', got {label!r}", "label")
+    messages = _messages(rec.get("messages"), ctx, "messages")
+    meta = rec.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise ctx.fail("metadata must be an object", "metadata")
+    category = meta.get("category") or sid.split(":", 1)[0]
+    agentic = meta.get("agentic", any(m.tool_calls or m.role == "tool" for m in messages))
+    if not isinstance(agentic, bool):
+        raise ctx.fail("must be true or false", "metadata.agentic")
+    known = {"category", "agentic", "eval_type", "human_eval_probability"}
+    return Sample(
+        id=sid, messages=messages, label=label,
+        metadata=SampleMeta(
+            category=str(category), agentic=agentic, eval_type=str(meta.get("eval_type") or ""),
+            human_eval_probability=_probability(meta.get("human_eval_probability"), ctx,
+                                                "metadata.human_eval_probability"),
+            extra={k: v for k, v in meta.items() if k not in known},
+        ),
+    )
+
+
+def parse_needham_record(rec: Any, ctx: _Ctx) -> Sample:
+    """Parse one record of Needham et al. (2025): `{id, input: [messages], metadata}`."""
+    if not isinstance(rec, dict):
+        raise ctx.fail("record must be a JSON object")
+    sid = _sample_id(rec.get("id"), ctx)
+    messages = _messages(rec.get("input"), ctx, "input")
+    meta = rec.get("metadata")
+    if not isinstance(meta, dict):
+        raise ctx.fail("missing metadata object", "metadata")
+    ev = meta.get("eval_category")
+    if not isinstance(ev, bool):
+        raise ctx.fail(f"must be true (evaluation) or false (deployment), got {ev!r}",
+                       "metadata.eval_category")
+    humans = [_probability(meta.get(k), ctx, f"metadata.{k}") for k in ("eval_author1", "eval_author2")]
+    humans = [h for h in humans if h is not None]
+    known = {"category", "eval_category", "scaffold", "eval_type", "eval_author1", "eval_author2"}
+    return Sample(
+        id=sid, messages=messages, label="eval" if ev else "deploy",
+        metadata=SampleMeta(
+            category=str(meta.get("category") or sid.split(":", 1)[0]),
+            agentic=meta.get("scaffold") is not None,
+            eval_type=str(meta.get("eval_type") or ""),
+            human_eval_probability=sum(humans) / len(humans) if humans else None,
+            extra={"scaffold": meta.get("scaffold"),
+                   **{k: v for k, v in meta.items() if k not in known}},
+        ),
+    )
+
+
+def _parse_any(rec: Any, ctx: _Ctx) -> Sample:
+    if isinstance(rec, dict) and "input" in rec and "messages" not in rec:
+        return parse_needham_record(rec, ctx)
+    return parse_record(rec, ctx)
+
+
+def _check_unique(samples: list[Sample], path: Path) -> None:
+    seen: dict[str, int] = {}
+    for i, s in enumerate(samples):
+        if s.id in seen:
+            raise DatasetError(str(path), f"duplicate id (first at record {seen[s.id]})", i, s.id, "id")
+        seen[s.id] = i
+
+
+def load_text(path: Path, label: str = "eval") -> list[Sample]:
+    """Plain text: one user prompt per non-empty line, all with `label` (default: eval).
+
+    Meant for a benchmark designer's own prompt set (the taxonomy tool); the category is the
+    file's stem, so grouped analyses treat the file as one source.
+    """
+    if label not in LABELS:
+        raise DatasetError(str(path), f"label must be 'eval' or 'deploy', got {label!r}")
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            out.append(Sample(id=f"{path.stem}:{n}", label=label,
+                              messages=(Message("user", line.strip()),),
+                              metadata=SampleMeta(category=path.stem)))
+    if not out:
+        raise DatasetError(str(path), "no prompts (the file is empty)")
+    return out
+
+
+def load_dataset(path: str | Path, text_label: str = "eval") -> list[Sample]:
+    """Load a dataset by extension: .jsonl (ours), .json (Needham array or ours), .txt."""
+    path = resolve_dataset(path)
+    if not path.exists():
+        raise DatasetError(str(path), "no such file")
+    if path.suffix == ".txt":
+        return load_text(path, text_label)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(str(path), f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    samples: list[Sample] = []
+    if path.suffix == ".jsonl":
+        for i, (lineno, line) in enumerate(
+                (n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DatasetError(str(path), f"invalid JSON on line {lineno}: {e.msg}", i) from None
+            samples.append(_parse_any(rec, _Ctx(path, i)))
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DatasetError(str(path), f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") \
+                from None
+        if not isinstance(data, list):
+            raise DatasetError(str(path), "expected a JSON array of records")
+        samples = [_parse_any(rec, _Ctx(path, i)) for i, rec in enumerate(data)]
+    if not samples:
+        raise DatasetError(str(path), "no records")
+    _check_unique(samples, path)
+    return samples
+
+
+def write_jsonl(samples: Iterable[Sample], path: str | Path) -> None:
+    """Write samples in our JSONL format (round-trips through :func:`load_dataset`)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for s in samples:
+            f.write(s.to_json() + "\n")
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    n: int
+    labels: dict[str, int]
+    kinds: dict[str, int]
+    categories: dict[str, int]
+    eval_types: dict[str, int]
+    mixed_categories: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        out = [f"samples: {self.n}",
+               "labels: " + ", ".join(f"{k}={v}" for k, v in sorted(self.labels.items())),
+               "kinds: " + ", ".join(f"{k}={v}" for k, v in sorted(self.kinds.items())),
+               "eval types: " + ", ".join(f"{k or '-'}={v}" for k, v in sorted(self.eval_types.items())),
+               f"categories ({len(self.categories)}): "
+               + ", ".join(f"{k}={v}" for k, v in sorted(self.categories.items()))]
+        if self.mixed_categories:
+            out.append("categories with both labels: " + ", ".join(self.mixed_categories))
+        return out
+
+
+def summarize(samples: list[Sample]) -> DatasetSummary:
+    by_cat: dict[str, set[str]] = {}
+    for s in samples:
+        by_cat.setdefault(s.metadata.category, set()).add(s.label)
+    return DatasetSummary(
+        n=len(samples),
+        labels=dict(Counter(s.label for s in samples)),
+        kinds=dict(Counter("agentic" if s.metadata.agentic else "chat" for s in samples)),
+        categories=dict(Counter(s.metadata.category for s in samples)),
+        eval_types=dict(Counter(s.metadata.eval_type for s in samples)),
+        mixed_categories=tuple(sorted(c for c, ls in by_cat.items() if len(ls) > 1)),
+    )

@@ -1,0 +1,35 @@
+"""User-facing errors: one line naming the file, record and field."""
+
+from __future__ import annotations
+
+
+class EvalAwareError(Exception):
+    """Base class for errors shown to the user as one line with a non-zero exit."""
+
+
+class DatasetError(EvalAwareError):
+    """A dataset file is malformed."""
+
+    def __init__(self, path: str, message: str, index: int | None = None,
+                 record_id: str | None = None, field: str | None = None) -> None:
+        self.path, self.index, self.record_id, self.field = path, index, record_id, field
+        where = [str(path)]
+        if index is not None:
+            where.append(f"record {index}")
+        if record_id is not None:
+            where.append(f"id={record_id!r}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        super().__init__(f"{': '.join(where)}: {message}")
+
+
+class AssetError(EvalAwareError):
+    """An offline asset is missing or fails its checksum."""
+
+
+class BackendError(EvalAwareError):
+    """A backend could not be created or failed a call."""
+
+
+class StoreError(EvalAwareError):
+    """The run store is inconsistent with the requested run."""
