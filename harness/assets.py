@@ -178,6 +178,8 @@ def _build_smollm2(out: Path) -> str:
     # save_pretrained refuses a GGUF-quantised object: rebuild from the config and copy weights.
     config = src.config
     config.dtype = torch.float32
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the saved weights are dequantised float32
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(src.state_dict(), strict=False)
     if unexpected or [k for k in missing if "lm_head" not in k]:

@@ -1,0 +1,179 @@
+"""Hugging Face transformers backend: CPU or GPU, batched with padding, exact log-softmax.
+
+This is the reference implementation for log-probabilities and activations.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..assets import resolve_model
+from ..errors import BackendError
+from ..fingerprint import local_model_dir, model_identity
+from .base import Backend, Generation, GenerationRequest, TokenIds
+
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16"}
+
+
+def _batches(order: list[int], size: int) -> list[list[int]]:
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+class HFBackend(Backend):
+    """transformers `AutoModelForCausalLM`. `dtype="auto"`: float32 on CPU, bfloat16 on CUDA."""
+
+    kind = "hf"
+
+    def __init__(self, model: str, dtype: str = "auto", device: str | None = None,
+                 batch_size: int = 8, trust_remote_code: bool = False,
+                 tokenizer: str | None = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.model_name = model
+        path = resolve_model(model)
+        if local_model_dir(path) is None:
+            raise BackendError(f"model {model!r} is neither a local directory nor in the local "
+                               f"Hugging Face cache (no downloads are made)")
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if dtype == "auto":
+            dtype = "bfloat16" if self.device.startswith("cuda") else "float32"
+        if dtype not in _DTYPES:
+            raise BackendError(f"unknown dtype {dtype!r}; use one of {', '.join(sorted(_DTYPES))}")
+        self.dtype = _DTYPES[dtype]
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer or model),
+                                                           trust_remote_code=trust_remote_code)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                path, dtype=getattr(torch, self.dtype), trust_remote_code=trust_remote_code
+            ).to(self.device).eval()
+        except OSError as e:
+            raise BackendError(f"cannot load model {model!r}: {e}") from e
+        self.batch_size = batch_size
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+        eos = self.model.generation_config.eos_token_id
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        if self.tokenizer.eos_token_id is not None:
+            eos.append(self.tokenizer.eos_token_id)
+        self.eos_ids = sorted(set(eos))
+        self.model_info = model_identity(path)
+        self._identity = {"backend": "hf", "weights_sha256": self.model_info["weights_sha256"],
+                          "dtype": self.dtype}
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self._identity
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    # --- padding helpers ------------------------------------------------------------------
+    def _left_pad(self, seqs: Sequence[TokenIds]):
+        torch = self.torch
+        n = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), n), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), n), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            if len(s) == 0:
+                raise BackendError("empty prompt")
+            ids[i, n - len(s):] = torch.tensor(list(s), dtype=torch.long)
+            mask[i, n - len(s):] = 1
+        # Positions must ignore left padding (a plain forward does not derive them from the mask).
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        return ids.to(self.device), mask.to(self.device), pos.to(self.device)
+
+    def _by_length(self, seqs: Sequence[TokenIds]) -> list[list[int]]:
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        return _batches(order, self.batch_size)
+
+    # --- contract -------------------------------------------------------------------------
+    def next_token_logprobs(self, prompts: Sequence[TokenIds],
+                            token_ids: Sequence[int] | None = None) -> np.ndarray:
+        torch = self.torch
+        width = len(token_ids) if token_ids is not None else self.vocab_size
+        out = np.zeros((len(prompts), width), dtype=np.float32)
+        sel = torch.tensor(list(token_ids), device=self.device) if token_ids is not None else None
+        with torch.inference_mode():
+            for batch in self._by_length(prompts):
+                ids, mask, pos = self._left_pad([prompts[i] for i in batch])
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos,
+                                    logits_to_keep=1).logits[:, -1, :].float()
+                lp = torch.log_softmax(logits, dim=-1)
+                if sel is not None:
+                    lp = lp[:, sel]
+                out[batch] = lp.cpu().numpy()
+        return out
+
+    def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        torch = self.torch
+        seqs = [list(p) + list(c) for p, c in pairs]
+        for (p, c) in pairs:
+            if len(p) == 0 or len(c) == 0:
+                raise BackendError("loglikelihood needs a non-empty prompt and continuation")
+        out = [0.0] * len(pairs)
+        with torch.inference_mode():
+            for batch in self._by_length(seqs):
+                ids, mask, pos = self._left_pad([seqs[i] for i in batch])
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+                n = ids.shape[1]
+                for row, i in enumerate(batch):
+                    k = len(pairs[i][1])
+                    # logits at positions n-k-1 .. n-2 predict the k continuation tokens.
+                    lp = torch.log_softmax(logits[row, n - k - 1:n - 1, :].float(), dim=-1)
+                    tgt = ids[row, n - k:]
+                    out[i] = float(lp.gather(-1, tgt[:, None]).sum())
+        return out
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        torch = self.torch
+        from transformers import GenerationConfig
+
+        out: list[Generation | None] = [None] * len(requests)
+        groups: dict[Any, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(r.params, []).append(i)
+        for params, idx in groups.items():
+            greedy = params.temperature <= 0.0
+            cfg = GenerationConfig(
+                max_new_tokens=params.max_tokens, do_sample=not greedy,
+                temperature=None if greedy else params.temperature,
+                top_p=None if greedy else params.top_p, top_k=None,
+                pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
+            )
+            for batch in _batches(sorted(idx, key=lambda i: len(requests[i].prompt_ids)), self.batch_size):
+                ids, mask, _ = self._left_pad([requests[i].prompt_ids for i in batch])
+                if not greedy:
+                    torch.manual_seed(params.seed)
+                with torch.inference_mode():
+                    gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+                new = gen[:, ids.shape[1]:].cpu().tolist()
+                for row, i in enumerate(batch):
+                    toks, finish = new[row], "length"
+                    for j, t in enumerate(toks):
+                        if t in self.eos_ids:
+                            toks, finish = toks[:j], "stop"
+                            break
+                    out[i] = self._decode_generation(toks, finish)
+        return [g for g in out if g is not None]
+
+    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
+        torch = self.torch
+        res: list[np.ndarray] = []
+        with torch.inference_mode():
+            for p in prompts:
+                ids = torch.tensor([list(p)], device=self.device)
+                hs = self.model(input_ids=ids, output_hidden_states=True).hidden_states
+                res.append(np.stack([hs[l][0].float().cpu().numpy() for l in layers]))
+        return res
+
+    def close(self) -> None:
+        del self.model
+        if self.device.startswith("cuda"):
+            self.torch.cuda.empty_cache()

