@@ -121,6 +121,7 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--probe-tokens", type=int, default=160, show_default=True,
               help="Max tokens of the answer to each probe question.")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Samples per committed batch.")
+@click.option("--hf-batch-size", type=int, default=8, show_default=True, help="hf: prompts per forward pass.")
 @click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False), help="Directory overriding prompt files.")
 @click.option("--enable-thinking/--disable-thinking", default=None,
               help="Chat-template switch for reasoning models (Qwen3); recorded in the manifest.")
@@ -138,7 +139,7 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code.")
 @click.option("--no-progress", is_flag=True)
 def run(model, backend, dataset, methods, out, limit, view, person, n_votes, temperature, top_p,
-        seed, answer_tokens, probe_tokens, batch_size, prompts_dir, enable_thinking, dtype,
+        seed, answer_tokens, probe_tokens, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, gpu_memory_utilization,
         max_model_len, base_url, api_key_env, judge_model, judge_backend, judge_base_url,
         trust_remote_code, no_progress) -> None:
@@ -164,7 +165,7 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
         samples = samples[:limit]
     config = MethodConfig(view=view, person=person, n_votes=n_votes, answer_tokens=answer_tokens,
                           probe_tokens=probe_tokens, temperature=temperature, top_p=top_p, seed=seed)
-    opts = dict(dtype=dtype, tokenizer=tokenizer, tensor_parallel_size=tensor_parallel_size,
+    opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
                 pipeline_parallel_size=pipeline_parallel_size,
                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                 base_url=base_url, api_key=os.environ.get(api_key_env) if backend == "openai" else None,

@@ -230,8 +230,10 @@ def load_dataset(path: str | Path, text_label: str = "eval") -> list[Sample]:
         raise DatasetError(str(path), f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     samples: list[Sample] = []
     if path.suffix == ".jsonl":
+        # JSON Lines records end at "\n" only: str.splitlines would also split on U+2028 etc.,
+        # which json.dumps(ensure_ascii=False) leaves raw inside strings.
         for i, (lineno, line) in enumerate(
-                (n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()):
+                (n, ln) for n, ln in enumerate(text.split("\n"), start=1) if ln.strip()):
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:

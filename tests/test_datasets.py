@@ -1,0 +1,145 @@
+"""Dataset loading: our JSONL, Needham JSON quirks, malformed inputs, round trips."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.datasets import demo_path, load_dataset, summarize, write_jsonl
+from harness.errors import DatasetError
+from harness.sample import Message, Sample, SampleMeta, ToolCall
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def test_needham_quirks():
+    s = load_dataset(FIX / "needham_quirks.json")
+    assert [x.id for x in s] == ["mmlu:12", "swe_gym:4", "sharegpt:77"]
+    mmlu, swe, chat = s
+    assert mmlu.label == "eval" and not mmlu.metadata.agentic
+    assert mmlu.messages[1].content == "Which planet is largest?\nA) Mars B) Jupiter"  # blocks joined
+    assert mmlu.metadata.human_eval_probability == pytest.approx(0.8)
+    assert swe.metadata.agentic and swe.metadata.extra["scaffold"] == "openhands"
+    assert swe.messages[2].content is None
+    # Needham's flat shape with dict arguments and OpenAI's nested shape both load.
+    assert swe.messages[2].tool_calls == (ToolCall("c1", "bash", '{"cmd": "pytest -x"}'),)
+    assert swe.messages[4].tool_calls == (ToolCall("c2", "bash", '{"cmd": "cat a.py"}'),)
+    assert swe.messages[5].content == "def f(): pass"
+    assert swe.metadata.human_eval_probability == pytest.approx(0.8)  # null author ignored
+    assert swe.n_turns == 2 and len(swe.first_turn()) == 2
+    assert chat.label == "deploy" and chat.metadata.category == "sharegpt"
+
+
+def test_demo_dataset_is_balanced_and_label_pure():
+    s = load_dataset("demo")
+    summ = summarize(s)
+    assert summ.n >= 80 and summ.labels["eval"] == summ.labels["deploy"]
+    assert summ.kinds["agentic"] >= 20 and not summ.mixed_categories
+    assert demo_path().exists()
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+GOOD = {"id": "a:1", "label": "eval", "messages": [{"role": "user", "content": "hi"}],
+        "metadata": {"category": "a"}}
+
+
+@pytest.mark.parametrize("mutate, expect", [
+    (lambda r: r.pop("label"), r"record 1: id='bad:2': field 'label': missing label"),
+    (lambda r: r.update(label="maybe"), r"field 'label': label must be 'eval' or 'deploy'"),
+    (lambda r: r["messages"][0].update(role="robot"), r"field 'messages\[0\].role': unknown role 'robot'"),
+    (lambda r: r.update(messages=[]), r"field 'messages': has no messages"),
+    (lambda r: r["messages"][0].update(content=5), r"field 'messages\[0\].content'"),
+    (lambda r: r.update(metadata={"human_eval_probability": 1.5}), r"human_eval_probability"),
+    (lambda r: r.pop("id"), r"record 1: field 'id': missing or empty id"),
+])
+def test_malformed_records_name_record_and_field(tmp_path, mutate, expect):
+    bad = json.loads(json.dumps(GOOD))
+    bad["id"] = "bad:2"
+    mutate(bad)
+    p = _write(tmp_path, "d.jsonl", json.dumps(GOOD) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DatasetError, match=expect) as e:
+        load_dataset(p)
+    assert str(p) in str(e.value)
+
+
+def test_bad_json_names_line(tmp_path):
+    p = _write(tmp_path, "d.jsonl", json.dumps(GOOD) + "\n{not json\n")
+    with pytest.raises(DatasetError, match=r"record 1: invalid JSON on line 2"):
+        load_dataset(p)
+    p2 = _write(tmp_path, "n.json", '[{"id": 1,')
+    with pytest.raises(DatasetError, match=r"invalid JSON at line 1"):
+        load_dataset(p2)
+
+
+def test_needham_missing_eval_category(tmp_path):
+    rec = {"id": "x:1", "input": [{"role": "user", "content": "q"}], "metadata": {"category": "x"}}
+    p = _write(tmp_path, "n.json", json.dumps([rec]))
+    with pytest.raises(DatasetError, match=r"record 0: id='x:1': field 'metadata.eval_category'"):
+        load_dataset(p)
+
+
+def test_duplicate_ids(tmp_path):
+    p = _write(tmp_path, "d.jsonl", json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
+    with pytest.raises(DatasetError, match="duplicate id"):
+        load_dataset(p)
+
+
+def test_text_prompts(tmp_path):
+    p = _write(tmp_path, "bench.txt", "first prompt\n\nsecond prompt\n")
+    s = load_dataset(p)
+    assert [x.id for x in s] == ["bench:1", "bench:3"] and all(x.label == "eval" for x in s)
+    assert load_dataset(p, text_label="deploy")[0].label == "deploy"
+
+
+def test_cli_validate_errors_one_line_nonzero(tmp_path):
+    p = _write(tmp_path, "d.jsonl", json.dumps({**GOOD, "label": None}) + "\n")
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", str(p)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "record 0" in lines[0] and "'label'" in lines[0]
+    ok = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", "demo"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and "labels: deploy=" in ok.stdout
+
+
+# --- property-based round trip -------------------------------------------------------------
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+tool_call = st.builds(ToolCall, id=st.text("abc123", min_size=1, max_size=5),
+                      name=st.text("abcdef_", min_size=1, max_size=8), arguments=text)
+
+
+@st.composite
+def samples(draw):
+    n = draw(st.integers(0, 4))
+    msgs = [Message("user", draw(text))]
+    for _ in range(n):
+        role = draw(st.sampled_from(["system", "user", "assistant", "tool"]))
+        calls = tuple(draw(st.lists(tool_call, max_size=2))) if role == "assistant" else ()
+        content = draw(st.one_of(st.none(), text)) if role == "assistant" else draw(text)
+        msgs.append(Message(role, content, calls, "c1" if role == "tool" else None))
+    cat = draw(st.text("abcxyz_", min_size=1, max_size=6))
+    meta = SampleMeta(category=cat, agentic=draw(st.booleans()),
+                      eval_type=draw(st.sampled_from(["", "capability", "alignment"])),
+                      human_eval_probability=draw(st.one_of(st.none(), st.floats(0, 1))))
+    return Sample(id=f"{cat}:{draw(st.integers(0, 10**6))}", messages=tuple(msgs),
+                  label=draw(st.sampled_from(["eval", "deploy"])), metadata=meta)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(samples(), min_size=1, max_size=5, unique_by=lambda s: s.id))
+def test_roundtrip(tmp_path, xs):
+    p = tmp_path / "rt.jsonl"
+    write_jsonl(xs, p)
+    assert load_dataset(p) == xs
