@@ -1,0 +1,52 @@
+"""Every CLI command documents itself with examples; user errors are one line with exit 2."""
+
+from __future__ import annotations
+
+import click
+from click.testing import CliRunner
+
+from harness.cli import cli
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, cmd in group.commands.items():
+        path = prefix + (name,)
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, path)
+        else:
+            yield path
+
+
+def test_every_command_has_help_with_examples():
+    runner = CliRunner()
+    top = runner.invoke(cli, ["--help"])
+    assert top.exit_code == 0
+    for name in ("assets", "data", "run", "show", "export"):
+        assert name in top.output
+    paths = list(_commands(cli))
+    assert len(paths) >= 6
+    for path in paths:
+        r = runner.invoke(cli, list(path) + ["--help"])
+        assert r.exit_code == 0, path
+        assert "Example" in r.output, f"`evalaware {' '.join(path)} --help` shows no example"
+
+
+def test_unknown_method_is_a_clean_error(tmp_path, tiny_model_dir):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir),
+                        "--backend", "hf", "--dataset", "demo", "--limit", "1", "--methods", "nope",
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("error: unknown method(s) nope")
+
+
+def test_missing_model_is_a_clean_error(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tmp_path / "none"),
+                        "--backend", "hf", "--dataset", "demo", "--out", str(tmp_path / "r")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "neither a local directory nor in the local" in r.stderr
