@@ -240,8 +240,12 @@ class OpenAIBackend(Backend):
         """`fn` over `items` on at most `max_concurrency` threads, in input order."""
         if len(items) <= 1 or self.max_concurrency == 1:
             return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)),
+                                  thread_name_prefix="openai-backend")
+        try:
             return list(pool.map(fn, items))
+        finally:  # on the first error, drop queued requests instead of running them all
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _completion(self, payload: dict[str, Any]) -> dict[str, Any]:
         data = self._request("POST", "/completions", {"model": self.model, **payload})
