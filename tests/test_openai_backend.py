@@ -104,7 +104,8 @@ def server(smollm2_path, hf_reference):
     from tests.vllm_server import vllm_server
 
     t = time.monotonic()
-    with vllm_server(smollm2_path, ["--max-logprobs", str(K), "--dtype", "float32"],
+    # --enforce-eager: no torch.compile warm-up (minutes on a busy 2-core machine)
+    with vllm_server(smollm2_path, ["--max-logprobs", str(K), "--dtype", "float32", "--enforce-eager"],
                      start_timeout=float(os.environ.get("EVALAWARE_VLLM_START_TIMEOUT", 240))) as url:
         print(f"\nvllm serve ready at {url} in {time.monotonic() - t:.0f} s")
         yield url
