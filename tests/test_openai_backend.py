@@ -121,13 +121,19 @@ def client(server):
 # --- agreement with HF ----------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_identity_names_served_model_and_weights(client, smollm2_path, hf_reference):
+def test_identity_names_served_model_and_weights(server, client, smollm2_path, hf_reference):
     ident = client.identity
     assert ident["backend"] == "openai"
     assert ident["model"] == smollm2_path  # discovered from /v1/models
     assert ident["weights_sha256"] == hf_reference["weights_sha256"]
     assert ident["top_logprobs"] == K and not client.full_vocab_logprobs
     assert client.vocab_size == hf_reference["logprobs"].shape[1]
+    by_asset = OpenAIBackend(server, model="smollm2")  # asset name -> the served path
+    try:
+        assert by_asset.model == smollm2_path and by_asset.identity == ident
+        assert by_asset.model_info["weights_sha256"] == hf_reference["weights_sha256"]
+    finally:
+        by_asset.close()
 
 
 @pytest.mark.slow

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ..assets import resolve_model
-from ..errors import BackendError
+from ..errors import BackendError, EvalAwareError
 from ..fingerprint import local_model_dir, model_identity
 from ..reasoning import split_reasoning
 from .base import Backend, Generation, GenerationRequest, SamplingParams, TokenIds
@@ -77,13 +77,25 @@ def _error_message(body: bytes) -> str:
     return json.dumps(data)[:500]
 
 
+def _asset_path(name: str | None) -> str | None:
+    """The prepared directory of a registered model asset name, else None."""
+    if name is None:
+        return None
+    try:
+        path = resolve_model(name)
+    except EvalAwareError:
+        return None
+    return path if path != name else None
+
+
 class OpenAIBackend(Backend):
     """Client for an OpenAI-compatible server.
 
-    `model` is the served model name (None: the only model listed by `/v1/models`). `tokenizer`
-    (path or asset name; default: `model` when it is a local directory) renders nothing here but
-    decodes generated ids and maps token strings. `weights` (path or asset name) names the local
-    weights the server serves, for the identity hash (default: `model` when it is a local path).
+    `model` is the served model name (None: the only model listed by `/v1/models`; an asset name
+    such as "smollm2" also matches a server started on the asset's path). `tokenizer` (path or
+    asset name; default: `model` when it is local) decodes generated ids and maps token strings.
+    `weights` (path or asset name) names the local weights the server serves, for the identity
+    hash (default: `model` when it is a local path or an asset).
     `vllm_extensions` (default: not `chat_mode`) sends vLLM-only request fields.
     """
 
@@ -123,8 +135,14 @@ class OpenAIBackend(Backend):
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
         self._decoded_to_id: dict[str, int] | None = None
 
-        self.model = model if model is not None else self._discover_model()
-        self.tokenizer = self._load_tokenizer(tokenizer)
+        asset_path = _asset_path(model)
+        if model is None:
+            model = self._discover_model()
+        elif asset_path is not None:
+            model = self._served_name(model, asset_path)
+        self.model = model
+        weights = weights or asset_path
+        self.tokenizer = self._load_tokenizer(tokenizer or asset_path)
         weights_src = resolve_model(weights) if weights else self.model
         local = local_model_dir(weights_src) if (weights or os.path.isdir(weights_src)) else None
         if weights and local is None:
@@ -132,8 +150,10 @@ class OpenAIBackend(Backend):
         self.model_dir = str(local) if local else None
         self._identity: dict[str, Any] = {"backend": "openai", "model": self.model,
                                           "top_logprobs": self.top_logprobs}
+        self.model_info: dict[str, str] = {"model": self.model}
         if local is not None:
-            self._identity["weights_sha256"] = model_identity(str(local))["weights_sha256"]
+            self.model_info = model_identity(str(local))
+            self._identity["weights_sha256"] = self.model_info["weights_sha256"]
         self._vocab = self._read_vocab_size()
 
     # --- identity ---------------------------------------------------------------------------
@@ -178,6 +198,14 @@ class OpenAIBackend(Backend):
             return AutoTokenizer.from_pretrained(src)
         except OSError as e:
             raise BackendError(f"cannot load tokenizer {src!r}: {e}") from e
+
+    def _served_name(self, name: str, path: str) -> str:
+        """An asset name is served either under that name or (plain `vllm serve PATH`) its path."""
+        try:
+            ids = [m.get("id") for m in self._request("GET", "/models").get("data", [])]
+        except BackendError:
+            return name
+        return path if name not in ids and path in ids else name
 
     def _discover_model(self) -> str:
         data = self._request("GET", "/models")
