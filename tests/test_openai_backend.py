@@ -128,7 +128,7 @@ def test_identity_names_served_model_and_weights(server, client, smollm2_path, h
     assert ident["weights_sha256"] == hf_reference["weights_sha256"]
     assert ident["top_logprobs"] == K and not client.full_vocab_logprobs
     assert client.vocab_size == hf_reference["logprobs"].shape[1]
-    by_asset = OpenAIBackend(server, model="smollm2")  # asset name -> the served path
+    by_asset = OpenAIBackend(server, model="smollm2", top_logprobs=K)  # asset -> served path
     try:
         assert by_asset.model == smollm2_path and by_asset.identity == ident
         assert by_asset.model_info["weights_sha256"] == hf_reference["weights_sha256"]
