@@ -135,6 +135,14 @@ class OpenAIBackend(Backend):
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
         self._decoded_to_id: dict[str, int] | None = None
 
+        try:
+            self._setup(model, tokenizer, weights)
+        except BaseException:
+            self._client.close()
+            raise
+
+    def _setup(self, model: str | None, tokenizer: str | None, weights: str | None) -> None:
+        """Resolve the served model name, tokenizer, weights identity and vocabulary size."""
         asset_path = _asset_path(model)
         if model is None:
             model = self._discover_model()
@@ -185,8 +193,9 @@ class OpenAIBackend(Backend):
 
     def _load_tokenizer(self, tokenizer: str | None) -> Any:
         src = resolve_model(tokenizer) if tokenizer else None
-        if src is None and os.path.isdir(self.model):
-            src = self.model
+        if src is None:  # the served name as a local directory or a locally cached hub id
+            local = local_model_dir(self.model)
+            src = str(local) if local is not None else None
         if src is None:
             if self.chat_mode:
                 return None
