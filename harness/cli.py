@@ -132,6 +132,7 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--gpu-memory-utilization", type=float, help="vLLM: share of GPU (CPU: host) memory.")
 @click.option("--max-model-len", type=int, help="vLLM: context length.")
 @click.option("--base-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1")
+@click.option("--top-logprobs", type=int, help="openai: logprobs per position the server returns (vLLM: up to --max-logprobs; OpenAI: 20).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai: env var holding the key.")
 @click.option("--judge-model", help="Judge model (default: the model under test).")
 @click.option("--judge-backend", type=click.Choice(["vllm", "hf", "openai"]), help="Judge backend.")
@@ -141,7 +142,7 @@ def _methods_option(value: str) -> list[str]:
 def run(model, backend, dataset, methods, out, limit, view, person, n_votes, temperature, top_p,
         seed, answer_tokens, probe_tokens, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, gpu_memory_utilization,
-        max_model_len, base_url, api_key_env, judge_model, judge_backend, judge_base_url,
+        max_model_len, base_url, top_logprobs, api_key_env, judge_model, judge_backend, judge_base_url,
         trust_remote_code, no_progress) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
@@ -168,7 +169,7 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
     opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
                 pipeline_parallel_size=pipeline_parallel_size,
                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                base_url=base_url, api_key=os.environ.get(api_key_env) if backend == "openai" else None,
+                base_url=base_url, top_logprobs=top_logprobs, api_key=os.environ.get(api_key_env) if backend == "openai" else None,
                 trust_remote_code=trust_remote_code or None)
     method_list = _methods_option(methods)
     engine = make_backend(backend, model, **opts)

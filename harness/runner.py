@@ -37,12 +37,13 @@ def make_backend(kind: str, model: str, **opts: Any) -> Backend:
     if kind == "vllm":
         from .backends.vllm import VLLMBackend
 
-        drop = {"device", "batch_size", "base_url", "api_key", "max_concurrency"}
+        drop = {"device", "batch_size", "base_url", "api_key", "max_concurrency", "top_logprobs"}
         return VLLMBackend(model, **{k: v for k, v in opts.items() if k not in drop})
     if kind == "openai":
         from .backends.openai import OpenAIBackend
 
-        keep = {"base_url", "api_key", "tokenizer", "max_concurrency", "timeout", "max_retries"}
+        keep = {"base_url", "api_key", "tokenizer", "max_concurrency", "timeout", "max_retries",
+                "top_logprobs"}
         return OpenAIBackend(model=model, **{k: v for k, v in opts.items() if k in keep})
     raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
 
