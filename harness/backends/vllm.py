@@ -60,6 +60,10 @@ class VLLMBackend(Backend):
             gpu_memory_utilization = 0.3 if cpu else 0.9
         if cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+            if enforce_eager is None:
+                # Measured on 2 cores with SmolLM2: start-up 72 s eager vs 293 s with torch.compile,
+                # generation and logprob throughput within 15% of each other.
+                enforce_eager = True
         if dtype == "auto" and cpu:
             dtype = "float32" if "float32" in _config_dtype(path) else "bfloat16"
         tok_path = resolve_model(tokenizer or model)
