@@ -84,8 +84,9 @@ class ActivationStore:
     def settings(self) -> dict[str, Any] | None:
         return self.store.get_meta(self.meta_key)
 
-    def begin(self, settings: dict[str, Any]) -> None:
-        """Record settings, or check a resumed capture uses the same ones."""
+    def begin(self, settings: dict[str, Any]) -> list[str]:
+        """Record settings, or check a resumed capture uses the same ones; then delete the
+        leftovers of an interrupted capture (returned)."""
         old = self.settings
         new = json.loads(json.dumps(settings, sort_keys=True))
         if old is None:
@@ -96,7 +97,7 @@ class ActivationStore:
                              f"different settings ({', '.join(diff)}); use another --name")
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "capture.json").write_text(json.dumps(new, indent=1, sort_keys=True))
-        self.cleanup()
+        return self.cleanup()
 
     def cleanup(self) -> list[str]:
         """Delete temporary and unindexed shard files (left by an interrupted capture)."""

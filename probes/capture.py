@@ -126,8 +126,7 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
         "evidence_methods": list(evidence_methods), "include_answer": include_answer,
         **(extra_settings or {}),
     }
-    acts.begin(settings)
-    removed = acts.cleanup()
+    removed = acts.begin(settings)
     samples = store.samples()
     done = acts.done_ids()
     todo = [s for s in samples if s.id not in done]
