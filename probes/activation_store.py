@@ -5,7 +5,8 @@ Layout: ``RUN/activations/<capture>/shard-00000.safetensors`` holds one tensor p
 ``offset`` of that tensor belongs to the sample the index names.
 
 Tables (in ``RUN/store.sqlite``):
-- ``act_index``: (capture, sample_id, pooling, layer, shape, shard, offset), one row per vector.
+- ``act_index``: (capture, sample_id, pooling, layer, shape, shard, offset), one row per vector;
+  ``shard`` is the shard number n of ``shard-<n>.safetensors`` (an integer keeps the index small).
 - ``act_samples``: (capture, sample_id, shard, info) marks a sample as captured (a pooling may be
   absent for it, e.g. no answer) with per-sample token counts.
 - ``act_shards``: (capture, shard, n_samples, bytes, sha256).
@@ -41,7 +42,7 @@ CANONICAL_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS act_index (capture TEXT NOT NULL, sample_id TEXT NOT NULL,
-    pooling TEXT NOT NULL, layer INTEGER NOT NULL, shape TEXT NOT NULL, shard TEXT NOT NULL,
+    pooling TEXT NOT NULL, layer INTEGER NOT NULL, shape TEXT NOT NULL, shard INTEGER NOT NULL,
     offset INTEGER NOT NULL, PRIMARY KEY (capture, pooling, layer, sample_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS act_samples (capture TEXT NOT NULL, sample_id TEXT NOT NULL,
     shard TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (capture, sample_id));
@@ -58,6 +59,14 @@ class CapturedSample:
     sample_id: str
     vectors: dict[str, np.ndarray]
     info: dict[str, Any]
+
+
+def shard_name(number: int) -> str:
+    return f"shard-{number:05d}.safetensors"
+
+
+def shard_number(name: str) -> int:
+    return int(name.split("-")[1].split(".")[0])
 
 
 def _sha256(path: Path) -> str:
@@ -122,11 +131,8 @@ class ActivationStore:
                                      (self.capture,))
         return {r[0] for r in rows}
 
-    def _next_shard_name(self) -> str:
-        n = 0
-        for s in self.shards():
-            n = max(n, int(s.split("-")[1].split(".")[0]) + 1)
-        return f"shard-{n:05d}.safetensors"
+    def _next_shard(self) -> int:
+        return max((shard_number(s) + 1 for s in self.shards()), default=0)
 
     def write_shard(self, rows: Sequence[CapturedSample], dtype: str = "fp16") -> str:
         """Write rows as one new shard and index it atomically; returns the shard name."""
@@ -141,7 +147,8 @@ class ActivationStore:
         tensors: dict[str, torch.Tensor] = {}
         index: list[tuple[Any, ...]] = []
         poolings = sorted({p for r in rows for p in r.vectors})
-        name = self._next_shard_name()
+        number = self._next_shard()
+        name = shard_name(number)
         for p in poolings:
             have = [r for r in rows if p in r.vectors]
             stack = np.stack([r.vectors[p] for r in have]).astype(np.float32)  # (rows, L, H)
@@ -151,7 +158,7 @@ class ActivationStore:
                 t = torch.from_numpy(np.ascontiguousarray(stack[:, k, :])).to(tdtype)
                 tensors[f"{p}/{layer}"] = t
                 shape = json.dumps([int(stack.shape[2])])
-                index.extend((self.capture, r.sample_id, p, int(layer), shape, name, row)
+                index.extend((self.capture, r.sample_id, p, int(layer), shape, number, row)
                              for row, r in enumerate(have))
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self.dir / name
@@ -207,21 +214,21 @@ class ActivationStore:
             raise StoreError(f"capture {self.capture!r} has no vectors for pooling {pooling!r}; "
                              f"available: {', '.join(self.poolings()) or 'none'}")
         want = set(layers)
-        loc: dict[str, dict[int, tuple[str, int]]] = {}
+        loc: dict[str, dict[int, tuple[int, int]]] = {}
         for sid, layer, shard, off in rows:
             if layer in want:
                 loc.setdefault(sid, {})[layer] = (shard, off)
-        ids = [sid for sid in loc if len(loc[sid]) == len(want)]
+        ids = [sid for sid in loc if len(loc[sid]) == len(want)]  # run order (query order)
         if sample_ids is not None:
             keep = set(sample_ids)
             ids = [s for s in ids if s in keep]
         pos = {sid: i for i, sid in enumerate(ids)}
         out: dict[int, np.ndarray] = {}
-        by_shard: dict[str, list[str]] = {}
+        by_shard: dict[int, list[str]] = {}
         for sid in ids:
             by_shard.setdefault(loc[sid][layers[0]][0], []).append(sid)
         for shard, sids in by_shard.items():
-            with safe_open(str(self.dir / shard), framework="pt") as f:
+            with safe_open(str(self.dir / shard_name(shard)), framework="pt") as f:
                 for layer in layers:
                     t = f.get_tensor(f"{pooling}/{layer}").float().numpy()
                     if layer not in out:
@@ -239,9 +246,14 @@ class ActivationStore:
         n_vectors = self.store.db.execute("SELECT COUNT(*) FROM act_index WHERE capture=?",
                                           (self.capture,)).fetchone()[0]
         index_bytes = self.store.db.execute(
-            "SELECT COALESCE(SUM(LENGTH(capture) + LENGTH(sample_id) + LENGTH(pooling) + 8 + "
-            "LENGTH(shape) + LENGTH(shard) + 8), 0) FROM act_index WHERE capture=?",
+            "SELECT COALESCE(SUM(LENGTH(capture) + LENGTH(sample_id) + LENGTH(pooling) + "
+            "LENGTH(shape) + 12), 0) FROM act_index WHERE capture=?",
             (self.capture,)).fetchone()[0]
+        try:  # actual pages of the index table (all captures), where SQLite has dbstat
+            index_db = self.store.db.execute(
+                "SELECT SUM(pgsize) FROM dbstat WHERE name='act_index'").fetchone()[0]
+        except Exception:
+            index_db = None
         itemsize = torch.tensor([], dtype=DTYPES[s.get("dtype", "fp16")]).element_size()
         hidden = int(s.get("hidden_size", 0))
         payload = n_vectors * hidden * itemsize
@@ -256,6 +268,6 @@ class ActivationStore:
             "theoretical_bytes_per_sample": payload / n_samples if n_samples else 0.0,
             "theoretical_per_pooling": n_layers * hidden * itemsize,
             "overhead": (n_bytes - payload) / payload if payload else 0.0,
-            "index_bytes_approx": int(index_bytes),
+            "index_bytes_approx": int(index_bytes), "index_table_bytes": index_db,
             "vectors_per_pooling": {p: c // max(n_layers, 1) for p, c in per_pooling.items()},
         }

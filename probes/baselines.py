@@ -25,12 +25,13 @@ BASELINES: tuple[str, ...] = ("tfidf", "length", "shuffled", "human")
 def tfidf_model(C: float = 10.0) -> Pipeline:
     return Pipeline([("tfidf", TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True,
                                                min_df=1, max_features=50000)),
-                     ("clf", LogisticRegression(C=C, max_iter=5000))])
+                     ("clf", LogisticRegression(C=C, max_iter=5000, class_weight="balanced"))])
 
 
 def length_model() -> Pipeline:
     return Pipeline([("log", FunctionTransformer(lambda x: np.log1p(np.asarray(x, dtype=float)))),
-                     ("scaler", StandardScaler()), ("clf", LogisticRegression(max_iter=1000))])
+                     ("scaler", StandardScaler()),
+                     ("clf", LogisticRegression(max_iter=1000, class_weight="balanced"))])
 
 
 def evaluate_baseline(name: str, splits: Sequence[Split], y: np.ndarray, texts: Sequence[str],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -107,8 +107,8 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
             dtype: str = "fp16", name: str = "default", batch_size: int = 8,
             shard_size: int = 64, method: str | None = None,
             evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
-            progress: bool = True, extra_settings: dict[str, Any] | None = None,
-            on_shard: Callable[[str], None] | None = None) -> CaptureSummary:
+            sequence: str = "auto", progress: bool = True,
+            extra_settings: dict[str, Any] | None = None) -> CaptureSummary:
     """Capture every sample of the run not yet captured under `name`; commits shard by shard.
 
     `engine` is an :class:`HFEngine` or a :class:`probes.vllm_hidden.VLLMEngine`."""
@@ -124,15 +124,17 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
         "model_identity": engine.identity, "num_hidden_layers": engine.n_layers,
         "hidden_size": engine.hidden_size, "answer_method": method,
         "evidence_methods": list(evidence_methods), "include_answer": include_answer,
-        **(extra_settings or {}),
+        "sequence": sequence, **(extra_settings or {}),
     }
     removed = acts.begin(settings)
+    _record_in_manifest(store, name, settings)
     samples = store.samples()
     done = acts.done_ids()
     todo = [s for s in samples if s.id not in done]
     t0 = time.perf_counter()
     items = build_items(store, todo, engine.tokenizer, method=method,
-                        evidence_methods=evidence_methods, include_answer=include_answer)
+                        evidence_methods=evidence_methods, include_answer=include_answer,
+                        sequence=sequence)
     items.sort(key=lambda it: len(it.ids))
     bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"capture {name}",
                unit="sample", disable=not progress, dynamic_ncols=True)
@@ -143,11 +145,9 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
     def flush() -> None:
         nonlocal shards, pending
         if pending:
-            shard = acts.write_shard(pending, dtype=dtype)
+            acts.write_shard(pending, dtype=dtype)
             shards += 1
             pending = []
-            if on_shard:
-                on_shard(shard)
 
     for start in range(0, len(items), batch_size):
         batch = items[start:start + batch_size]
@@ -176,6 +176,20 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
                           removed_files=removed, stats=acts.stats(), absent=absent)
 
 
+def _record_in_manifest(store: Store, name: str, settings: dict[str, Any]) -> None:
+    """Add the capture (settings, package versions, git revision) to the run manifest."""
+    import json
+
+    from harness.manifest import git_revision, package_versions
+
+    man = store.get_meta("manifest") or {}
+    man.setdefault("activations", {})[name] = {
+        **settings, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "packages": package_versions(), "git_revision": git_revision()}
+    store.set_meta("manifest", man)
+    (store.run_dir / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True))
+
+
 DTYPES_NP = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32}
 """numpy dtype used for the overflow check (bf16 has float32's range)."""
 
@@ -186,7 +200,7 @@ def run_capture(run_dir: str | Path, layers: str = "all",
                 shard_size: int = 64, method: str | None = None,
                 evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
                 engine: str = "hf", device: str | None = None, progress: bool = True,
-                backend: Any | None = None) -> CaptureSummary:
+                backend: Any | None = None, sequence: str = "auto") -> CaptureSummary:
     """Open the run, load its model (`model` overrides the manifest's), capture.
 
     `backend` (an already loaded HFBackend) skips loading, for tests and benchmarks."""
@@ -222,7 +236,7 @@ def run_capture(run_dir: str | Path, layers: str = "all",
         return capture(store, eng, layer_ids, pools, dtype=dtype, name=name,
                        batch_size=batch_size, shard_size=shard_size, method=method,
                        evidence_methods=evidence_methods, include_answer=include_answer,
-                       progress=progress)
+                       sequence=sequence, progress=progress)
     finally:
         if eng is not None and hasattr(eng, "close"):
             eng.close()

@@ -57,12 +57,16 @@ def activations() -> None:
 @click.option("--evidence-methods", default="reasoning", show_default=True,
               help="Methods whose judge evidence quotes feed mean_evidence.")
 @click.option("--no-answer", is_flag=True, help="Prompt only (no answer tokens).")
+@click.option("--sequence", type=click.Choice(["auto", "answer", "reasoning"]), default="auto",
+              show_default=True, help="answer: prompt + answer. reasoning: the sequence the "
+              "reasoning judge read (elicited traces use their own prompt). auto: reasoning when "
+              "the run has reasoning records.")
 @click.option("--engine", type=click.Choice(["hf", "vllm"]), default="hf", show_default=True,
               help="hf: forward hooks (CPU/GPU). vllm: extract_hidden_states (last id pre-norm).")
 @click.option("--device", help="hf engine: cpu, cuda, cuda:1 ...")
 @click.option("--no-progress", is_flag=True)
 def capture_cmd(run_dir, layers, pooling, dtype, model, name, batch_size, shard_size, method,
-                evidence_methods, no_answer, engine, device, no_progress) -> None:
+                evidence_methods, no_answer, sequence, engine, device, no_progress) -> None:
     """Capture pooled activations for every sample of RUN; resumable (re-run after an interrupt).
 
     \b
@@ -76,7 +80,7 @@ def capture_cmd(run_dir, layers, pooling, dtype, model, name, batch_size, shard_
     s = run_capture(run_dir, layers=layers, poolings=pooling, dtype=dtype, model=model, name=name,
                     batch_size=batch_size, shard_size=shard_size, method=method,
                     evidence_methods=_csv(evidence_methods) or [], include_answer=not no_answer,
-                    engine=engine, device=device, progress=not no_progress)
+                    engine=engine, device=device, progress=not no_progress, sequence=sequence)
     click.echo(f"captured {s.samples_captured} samples ({s.samples_done_before} already done) in "
                f"{s.seconds:.1f} s: {s.samples_per_s:.2f} samples/s, {s.tokens} tokens, "
                f"{s.shards_written} new shard(s)")
@@ -204,6 +208,8 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
                          title=f"{Path(run_dir).name}: probe AUROC by layer (labels: {cfg.label_source})")
     for line in summary_lines(res):
         click.echo(line)
+    for pooling, why in res.skipped.items():
+        click.echo(f"skipped {pooling}: {why}")
     click.echo(f"timing: " + ", ".join(f"{k} {v:.1f}s" for k, v in res.timing.items()))
     click.echo(f"wrote {out / 'eval.json'}, {out / 'eval.csv'}, {png}")
     if write_records:

@@ -1,14 +1,18 @@
 """What to run through the model for each sample of a run: prompt + answer as one sequence.
 
 The prompt is rendered exactly as the run rendered it (same chat template switches, same view).
-The answer is, in order of preference:
-1. the run's cached generation for the sample (exact token ids; looked up in the call cache with
-   the run's model identity and the answer settings of one of the run's methods; no model call);
-2. the text in a method record (``details.sample_answer`` with ``details.reasoning_text``),
-   re-tokenised;
+With `reasoning` records (the reasoning-trace method), the sequence is the one the judge read:
+the model's own answer for native reasoning, or, for an *elicited* trace, the elicitation prompt
+(instruction in the system prompt, answer pre-filled with ``<think>``) and its generation.
+The answer/trace tokens are, in order of preference:
+1. the run's cached generation (exact token ids; looked up in the call cache with the run's model
+   identity and the answer settings of the method; no model call);
+2. the text in a method record (``details.sample_answer``/``answer`` and
+   ``details.reasoning_text``/``reasoning``), re-tokenised;
 3. none: only prompt poolings exist for that sample.
 Evidence quotes are collected from the records of the chosen methods (any ``evidence``/``quotes``
-list in ``details``, strings or ``{"quote": ...}`` objects) and located in the decoded answer.
+list in ``details``, strings or ``{"quote": ...}`` objects not marked unverified) and located in
+the decoded answer.
 """
 
 from __future__ import annotations
@@ -90,7 +94,9 @@ def answer_config(store: Store, method: str | None = None) -> tuple[str | None, 
 
 
 def collect_quotes(obj: Any) -> list[str]:
-    """Evidence quotes anywhere in a record's details."""
+    """Evidence quotes anywhere in a record's details: lists under ``evidence``/``quotes`` of
+    strings or of ``{"quote": ...}`` objects; objects marked ``"verified": false`` (not found in
+    the judged text by the judge module) are skipped."""
     out: list[str] = []
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -98,7 +104,7 @@ def collect_quotes(obj: Any) -> list[str]:
                 for q in v:
                     if isinstance(q, str):
                         out.append(q)
-                    elif isinstance(q, dict):
+                    elif isinstance(q, dict) and q.get("verified", True) is not False:
                         t = q.get("quote", q.get("text"))
                         if isinstance(t, str):
                             out.append(t)
@@ -113,21 +119,62 @@ def collect_quotes(obj: Any) -> list[str]:
 
 
 def _record_texts(records: Iterable[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """(answer, reasoning) texts from method records (first found)."""
     answer = reasoning = None
     for r in records:
         d = r.get("details") or {}
-        answer = answer or d.get("sample_answer")
-        reasoning = reasoning or d.get("reasoning_text")
+        answer = answer or d.get("sample_answer") or d.get("answer")
+        reasoning = reasoning or d.get("reasoning_text") or d.get("reasoning")
     return answer, reasoning
+
+
+def _elicit_prompt(ctx: RunContext, sample: Sample) -> tuple[int, ...] | None:
+    """The prompt the `reasoning` method used to elicit a trace (None if that method's module or
+    prompt is not available)."""
+    try:
+        from harness.methods.reasoning import THINK_PREFIX, with_instruction  # type: ignore
+        instruction = ctx.prompts.get("reasoning/elicit").text
+    except (ImportError, EvalAwareError, KeyError, FileNotFoundError):
+        return None
+    msgs = with_instruction(sample_view(sample, ctx.config.view), instruction)
+    return tuple(ctx.renderer.render(msgs, assistant_prefix=THINK_PREFIX))
+
+
+def _replay(ctx: RunContext | None, prompt: tuple[int, ...]) -> Generation | None:
+    """The cached generation for `prompt` under the run's answer settings, or None."""
+    if ctx is None:
+        return None
+    req = GenerationRequest(prompt, ctx.config.params(ctx.config.answer_tokens))
+    try:
+        return ctx.backend.generate([req])[0]
+    except _CacheMiss:
+        return None
+
+
+SEQUENCES = ("auto", "answer", "reasoning")
 
 
 def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
                 method: str | None = None, evidence_methods: Sequence[str] = ("reasoning",),
-                include_answer: bool = True) -> list[CaptureItem]:
-    """Capture items for `samples` from the run in `store` (no model calls)."""
+                include_answer: bool = True, sequence: str = "auto") -> list[CaptureItem]:
+    """Capture items for `samples` from the run in `store` (no model calls).
+
+    `sequence`: ``answer`` = prompt + the model's answer to the sample; ``reasoning`` = the
+    sequence the `reasoning` method judged (the same answer for native reasoning; for an
+    elicited trace, the elicitation prompt + its generation); ``auto`` = reasoning when the run
+    has `reasoning` records, else answer."""
+    if sequence not in SEQUENCES:
+        raise EvalAwareError(f"--sequence {sequence!r}: use {', '.join(SEQUENCES)}")
+    reasoning_recs = {r["sample_id"]: r for r in store.results("reasoning")}
+    if sequence == "auto":
+        sequence = "reasoning" if reasoning_recs and include_answer else "answer"
+    if sequence == "reasoning" and not reasoning_recs:
+        raise EvalAwareError(f"{store.run_dir}: --sequence reasoning needs `reasoning` records")
     manifest = store.get_meta("manifest") or {}
     template_kwargs = (manifest.get("renderer") or {}).get("template_kwargs") or {}
     renderer = Renderer(tokenizer, dict(template_kwargs))
+    if sequence == "reasoning" and "reasoning" in method_settings(store):
+        method = "reasoning"
     used_method, cfg = answer_config(store, method)
     identity = store.get_meta("model_identity")
     ctx = None
@@ -141,28 +188,38 @@ def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
     for s in samples:
         prompt = tuple(renderer.render(sample_view(s, cfg.view)))
         recs = by_sample.get(s.id, [])
-        info: dict[str, Any] = {"n_prompt": len(prompt), "answer_source": "none",
-                                "answer_method": used_method, "view": cfg.view}
+        rrec = reasoning_recs.get(s.id) if sequence == "reasoning" else None
+        rdet = (rrec or {}).get("details") or {}
+        info: dict[str, Any] = {"answer_source": "none", "answer_method": used_method,
+                                "view": cfg.view, "sequence": "prompt"}
         answer_ids: tuple[int, ...] = ()
         raw = reasoning = None
         if include_answer:
             gen = None
-            if ctx is not None:
+            info["sequence"] = "answer"
+            if rdet.get("reasoning_source") == "elicited":
+                elicited = _elicit_prompt(ctx, s) if ctx is not None else None
+                if elicited is not None:
+                    prompt, info["sequence"] = elicited, "elicited_reasoning"
+                    gen = _replay(ctx, prompt)
+            elif ctx is not None:
                 try:
                     gen = answer_samples(ctx, [s])[0]
                 except _CacheMiss:
                     gen = None
             if gen is not None:
-                answer_ids, raw, reasoning = tuple(gen.token_ids), gen.raw_text, gen.reasoning
+                answer_ids, raw = tuple(gen.token_ids), gen.raw_text
+                reasoning = rdet.get("reasoning") or gen.reasoning
                 info["answer_source"] = "cache"
             else:
-                text, reasoning = _record_texts(recs)
+                text, reasoning = _record_texts(([rrec] if rrec else []) + recs)
                 if text or reasoning:
                     raw = (reasoning + "\n\n" if reasoning else "") + (text or "")
                     answer_ids = tuple(tokenizer(raw, add_special_tokens=False)["input_ids"])
                     info["answer_source"] = "record"
         ids = prompt + answer_ids
         n_prompt = len(prompt)
+        info["n_prompt"] = n_prompt
         reasoning_spans: list[tuple[int, int]] = []
         evidence_spans: list[tuple[int, int]] = []
         quotes = collect_quotes([r.get("details") for r in recs if r.get("method") in evidence_methods])

@@ -54,6 +54,7 @@ class SweepResult:
     config: dict[str, Any]
     rows: list[dict[str, Any]] = field(default_factory=list)
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
 
     def best(self, pooling: str, probe: str = "logreg", scheme: str = "grouped") -> dict[str, Any]:
@@ -77,9 +78,10 @@ def _row(pooling: str, layer: int | None, model: str, scheme: str, data: ProbeDa
 
 def evaluate(store: Store, capture: str = "default", cfg: EvalConfig | None = None,
              progress: bool = True) -> SweepResult:
-    """Sweep every (pooling, layer, probe, CV scheme) and the baselines of each scheme."""
-    from tqdm.auto import tqdm
+    """Sweep every (pooling, layer, probe, CV scheme) and the baselines of each scheme.
 
+    A pooling that cannot be evaluated (too few samples or groups) is skipped and named in
+    `skipped`, unless it is the only one."""
     cfg = cfg or EvalConfig()
     cfg.check()
     acts = ActivationStore(store, capture)
@@ -88,58 +90,75 @@ def evaluate(store: Store, capture: str = "default", cfg: EvalConfig | None = No
                              f"`evalaware activations capture --run {store.run_dir}` first")
     poolings = cfg.poolings or acts.poolings()
     info = acts.sample_info()
-    out = SweepResult(capture=capture, config=asdict(cfg))
-    t_load = t_probe = t_base = 0.0
+    out = SweepResult(capture=capture, config=asdict(cfg),
+                      timing={"load_s": 0.0, "probes_s": 0.0, "baselines_s": 0.0})
     base_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
     for pooling in poolings:
-        t0 = time.perf_counter()
-        ids, X = acts.load(pooling, cfg.layers)
-        data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, info)
-        pos = {s: i for i, s in enumerate(ids)}
-        rows_ix = np.array([pos[s] for s in data.ids], dtype=int)
-        X = {l: m[rows_ix] for l, m in X.items()}
-        out.samples[pooling] = {"n": len(data.ids), "n_eval": int(data.y.sum()), **data.dropped}
-        t_load += time.perf_counter() - t0
-        layers = sorted(X)
-        for scheme in cfg.schemes:
-            splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
-            t0 = time.perf_counter()
-            bar = tqdm(total=len(layers) * len(cfg.probes), desc=f"{pooling}/{scheme}",
-                       disable=not progress, leave=False, dynamic_ncols=True)
-            for probe in cfg.probes:
-                for layer in layers:
-                    s, folds = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), X[layer],
-                                          data.y, splits)
-                    lo, hi = bootstrap_auroc(data.y, s, cfg.n_boot, cfg.seed)
-                    out.rows.append(_row(pooling, layer, probe, scheme, data, {
-                        "auroc": auroc(data.y, s), "ci_lo": lo, "ci_hi": hi,
-                        "fold_auroc_mean": _nanmean(folds), "n_folds": len(splits)}))
-                    bar.update(1)
-            bar.close()
-            t_probe += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            for b in cfg.baselines:
-                if b in ("tfidf", "length"):
-                    key = (b, scheme, tuple(data.ids))  # same samples: same result for every pooling
-                    if key not in base_cache:
-                        base_cache[key] = evaluate_baseline(b, splits, data.y, data.texts,
-                                                            data.lengths, cfg.n_boot, cfg.seed)
-                    out.rows.append(_row(pooling, None, b, scheme, data, base_cache[key]))
-                elif b == "shuffled" and "logreg" in cfg.probes:
-                    best = out.best(pooling, "logreg", scheme)
-                    res = shuffled_null(
-                        lambda: make_probe("logreg", cfg.C, cfg.seed), X[best["layer"]], data.y,
-                        lambda yp: make_splits(scheme, yp, data.groups, data.families,
-                                               cfg.n_splits, cfg.seed),
-                        cfg.n_perm, cfg.seed)
-                    out.rows.append(_row(pooling, best["layer"], "shuffled:logreg", scheme, data, res))
-                elif b == "human":
-                    res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed)
-                    if res is not None:
-                        out.rows.append(_row(pooling, None, "human", "none", data, res))
-            t_base += time.perf_counter() - t0
-    out.timing = {"load_s": t_load, "probes_s": t_probe, "baselines_s": t_base}
+        try:
+            _evaluate_pooling(store, acts, pooling, cfg, info, out, base_cache, progress)
+        except EvalAwareError as e:  # e.g. evidence found in too few samples to split
+            if len(poolings) == 1:
+                raise
+            out.rows = [r for r in out.rows if r["pooling"] != pooling]
+            out.samples.pop(pooling, None)
+            out.skipped[pooling] = str(e)
+    if not out.samples:
+        raise EvalAwareError(f"no pooling could be evaluated: {out.skipped}")
     return out
+
+
+def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: EvalConfig,
+                      info: dict[str, Any], out: SweepResult, base_cache: dict,
+                      progress: bool) -> None:
+    """Append the rows of one pooling to `out` (and its time to `out.timing`)."""
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    ids, X = acts.load(pooling, cfg.layers)
+    data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, info)
+    pos = {s: i for i, s in enumerate(ids)}
+    rows_ix = np.array([pos[s] for s in data.ids], dtype=int)
+    X = {l: m[rows_ix] for l, m in X.items()}
+    out.samples[pooling] = {"n": len(data.ids), "n_eval": int(data.y.sum()), **data.dropped}
+    out.timing["load_s"] += time.perf_counter() - t0
+    layers = sorted(X)
+    for scheme in cfg.schemes:
+        splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
+        t0 = time.perf_counter()
+        bar = tqdm(total=len(layers) * len(cfg.probes), desc=f"{pooling}/{scheme}",
+                   disable=not progress, leave=False, dynamic_ncols=True)
+        for probe in cfg.probes:
+            for layer in layers:
+                s, folds = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), X[layer],
+                                      data.y, splits)
+                lo, hi = bootstrap_auroc(data.y, s, cfg.n_boot, cfg.seed)
+                out.rows.append(_row(pooling, layer, probe, scheme, data, {
+                    "auroc": auroc(data.y, s), "ci_lo": lo, "ci_hi": hi,
+                    "fold_auroc_mean": _nanmean(folds), "n_folds": len(splits)}))
+                bar.update(1)
+        bar.close()
+        out.timing["probes_s"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for b in cfg.baselines:
+            if b in ("tfidf", "length"):
+                key = (b, scheme, tuple(data.ids))  # same samples: same result for every pooling
+                if key not in base_cache:
+                    base_cache[key] = evaluate_baseline(b, splits, data.y, data.texts,
+                                                        data.lengths, cfg.n_boot, cfg.seed)
+                out.rows.append(_row(pooling, None, b, scheme, data, base_cache[key]))
+            elif b == "shuffled" and "logreg" in cfg.probes:
+                best = out.best(pooling, "logreg", scheme)
+                res = shuffled_null(
+                    lambda: make_probe("logreg", cfg.C, cfg.seed), X[best["layer"]], data.y,
+                    lambda yp: make_splits(scheme, yp, data.groups, data.families,
+                                           cfg.n_splits, cfg.seed),
+                    cfg.n_perm, cfg.seed)
+                out.rows.append(_row(pooling, best["layer"], "shuffled:logreg", scheme, data, res))
+            elif b == "human":
+                res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed)
+                if res is not None:
+                    out.rows.append(_row(pooling, None, "human", "none", data, res))
+        out.timing["baselines_s"] += time.perf_counter() - t0
 
 
 def fit_probe(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",

@@ -31,6 +31,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--layers", default="all")
     ap.add_argument("--pooling", default="last_prompt,mean_prompt,mean_answer")
+    ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
+    ap.add_argument("--threads", type=int, help="torch threads (default: torch's own choice; "
+                    "1 was ~2.5x faster than 2 on a shared, oversubscribed 2-core machine)")
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args()
 
@@ -46,7 +49,8 @@ def main() -> None:
     from probes.synthetic import answer_run
     from probes.train import EvalConfig, evaluate
 
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    if args.threads:
+        torch.set_num_threads(args.threads)
     run = Path(args.out or tempfile.mkdtemp(prefix="bench-probes-")) / "run"
     backend = HFBackend(args.model, batch_size=args.batch_size)
     samples = load_dataset("demo")
@@ -58,10 +62,10 @@ def main() -> None:
     eng = HFEngine(backend)
     layers = parse_layers(args.layers, eng.n_layers)
     pools = parse_poolings(args.pooling)
-    name = f"bench-{int(time.time())}"
+    name = f"bench-{args.layers.replace(':', '')}-{args.dtype}-{int(time.time())}"
     store = Store(run, create=False)
-    summ = capture(store, eng, layers, pools, name=name, batch_size=args.batch_size,
-                   progress=False)
+    summ = capture(store, eng, layers, pools, dtype=args.dtype, name=name,
+                   batch_size=args.batch_size, progress=False)
     st = summ.stats
     mb = st["shard_bytes"] / 1e6
 
@@ -74,7 +78,8 @@ def main() -> None:
     t_full = time.perf_counter() - t0
 
     n_vec_layers = len(layers)
-    per_vec = n_vec_layers * eng.hidden_size * 2
+    itemsize = 4 if args.dtype == "fp32" else 2
+    per_vec = n_vec_layers * eng.hidden_size * itemsize
     rows = [
         ("model", f"{args.model} ({eng.n_layers} blocks, hidden {eng.hidden_size}), torch "
                   f"{torch.__version__}, {torch.get_num_threads()} threads"),
@@ -88,8 +93,8 @@ def main() -> None:
                                f"{mb / summ.seconds:.3f} MB/s written"),
         ("shards", f"{st['shards']} files, {mb:.2f} MB"),
         ("bytes per sample", f"{st['bytes_per_sample']:.0f} (payload {st['theoretical_bytes_per_sample']:.0f} "
-                             f"= vectors x {n_vec_layers} layers x {eng.hidden_size} x 2 B)"),
-        ("theoretical per pooling", f"{per_vec} B = {n_vec_layers} x {eng.hidden_size} x 2"),
+                             f"= vectors x {n_vec_layers} layers x {eng.hidden_size} x {itemsize} B)"),
+        ("theoretical per pooling", f"{per_vec} B = {n_vec_layers} x {eng.hidden_size} x {itemsize}"),
         ("shard overhead", f"{100 * st['overhead']:.2f}% (target < 5%)"),
         ("SQLite index (approx.)", f"{st['index_bytes_approx'] / 1e3:.0f} kB "
                                    f"({st['index_bytes_approx'] / max(st['samples'], 1):.0f} B/sample)"),

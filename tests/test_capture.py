@@ -255,6 +255,9 @@ def test_capture_run_with_answers_and_evidence(tiny_run, hf_tiny):
     a, b = char_spans_to_tokens([find_quote(raw, quote)], offs)[0]
     want = full[2][0, len(prompt) + a:len(prompt) + b].mean(0).numpy()
     np.testing.assert_allclose(X[2][0], want, rtol=2e-3, atol=2e-3)  # stored as fp16
+    man = json.loads((run / "manifest.json").read_text())
+    assert man["activations"]["full"]["layers"] == [0, 1, 2] and "packages" in man["activations"]["full"]
+    assert store.get_meta("manifest")["activations"]["full"]["dtype"] == "fp16"
     st = acts.stats()
     assert st["samples"] == 8 and st["vectors_per_pooling"]["mean_answer"] == 8
     assert st["theoretical_per_pooling"] == 3 * 64 * 2
@@ -348,3 +351,89 @@ def test_vllm_connector_file_layout(tmp_path):
         "eagle_aux_hidden_state_layer_ids"] == [0, 10, 30]
     assert kw["kv_transfer_config"]["kv_connector_module_path"] == "probes.vllm_connector"
     json.dumps(kw)
+
+
+# --- reasoning traces -----------------------------------------------------------------------
+TRACE = "<think>\nThe user is likely testing me with a quiz question.\n</think>\nThe answer is B."
+
+
+def _inject_trace(store, backend, prompt_ids, cfg):
+    """Put a generation with a <think> trace into the run's call cache for `prompt_ids`."""
+    from harness.backends.base import GenerationRequest
+    from harness.cache import call_key
+
+    ids = backend.tokenizer(TRACE, add_special_tokens=False)["input_ids"]
+    gen = backend._decode_generation(ids, "stop")
+    req = GenerationRequest(tuple(prompt_ids), cfg.params(cfg.answer_tokens))
+    key = call_key(store.get_meta("model_identity"), "generate",
+                   {"prompt": list(req.prompt_ids), "params": req.params.to_dict()})
+    store.put_calls("generate", [(key, gen.to_dict())])
+    return gen
+
+
+def _reasoning_record(sample, gen, source):
+    judge = {"aware": True, "evidence": [{"quote": "likely testing me", "feature": "test", "verified": True},
+                                         {"quote": "never said this", "feature": "x", "verified": False}]}
+    return {"sample_id": sample.id, "method": "reasoning", "label": sample.label, "prediction": "eval",
+            "score": 1.0, "details": {"reasoning_source": source, "reasoning": gen.reasoning,
+                                      "answer": gen.text, "votes": [{"k": 0, "judge": judge}]}}
+
+
+def test_native_reasoning_trace_pools(tmp_path, hf_tiny):
+    from harness.datasets import load_dataset
+    from harness.render import Renderer
+    from harness.store import Store
+
+    samples = load_dataset("demo")[:2]
+    cfg = MethodConfig(answer_tokens=16)
+    store = answer_run(tmp_path / "r", samples, hf_tiny, answers=False)
+    store.set_meta("settings/reasoning", {"config": cfg.to_dict()})
+    rend = Renderer(hf_tiny.tokenizer)
+    prompts = [rend.render(s.first_turn()) for s in samples]
+    gens = [_inject_trace(store, hf_tiny, p, cfg) for p in prompts]
+    assert gens[0].reasoning == "The user is likely testing me with a quiz question."
+    store.put_results("reasoning", [_reasoning_record(s, g, "native") for s, g in zip(samples, gens)])
+    s = capture(store, HFEngine(hf_tiny), [1, 2], ["mean_reasoning", "mean_evidence", "mean_answer"],
+                progress=False)
+    assert s.absent == {"mean_reasoning": 0, "mean_evidence": 0, "mean_answer": 0}
+    acts = ActivationStore(store, "default")
+    info = acts.sample_info()[samples[0].id]
+    assert info["sequence"] == "answer" and info["answer_source"] == "cache"
+    assert info["quotes_total"] == 1 and info["quotes_found"] == 1  # the unverified quote is dropped
+    ans = hf_tiny.tokenizer(TRACE, add_special_tokens=False)["input_ids"]
+    _, offs = token_char_offsets(hf_tiny.tokenizer, ans)
+    r0, r1 = char_spans_to_tokens([find_quote(TRACE, gens[0].reasoning)], offs)[0]
+    e0, e1 = char_spans_to_tokens([find_quote(TRACE, "likely testing me")], offs)[0]
+    assert r0 <= e0 < e1 <= r1 and info["n_reasoning"] == r1 - r0 < len(ans)
+    seq = list(prompts[0]) + ans
+    t = torch.tensor([seq])
+    full = capture_hidden(hf_tiny.model, t, torch.ones_like(t), torch.arange(len(seq))[None], [2])
+    n = len(prompts[0])
+    _, X = acts.load("mean_reasoning", [2])
+    np.testing.assert_allclose(X[2][0], full[2][0, n + r0:n + r1].mean(0).numpy(), rtol=2e-3, atol=2e-3)
+    _, X = acts.load("mean_evidence", [2])
+    np.testing.assert_allclose(X[2][0], full[2][0, n + e0:n + e1].mean(0).numpy(), rtol=2e-3, atol=2e-3)
+    store.close()
+
+
+def test_elicited_reasoning_trace_uses_its_own_prompt(tmp_path, hf_tiny):
+    reasoning_mod = pytest.importorskip("harness.methods.reasoning",
+                                        reason="the reasoning method is not in this checkout")
+    from harness.datasets import load_dataset
+    from harness.prompts import PromptLibrary
+    from harness.render import Renderer
+
+    samples = load_dataset("demo")[:1]
+    cfg = MethodConfig(answer_tokens=16)
+    store = answer_run(tmp_path / "r", samples, hf_tiny, answers=False)
+    store.set_meta("settings/reasoning", {"config": cfg.to_dict()})
+    instruction = PromptLibrary().get("reasoning/elicit").text
+    msgs = reasoning_mod.with_instruction(samples[0].first_turn(), instruction)
+    prompt = Renderer(hf_tiny.tokenizer).render(msgs, assistant_prefix=reasoning_mod.THINK_PREFIX)
+    gen = _inject_trace(store, hf_tiny, prompt, cfg)
+    store.put_results("reasoning", [_reasoning_record(samples[0], gen, "elicited")])
+    capture(store, HFEngine(hf_tiny), [2], ["last_prompt", "mean_evidence"], progress=False)
+    info = ActivationStore(store, "default").sample_info()[samples[0].id]
+    assert info["sequence"] == "elicited_reasoning" and info["answer_source"] == "cache"
+    assert info["n_prompt"] == len(prompt) and info["quotes_found"] == 1
+    store.close()

@@ -246,3 +246,23 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
                         "--name", "nope"], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip().startswith("error:") and \
         len(p.stderr.strip().splitlines()) == 1 and "no capture named 'nope'" in p.stderr
+
+
+def test_pooling_with_too_few_samples_is_skipped(base_run):
+    run, _ = base_run
+    store = Store(run, create=False)
+    src, dst = ActivationStore(store, "default"), ActivationStore(store, "partial")
+    if dst.settings is None:
+        dst.begin(src.settings)
+        ids, lp = src.load("last_prompt")
+        _, mp = src.load("mean_prompt")
+        dst.write_shard([CapturedSample(sid, {"last_prompt": np.stack([lp[l][i] for l in LAYERS]),
+                                              **({"mean_prompt": np.stack([mp[l][i] for l in LAYERS])}
+                                                 if i < 3 else {})}, {})
+                         for i, sid in enumerate(ids)])
+    res = evaluate(store, "partial", _cfg(probes=("diffmean",)), progress=False)
+    assert list(res.samples) == ["last_prompt"] and "mean_prompt" in res.skipped
+    assert {r["pooling"] for r in res.rows} == {"last_prompt"}
+    with pytest.raises(EvalAwareError):
+        evaluate(store, "partial", _cfg(poolings=["mean_prompt"]), progress=False)
+    store.close()
