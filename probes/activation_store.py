@@ -226,7 +226,7 @@ class ActivationStore:
         out: dict[int, np.ndarray] = {}
         by_shard: dict[int, list[str]] = {}
         for sid in ids:
-            by_shard.setdefault(loc[sid][layers[0]][0], []).append(sid)
+            by_shard.setdefault(int(loc[sid][layers[0]][0]), []).append(sid)
         for shard, sids in by_shard.items():
             with safe_open(str(self.dir / shard_name(shard)), framework="pt") as f:
                 for layer in layers:

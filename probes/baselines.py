@@ -4,6 +4,9 @@
   style alone; on the Needham et al. data it reached AUROC 0.94 (vs ~0.71 for an honest probe).
 - ``length``: log prompt length in tokens -> logistic regression (0.59 there).
 - ``shuffled``: the activation probe trained on permuted labels, several permutations: the null.
+  For grouped/leave-one-family-out CV on label-pure groups, whole groups swap labels: under
+  those schemes even a useless feature scores below 0.5 (holding out a group moves its class
+  mean away from it), and the group-level null shows that floor.
 - ``human``: the dataset's human P(eval) used directly as a score (no training), when present.
 """
 
@@ -47,14 +50,29 @@ def evaluate_baseline(name: str, splits: Sequence[Split], y: np.ndarray, texts: 
     return {"auroc": auroc(y, s), "ci_lo": lo, "ci_hi": hi, "fold_auroc_mean": _nanmean(folds)}
 
 
+def permute_labels(y: np.ndarray, rng: np.random.Generator,
+                   groups: Sequence[str] | None = None) -> np.ndarray:
+    """Permuted labels. With `groups` whose labels are all pure, whole groups swap labels, so the
+    null keeps the label-pure structure that grouped CV sees (a plain permutation would not)."""
+    if groups is not None:
+        g = np.asarray(groups)
+        uniq = list(dict.fromkeys(g.tolist()))
+        lab = {u: set(y[g == u].tolist()) for u in uniq}
+        if all(len(v) == 1 for v in lab.values()):
+            new = dict(zip(uniq, rng.permutation([lab[u].pop() for u in uniq])))
+            return np.array([new[x] for x in g.tolist()], dtype=y.dtype)
+    return rng.permutation(y)
+
+
 def shuffled_null(make: Callable[[], Any], X: np.ndarray, y: np.ndarray,
                   splits_for: Callable[[np.ndarray], Sequence[Split]], n_perm: int = 20,
-                  seed: int = 0) -> dict[str, Any]:
-    """AUROC of the probe on permuted labels: mean and the 2.5-97.5% range over permutations."""
+                  seed: int = 0, groups: Sequence[str] | None = None) -> dict[str, Any]:
+    """AUROC of the probe on permuted labels: mean and the 2.5-97.5% range over permutations
+    (group-level permutations when `groups` are given and label-pure)."""
     rng = np.random.default_rng(seed)
     aucs = []
     for _ in range(n_perm):
-        yp = rng.permutation(y)
+        yp = permute_labels(y, rng, groups)
         s, _ = oof_scores(make, X, yp, splits_for(yp))
         aucs.append(auroc(yp, s))
     a = np.asarray(aucs)

@@ -152,7 +152,8 @@ def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: Ev
                     lambda: make_probe("logreg", cfg.C, cfg.seed), X[best["layer"]], data.y,
                     lambda yp: make_splits(scheme, yp, data.groups, data.families,
                                            cfg.n_splits, cfg.seed),
-                    cfg.n_perm, cfg.seed)
+                    cfg.n_perm, cfg.seed,
+                    groups={"grouped": data.groups, "lofo": data.families}.get(scheme))
                 out.rows.append(_row(pooling, best["layer"], "shuffled:logreg", scheme, data, res))
             elif b == "human":
                 res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed)
