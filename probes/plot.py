@@ -17,6 +17,7 @@ def auroc_by_layer(rows: Sequence[dict[str, Any]], out_png: str | Path, title: s
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     poolings = list(dict.fromkeys(r["pooling"] for r in rows))
     fig, axes = plt.subplots(1, len(poolings), figsize=(6 * len(poolings), 4.2), squeeze=False,
@@ -42,6 +43,7 @@ def auroc_by_layer(rows: Sequence[dict[str, Any]], out_png: str | Path, title: s
         ax.axhline(0.5, color="black", lw=0.6, alpha=0.5)
         ax.set_title(f"{pooling} (n={pr[0]['n'] if pr else 0})")
         ax.set_xlabel("layer (0 = embeddings)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(0.0, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("out-of-fold AUROC")

@@ -53,6 +53,8 @@ def random_samples(n_groups: int = 12, per_group: int = 5, seed: int = 0,
         label = "eval" if g % 2 == 0 else "deploy"
         for k in range(per_group):
             text = " ".join(rng.choice(words, size=int(rng.integers(4, 16))))
+            human = float(np.clip((0.7 if label == "eval" else 0.3) + rng.normal(0, 0.2), 0, 1))
             out.append(Sample(id=f"g{g:02d}:{k}", messages=(Message("user", text),), label=label,
-                              metadata=SampleMeta(category=f"g{g:02d}")))
+                              metadata=SampleMeta(category=f"g{g:02d}",
+                                                  human_eval_probability=human)))
     return out

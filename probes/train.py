@@ -155,11 +155,11 @@ def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: Ev
                     cfg.n_perm, cfg.seed,
                     groups={"grouped": data.groups, "lofo": data.families}.get(scheme))
                 out.rows.append(_row(pooling, best["layer"], "shuffled:logreg", scheme, data, res))
-            elif b == "human":
-                res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed)
-                if res is not None:
-                    out.rows.append(_row(pooling, None, "human", "none", data, res))
         out.timing["baselines_s"] += time.perf_counter() - t0
+    if "human" in cfg.baselines:  # no training, so no CV scheme: one row per pooling
+        res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed)
+        if res is not None:
+            out.rows.append(_row(pooling, None, "human", "none", data, res))
 
 
 def fit_probe(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",

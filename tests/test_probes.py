@@ -78,7 +78,10 @@ def _cfg(**kw) -> EvalConfig:
 def test_planted_direction_is_found(base_run):
     run, _ = base_run
     store = _plant(run, "planted", _label_direction)
-    res = evaluate(store, "planted", _cfg(baselines=("shuffled",)), progress=False)
+    res = evaluate(store, "planted", _cfg(baselines=("shuffled", "human")), progress=False)
+    human = [r for r in res.rows if r["model"] == "human"]
+    assert [r["pooling"] for r in human] == ["last_prompt", "mean_prompt"]  # one row per pooling
+    assert 0.7 < human[0]["auroc"] < 1.0
     probe_rows = [r for r in res.rows if r["model"] in ("logreg", "diffmean")]
     assert len(probe_rows) == 2 * 2 * 2 * len(LAYERS)  # poolings x schemes x probes x layers
     assert min(r["auroc"] for r in probe_rows) > 0.97
