@@ -14,7 +14,7 @@ sample (no answer, no reasoning, no evidence found) is *absent* for that sample,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -64,11 +64,6 @@ def pooling_weights(spans: Sequence[SequenceSpans], poolings: Sequence[str], wid
     return w
 
 
-def present(weights: torch.Tensor) -> torch.Tensor:
-    """(batch, n_poolings) bool: whether each pooling has any token for each sample."""
-    return weights.sum(-1) > 0
-
-
 # --- characters -> tokens --------------------------------------------------------------------
 
 def token_char_offsets(tokenizer: Any, ids: Sequence[int]) -> tuple[str, list[Span]]:
@@ -116,24 +111,3 @@ def find_quote(text: str, quote: str) -> Span | None:
     pattern = r"\s+".join(re.escape(w) for w in q.split())
     m = re.search(pattern, text, flags=re.IGNORECASE)
     return (m.start(), m.end()) if m else None
-
-
-def quote_token_spans(tokenizer: Any, ids: Sequence[int], quotes: Sequence[str],
-                      base: int = 0) -> tuple[list[Span], int]:
-    """Token spans (shifted by `base`) of the quotes found in the decoded `ids`, and how many
-    quotes were found."""
-    if not quotes or not ids:
-        return [], 0
-    text, offsets = token_char_offsets(tokenizer, ids)
-    found = [s for s in (find_quote(text, q) for q in quotes) if s is not None]
-    spans = [(a + base, b + base) for a, b in char_spans_to_tokens(found, offsets)]
-    return spans, len(found)
-
-
-@dataclass
-class SpanStats:
-    """Counts reported after a capture."""
-
-    quotes_total: int = 0
-    quotes_found: int = 0
-    per_pooling: dict[str, int] = field(default_factory=dict)

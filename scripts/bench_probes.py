@@ -43,7 +43,6 @@ def main() -> None:
     from harness.datasets import load_dataset
     from harness.methods.base import MethodConfig
     from harness.store import Store
-    from probes.activation_store import ActivationStore
     from probes.capture import HFEngine, capture, parse_layers, parse_poolings
     from probes.cli import summary_lines
     from probes.synthetic import answer_run

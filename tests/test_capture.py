@@ -15,11 +15,11 @@ from harness.errors import EvalAwareError, StoreError
 from harness.methods.base import MethodConfig
 from probes.activation_store import ActivationStore
 from probes.capture import HFEngine, capture, parse_layers
-from probes.hooks import capture_hidden, decoder_parts, layer_hooks, run_body
+from probes.hooks import capture_hidden, decoder_parts, layer_hooks
 from probes.pooling import (SequenceSpans, char_spans_to_tokens, find_quote, pooling_weights,
                             token_char_offsets)
 from probes.sequences import CaptureItem, collect_quotes
-from probes.synthetic import answer_run, random_samples
+from probes.synthetic import answer_run
 
 ALL_POOLINGS = ["last_prompt", "mean_prompt", "mean_answer", "mean_reasoning", "mean_evidence"]
 
