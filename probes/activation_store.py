@@ -1,0 +1,273 @@
+"""Pooled activations on disk: safetensors shards plus an index in the run's SQLite store.
+
+Layout: ``RUN/activations/<capture>/shard-00000.safetensors`` holds one tensor per
+(pooling, layer), named ``"<pooling>/<layer>"``, of shape (rows, hidden) in fp16 or bf16; row
+``offset`` of that tensor belongs to the sample the index names.
+
+Tables (in ``RUN/store.sqlite``):
+- ``act_index``: (capture, sample_id, pooling, layer, shape, shard, offset), one row per vector;
+  ``shard`` is the shard number n of ``shard-<n>.safetensors`` (an integer keeps the index small).
+- ``act_samples``: (capture, sample_id, shard, info) marks a sample as captured (a pooling may be
+  absent for it, e.g. no answer) with per-sample token counts.
+- ``act_shards``: (capture, shard, n_samples, bytes, sha256).
+Capture settings live in the store's ``meta`` under ``activations/<capture>``.
+
+Crash safety: a shard is written to a temporary name, fsynced, renamed into place, and only then
+indexed in one transaction. A crash before the transaction leaves an unindexed file, which the
+next open deletes before the samples are captured again, so a resumed capture never duplicates a
+shard or a sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from harness.errors import StoreError
+from harness.store import Store
+
+DTYPES = {"fp16": torch.float16, "float16": torch.float16, "bf16": torch.bfloat16,
+          "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32}
+CANONICAL_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS act_index (capture TEXT NOT NULL, sample_id TEXT NOT NULL,
+    pooling TEXT NOT NULL, layer INTEGER NOT NULL, shape TEXT NOT NULL, shard INTEGER NOT NULL,
+    offset INTEGER NOT NULL, PRIMARY KEY (capture, pooling, layer, sample_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS act_samples (capture TEXT NOT NULL, sample_id TEXT NOT NULL,
+    shard TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (capture, sample_id));
+CREATE TABLE IF NOT EXISTS act_shards (capture TEXT NOT NULL, shard TEXT NOT NULL,
+    n_samples INTEGER NOT NULL, bytes INTEGER NOT NULL, sha256 TEXT NOT NULL,
+    created REAL NOT NULL, PRIMARY KEY (capture, shard));
+"""
+
+
+@dataclass
+class CapturedSample:
+    """One sample's pooled vectors: {pooling: array (n_layers, hidden)} (absent poolings omitted)."""
+
+    sample_id: str
+    vectors: dict[str, np.ndarray]
+    info: dict[str, Any]
+
+
+def shard_name(number: int) -> str:
+    return f"shard-{number:05d}.safetensors"
+
+
+def shard_number(name: str) -> int:
+    return int(name.split("-")[1].split(".")[0])
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+class ActivationStore:
+    """Pooled activations of one capture (a name) inside a run directory."""
+
+    def __init__(self, store: Store, capture: str = "default") -> None:
+        if not capture or "/" in capture or capture.startswith("."):
+            raise StoreError(f"bad capture name {capture!r}")
+        self.store, self.capture = store, capture
+        store.ensure_schema(SCHEMA)
+        self.dir = store.run_dir / "activations" / capture
+        self.meta_key = f"activations/{capture}"
+
+    # --- settings ------------------------------------------------------------------------
+    @property
+    def settings(self) -> dict[str, Any] | None:
+        return self.store.get_meta(self.meta_key)
+
+    def begin(self, settings: dict[str, Any]) -> list[str]:
+        """Record settings, or check a resumed capture uses the same ones; then delete the
+        leftovers of an interrupted capture (returned)."""
+        old = self.settings
+        new = json.loads(json.dumps(settings, sort_keys=True))
+        if old is None:
+            self.store.set_meta(self.meta_key, new)
+        elif old != new:
+            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            raise StoreError(f"{self.store.run_dir}: capture {self.capture!r} was made with "
+                             f"different settings ({', '.join(diff)}); use another --name")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "capture.json").write_text(json.dumps(new, indent=1, sort_keys=True))
+        return self.cleanup()
+
+    def cleanup(self) -> list[str]:
+        """Delete temporary and unindexed shard files (left by an interrupted capture)."""
+        if not self.dir.exists():
+            return []
+        known = set(self.shards())
+        removed = []
+        for f in self.dir.iterdir():
+            if f.name.endswith(".tmp") or (f.suffix == ".safetensors" and f.name not in known):
+                f.unlink()
+                removed.append(f.name)
+        return removed
+
+    # --- writing -------------------------------------------------------------------------
+    def shards(self) -> list[str]:
+        rows = self.store.db.execute("SELECT shard FROM act_shards WHERE capture=? ORDER BY shard",
+                                     (self.capture,))
+        return [r[0] for r in rows]
+
+    def done_ids(self) -> set[str]:
+        rows = self.store.db.execute("SELECT sample_id FROM act_samples WHERE capture=?",
+                                     (self.capture,))
+        return {r[0] for r in rows}
+
+    def _next_shard(self) -> int:
+        return max((shard_number(s) + 1 for s in self.shards()), default=0)
+
+    def write_shard(self, rows: Sequence[CapturedSample], dtype: str = "fp16") -> str:
+        """Write rows as one new shard and index it atomically; returns the shard name."""
+        if not rows:
+            raise ValueError("empty shard")
+        tdtype = DTYPES[dtype]
+        done = self.done_ids()
+        dup = [r.sample_id for r in rows if r.sample_id in done]
+        if dup:
+            raise StoreError(f"samples already captured in {self.capture!r}: {dup[:3]}")
+        layers = self.settings["layers"] if self.settings else None
+        tensors: dict[str, torch.Tensor] = {}
+        index: list[tuple[Any, ...]] = []
+        poolings = sorted({p for r in rows for p in r.vectors})
+        number = self._next_shard()
+        name = shard_name(number)
+        for p in poolings:
+            have = [r for r in rows if p in r.vectors]
+            stack = np.stack([r.vectors[p] for r in have]).astype(np.float32)  # (rows, L, H)
+            n_layers = stack.shape[1]
+            ids = layers if layers is not None else list(range(n_layers))
+            for k, layer in enumerate(ids):
+                t = torch.from_numpy(np.ascontiguousarray(stack[:, k, :])).to(tdtype)
+                tensors[f"{p}/{layer}"] = t
+                shape = json.dumps([int(stack.shape[2])])
+                index.extend((self.capture, r.sample_id, p, int(layer), shape, number, row)
+                             for row, r in enumerate(have))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        final = self.dir / name
+        tmp = self.dir / (name + ".tmp")
+        save_file(tensors, str(tmp), metadata={"capture": self.capture, "format": "evalaware-act-1"})
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        self._index_shard(name, final, index, rows)
+        return name
+
+    def _index_shard(self, name: str, final: Path, index: list[tuple[Any, ...]],
+                     rows: Sequence[CapturedSample]) -> None:
+        size, digest = final.stat().st_size, _sha256(final)
+        with self.store.transaction() as db:
+            db.executemany("INSERT INTO act_index VALUES (?, ?, ?, ?, ?, ?, ?)", index)
+            db.executemany("INSERT INTO act_samples VALUES (?, ?, ?, ?)",
+                           [(self.capture, r.sample_id, name, json.dumps(r.info, sort_keys=True))
+                            for r in rows])
+            db.execute("INSERT INTO act_shards VALUES (?, ?, ?, ?, ?, ?)",
+                       (self.capture, name, len(rows), size, digest, time.time()))
+
+    # --- reading -------------------------------------------------------------------------
+    def poolings(self) -> list[str]:
+        rows = self.store.db.execute("SELECT DISTINCT pooling FROM act_index WHERE capture=? "
+                                     "ORDER BY pooling", (self.capture,))
+        return [r[0] for r in rows]
+
+    def layers(self) -> list[int]:
+        s = self.settings
+        return list(s["layers"]) if s else []
+
+    def sample_info(self) -> dict[str, dict[str, Any]]:
+        rows = self.store.db.execute("SELECT sample_id, info FROM act_samples WHERE capture=?",
+                                     (self.capture,))
+        return {sid: json.loads(info) for sid, info in rows}
+
+    def load(self, pooling: str, layers: Iterable[int] | None = None,
+             sample_ids: Sequence[str] | None = None) -> tuple[list[str], dict[int, np.ndarray]]:
+        """(sample ids in run order, {layer: float32 array (n, hidden)}) for one pooling.
+
+        Only samples that have the pooling at every requested layer are returned."""
+        layers = list(self.layers() if layers is None else layers)
+        missing = sorted(set(layers) - set(self.layers()))
+        if missing:
+            raise StoreError(f"capture {self.capture!r} has no layer(s) {missing}; captured: "
+                             f"{self.layers()}")
+        q = ("SELECT i.sample_id, i.layer, i.shard, i.offset FROM act_index i "
+             "LEFT JOIN samples s ON s.sample_id = i.sample_id "
+             "WHERE i.capture=? AND i.pooling=? ORDER BY s.position, i.sample_id")
+        rows = self.store.db.execute(q, (self.capture, pooling)).fetchall()
+        if not rows:
+            raise StoreError(f"capture {self.capture!r} has no vectors for pooling {pooling!r}; "
+                             f"available: {', '.join(self.poolings()) or 'none'}")
+        want = set(layers)
+        loc: dict[str, dict[int, tuple[int, int]]] = {}
+        for sid, layer, shard, off in rows:
+            if layer in want:
+                loc.setdefault(sid, {})[layer] = (shard, off)
+        ids = [sid for sid in loc if len(loc[sid]) == len(want)]  # run order (query order)
+        if sample_ids is not None:
+            keep = set(sample_ids)
+            ids = [s for s in ids if s in keep]
+        pos = {sid: i for i, sid in enumerate(ids)}
+        out: dict[int, np.ndarray] = {}
+        by_shard: dict[int, list[str]] = {}
+        for sid in ids:
+            by_shard.setdefault(int(loc[sid][layers[0]][0]), []).append(sid)
+        for shard, sids in by_shard.items():
+            with safe_open(str(self.dir / shard_name(shard)), framework="pt") as f:
+                for layer in layers:
+                    t = f.get_tensor(f"{pooling}/{layer}").float().numpy()
+                    if layer not in out:
+                        out[layer] = np.zeros((len(ids), t.shape[1]), dtype=np.float32)
+                    rows_idx = [loc[s][layer][1] for s in sids]
+                    out[layer][[pos[s] for s in sids]] = t[rows_idx]
+        return ids, out
+
+    def stats(self) -> dict[str, Any]:
+        """Sizes: shard bytes per sample vs the theoretical n_layers x hidden x bytes per vector."""
+        s = self.settings or {}
+        n_samples, n_bytes = self.store.db.execute(
+            "SELECT COALESCE(SUM(n_samples), 0), COALESCE(SUM(bytes), 0) FROM act_shards "
+            "WHERE capture=?", (self.capture,)).fetchone()
+        n_vectors = self.store.db.execute("SELECT COUNT(*) FROM act_index WHERE capture=?",
+                                          (self.capture,)).fetchone()[0]
+        index_bytes = self.store.db.execute(
+            "SELECT COALESCE(SUM(LENGTH(capture) + LENGTH(sample_id) + LENGTH(pooling) + "
+            "LENGTH(shape) + 12), 0) FROM act_index WHERE capture=?",
+            (self.capture,)).fetchone()[0]
+        try:  # actual pages of the index table (all captures), where SQLite has dbstat
+            index_db = self.store.db.execute(
+                "SELECT SUM(pgsize) FROM dbstat WHERE name='act_index'").fetchone()[0]
+        except Exception:
+            index_db = None
+        itemsize = torch.tensor([], dtype=DTYPES[s.get("dtype", "fp16")]).element_size()
+        hidden = int(s.get("hidden_size", 0))
+        payload = n_vectors * hidden * itemsize
+        per_pooling = dict(self.store.db.execute(
+            "SELECT pooling, COUNT(*) FROM act_index WHERE capture=? GROUP BY pooling",
+            (self.capture,)).fetchall())
+        n_layers = len(s.get("layers", []))
+        return {
+            "samples": int(n_samples), "shards": len(self.shards()), "shard_bytes": int(n_bytes),
+            "vectors": int(n_vectors), "payload_bytes": int(payload),
+            "bytes_per_sample": n_bytes / n_samples if n_samples else 0.0,
+            "theoretical_bytes_per_sample": payload / n_samples if n_samples else 0.0,
+            "theoretical_per_pooling": n_layers * hidden * itemsize,
+            "overhead": (n_bytes - payload) / payload if payload else 0.0,
+            "index_bytes_approx": int(index_bytes), "index_table_bytes": index_db,
+            "vectors_per_pooling": {p: c // max(n_layers, 1) for p, c in per_pooling.items()},
+        }

@@ -1,0 +1,126 @@
+"""Train a final probe from a run, and apply a saved probe to the activations of any run."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import EvalAwareError
+from harness.store import Store
+
+from .activation_store import ActivationStore
+from .cv import auroc, bootstrap_auroc, make_splits, oof_scores
+from .data import probe_data
+from .io import LinearProbe, save_probe
+from .models import linear_params, make_probe
+from .records import probe_records, write_records
+from .train import EvalConfig, evaluate, fit_probe, oof_for
+
+
+def ids_digest(ids: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
+def train_and_save(store: Store, capture: str, pooling: str, layer: int | str, out_dir: str | Path,
+                   probe: str = "logreg", cfg: EvalConfig | None = None,
+                   progress: bool = True) -> tuple[Path, dict[str, Any]]:
+    """Pick the layer (``"best"`` = highest grouped-CV AUROC), record its CV scores under every
+    scheme, fit on all labelled samples and save. Returns (directory, metadata)."""
+    cfg = cfg or EvalConfig()
+    acts = ActivationStore(store, capture)
+    settings = acts.settings
+    if settings is None:
+        raise EvalAwareError(f"{store.run_dir}: no capture named {capture!r}")
+    selection = "given"
+    if layer == "best":
+        selection = "best grouped-CV AUROC (optimistic: chosen on the same folds)"
+        sweep = evaluate(store, capture, EvalConfig(**{**asdict(cfg), "poolings": [pooling],
+                                                       "probes": (probe,), "schemes": ("grouped",),
+                                                       "baselines": (), "n_boot": 0}),
+                         progress=progress)
+        layer = int(sweep.best(pooling, probe, "grouped")["layer"])
+    layer = int(layer)
+    ids, X = acts.load(pooling, [layer])
+    data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, acts.sample_info())
+    pos = {s: i for i, s in enumerate(ids)}
+    Xl = X[layer][[pos[s] for s in data.ids]]
+    cv: dict[str, Any] = {}
+    for scheme in cfg.schemes:
+        splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
+        s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
+        lo, hi = bootstrap_auroc(data.y, s, cfg.n_boot, cfg.seed)
+        cv[scheme] = {"auroc": auroc(data.y, s), "ci_lo": lo, "ci_hi": hi, "n_folds": len(splits),
+                      "leaky": scheme == "random"}
+    pipe, _ = fit_probe(store, capture, pooling, layer, probe, cfg.C, cfg.seed, cfg.label_source)
+    meta = {
+        "kind": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,
+        "hidden_size": int(Xl.shape[1]), "C": cfg.C, "seed": cfg.seed,
+        "model": settings.get("model_identity"),
+        "capture": {k: settings.get(k) for k in ("engine", "layer_convention", "dtype",
+                                                 "num_hidden_layers", "include_answer")},
+        "cv": cv, "layer_selection": selection,
+        "train": {"run": str(store.run_dir), "capture": capture, "n": len(data.ids),
+                  "n_eval": int(data.y.sum()), "sample_ids": data.ids,
+                  "sample_ids_sha256": ids_digest(data.ids)},
+        "score": "sigmoid(((x - scaler_mean) / scaler_scale) . weight + bias) = P(eval)",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    return save_probe(out_dir, linear_params(pipe), meta), meta
+
+
+def apply_probe(probe: LinearProbe, store: Store, capture: str = "default",
+                write: bool = False, method: str = "probe", force: bool = False,
+                allow_train_overlap: bool = False) -> dict[str, Any]:
+    """Score the capture's activations; optionally write records. Returns scores and AUROC."""
+    acts = ActivationStore(store, capture)
+    settings = acts.settings
+    if settings is None:
+        raise EvalAwareError(f"{store.run_dir}: no capture named {capture!r}")
+    want = (probe.meta.get("model") or {}).get("weights_sha256")
+    got = (settings.get("model_identity") or {}).get("weights_sha256")
+    if want and got and want != got and not force:
+        raise EvalAwareError(f"probe was trained on weights {want[:12]}..., capture {capture!r} "
+                             f"comes from {got[:12]}...; --force to apply anyway")
+    pconv = (probe.meta.get("capture") or {}).get("layer_convention")
+    n_layers = settings.get("num_hidden_layers")
+    if probe.layer == n_layers and pconv and pconv != settings.get("layer_convention") and not force:
+        raise EvalAwareError(f"layer {probe.layer} means different things in the probe's capture "
+                             f"and this one (final norm before/after); --force to apply anyway")
+    ids, X = acts.load(probe.pooling, [probe.layer])
+    dec, proba = probe.decision(X[probe.layer]), probe.proba(X[probe.layer])
+    by_id = {s.id: s for s in store.samples()}
+    y = np.array([int(by_id[s].label == "eval") for s in ids])
+    overlap = sorted(set(ids) & set((probe.meta.get("train") or {}).get("sample_ids") or []))
+    res: dict[str, Any] = {"ids": ids, "decision": dec, "proba": proba, "n": len(ids),
+                           "auroc_truth": auroc(y, proba), "train_overlap": len(overlap)}
+    if write:
+        if overlap and not allow_train_overlap:
+            raise EvalAwareError(f"{len(overlap)} of these samples were used to train the probe, so "
+                                 f"their scores are in-sample; write out-of-fold records with "
+                                 f"`probes eval --write-records`, or pass --allow-train-overlap")
+        details = {"probe": probe.meta.get("kind"), "layer": probe.layer, "pooling": probe.pooling,
+                   "label_source": probe.meta.get("label_source"), "capture": capture,
+                   "scores": "applied", "train_run": (probe.meta.get("train") or {}).get("run")}
+        recs = probe_records(store, ids, proba, dec, details, method=method)
+        res["written"] = write_records(store, recs, method)
+    return res
+
+
+def write_oof_records(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",
+                      scheme: str = "grouped", cfg: EvalConfig | None = None,
+                      method: str = "probe") -> int:
+    """Out-of-fold scores of one probe configuration as method records (honest: every sample is
+    scored by a probe that did not see it, nor its group under grouped CV)."""
+    cfg = cfg or EvalConfig()
+    data, dec, fold = oof_for(store, capture, pooling, layer, probe, scheme, cfg)
+    proba = 1.0 / (1.0 + np.exp(-dec))
+    details = {"probe": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,
+               "capture": capture, "scores": f"out-of-fold ({scheme} CV)", "cv": scheme}
+    recs = probe_records(store, data.ids, proba, dec, details,
+                         per_sample=[{"fold": f} for f in fold], method=method)
+    return write_records(store, recs, method)

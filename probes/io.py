@@ -1,0 +1,96 @@
+"""Saved probes: ``probe.safetensors`` (weight, bias, scaler mean/scale as float32) and
+``probe.json`` (everything else). Never pickle: a probe received from someone else can only
+carry numbers and JSON.
+
+score(x) = ((x - scaler_mean) / scaler_scale) . weight + bias; P(eval) = sigmoid(score).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from harness.errors import EvalAwareError
+
+FORMAT = "evalaware-probe-1"
+TENSORS = ("weight", "bias", "scaler_mean", "scaler_scale")
+
+
+@dataclass
+class LinearProbe:
+    """A loaded probe: numbers plus metadata."""
+
+    weight: np.ndarray
+    bias: float
+    scaler_mean: np.ndarray
+    scaler_scale: np.ndarray
+    meta: dict[str, Any]
+
+    @property
+    def layer(self) -> int:
+        return int(self.meta["layer"])
+
+    @property
+    def pooling(self) -> str:
+        return str(self.meta["pooling"])
+
+    def decision(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.weight.shape[0]:
+            raise EvalAwareError(f"probe expects vectors of size {self.weight.shape[0]}, got "
+                                 f"shape {X.shape}")
+        return ((X - self.scaler_mean) / self.scaler_scale) @ self.weight + self.bias
+
+    def proba(self, X: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-self.decision(X)))
+
+
+def save_probe(out_dir: str | Path, params: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
+    """Write probe.safetensors + probe.json into out_dir; returns out_dir."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = {k: torch.from_numpy(np.asarray(params[k], dtype=np.float32).reshape(-1).copy())
+               for k in TENSORS}
+    save_file(tensors, str(out / "probe.safetensors"), metadata={"format": FORMAT})
+    (out / "probe.json").write_text(json.dumps({"format": FORMAT, **meta}, indent=1,
+                                               sort_keys=True, default=_json_default))
+    return out
+
+
+def load_probe(path: str | Path) -> LinearProbe:
+    """Load from a probe directory (or either of its two files)."""
+    p = Path(path)
+    d = p if p.is_dir() else p.parent
+    meta_file, tensor_file = d / "probe.json", d / "probe.safetensors"
+    for f in (meta_file, tensor_file):
+        if not f.exists():
+            raise EvalAwareError(f"{d}: not a probe directory (missing {f.name})")
+    try:
+        meta = json.loads(meta_file.read_text())
+    except json.JSONDecodeError as e:
+        raise EvalAwareError(f"{meta_file}: invalid JSON ({e})") from e
+    if meta.get("format") != FORMAT:
+        raise EvalAwareError(f"{meta_file}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    t = load_file(str(tensor_file))
+    missing = [k for k in TENSORS if k not in t]
+    if missing:
+        raise EvalAwareError(f"{tensor_file}: missing tensor(s) {', '.join(missing)}")
+    w = t["weight"].double().numpy()
+    mean, scale = t["scaler_mean"].double().numpy(), t["scaler_scale"].double().numpy()
+    if not (w.shape == mean.shape == scale.shape) or t["bias"].numel() != 1:
+        raise EvalAwareError(f"{tensor_file}: inconsistent tensor shapes")
+    return LinearProbe(w, float(t["bias"].double()[0]), mean, scale, meta)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

@@ -1,0 +1,201 @@
+"""Per-layer probe sweeps with honest cross-validation, baselines in the same table, and fitting
+the final probe on all samples."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.errors import EvalAwareError
+from harness.store import Store
+
+from .activation_store import ActivationStore
+from .baselines import BASELINES, evaluate_baseline, human_baseline, shuffled_null
+from .cv import SCHEMES, auroc, bootstrap_auroc, make_splits, oof_scores
+from .data import ProbeData, probe_data
+from .models import PROBES, make_probe
+
+
+@dataclass
+class EvalConfig:
+    """What a sweep evaluates; everything here goes into the result JSON."""
+
+    poolings: list[str] | None = None
+    layers: list[int] | None = None
+    probes: tuple[str, ...] = PROBES
+    schemes: tuple[str, ...] = ("grouped", "lofo", "random")
+    baselines: tuple[str, ...] = BASELINES
+    n_splits: int = 5
+    C: float = 1.0
+    n_boot: int = 1000
+    n_perm: int = 20
+    seed: int = 0
+    label_source: str = "truth"
+    group_key: str = "category"
+    family_key: str = "family"
+
+    def check(self) -> None:
+        for v, allowed, what in ((self.probes, PROBES, "probe"), (self.schemes, SCHEMES, "CV scheme"),
+                                 (self.baselines, BASELINES, "baseline")):
+            bad = [x for x in v if x not in allowed]
+            if bad:
+                raise EvalAwareError(f"unknown {what} {', '.join(bad)}; use {', '.join(allowed)}")
+
+
+@dataclass
+class SweepResult:
+    """Rows of the table (probes per layer, then baselines) plus bookkeeping."""
+
+    capture: str
+    config: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
+
+    def best(self, pooling: str, probe: str = "logreg", scheme: str = "grouped") -> dict[str, Any]:
+        """The row with the highest AUROC for (pooling, probe, scheme)."""
+        cand = [r for r in self.rows if r["pooling"] == pooling and r["model"] == probe
+                and r["scheme"] == scheme and r["layer"] is not None and not math.isnan(r["auroc"])]
+        if not cand:
+            raise EvalAwareError(f"no {probe}/{scheme} rows for pooling {pooling!r}")
+        return max(cand, key=lambda r: (r["auroc"], -r["layer"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _row(pooling: str, layer: int | None, model: str, scheme: str, data: ProbeData,
+         res: dict[str, Any]) -> dict[str, Any]:
+    return {"pooling": pooling, "layer": layer, "model": model, "scheme": scheme,
+            "leaky": scheme == "random", "n": len(data.y), "n_eval": int(data.y.sum()),
+            "label_source": data.label_source, **res}
+
+
+def evaluate(store: Store, capture: str = "default", cfg: EvalConfig | None = None,
+             progress: bool = True) -> SweepResult:
+    """Sweep every (pooling, layer, probe, CV scheme) and the baselines of each scheme.
+
+    A pooling that cannot be evaluated (too few samples or groups) is skipped and named in
+    `skipped`, unless it is the only one."""
+    cfg = cfg or EvalConfig()
+    cfg.check()
+    acts = ActivationStore(store, capture)
+    if acts.settings is None:
+        raise EvalAwareError(f"{store.run_dir}: no capture named {capture!r}; run "
+                             f"`evalaware activations capture --run {store.run_dir}` first")
+    poolings = cfg.poolings or acts.poolings()
+    info = acts.sample_info()
+    out = SweepResult(capture=capture, config=asdict(cfg),
+                      timing={"load_s": 0.0, "probes_s": 0.0, "baselines_s": 0.0})
+    base_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
+    for pooling in poolings:
+        try:
+            _evaluate_pooling(store, acts, pooling, cfg, info, out, base_cache, progress)
+        except EvalAwareError as e:  # e.g. evidence found in too few samples to split
+            if len(poolings) == 1:
+                raise
+            out.rows = [r for r in out.rows if r["pooling"] != pooling]
+            out.samples.pop(pooling, None)
+            out.skipped[pooling] = str(e)
+    if not out.samples:
+        raise EvalAwareError(f"no pooling could be evaluated: {out.skipped}")
+    return out
+
+
+def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: EvalConfig,
+                      info: dict[str, Any], out: SweepResult, base_cache: dict,
+                      progress: bool) -> None:
+    """Append the rows of one pooling to `out` (and its time to `out.timing`)."""
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    ids, X = acts.load(pooling, cfg.layers)
+    data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, info)
+    pos = {s: i for i, s in enumerate(ids)}
+    rows_ix = np.array([pos[s] for s in data.ids], dtype=int)
+    X = {l: m[rows_ix] for l, m in X.items()}
+    out.samples[pooling] = {"n": len(data.ids), "n_eval": int(data.y.sum()), **data.dropped}
+    out.timing["load_s"] += time.perf_counter() - t0
+    layers = sorted(X)
+    for scheme in cfg.schemes:
+        splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
+        t0 = time.perf_counter()
+        bar = tqdm(total=len(layers) * len(cfg.probes), desc=f"{pooling}/{scheme}",
+                   disable=not progress, leave=False, dynamic_ncols=True)
+        for probe in cfg.probes:
+            for layer in layers:
+                s, folds = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), X[layer],
+                                      data.y, splits)
+                lo, hi = bootstrap_auroc(data.y, s, cfg.n_boot, cfg.seed)
+                out.rows.append(_row(pooling, layer, probe, scheme, data, {
+                    "auroc": auroc(data.y, s), "ci_lo": lo, "ci_hi": hi,
+                    "fold_auroc_mean": _nanmean(folds), "n_folds": len(splits)}))
+                bar.update(1)
+        bar.close()
+        out.timing["probes_s"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for b in cfg.baselines:
+            if b in ("tfidf", "length"):
+                key = (b, scheme, tuple(data.ids))  # same samples: same result for every pooling
+                if key not in base_cache:
+                    base_cache[key] = evaluate_baseline(b, splits, data.y, data.texts,
+                                                        data.lengths, cfg.n_boot, cfg.seed)
+                out.rows.append(_row(pooling, None, b, scheme, data, base_cache[key]))
+            elif b == "shuffled" and "logreg" in cfg.probes:
+                best = out.best(pooling, "logreg", scheme)
+                res = shuffled_null(
+                    lambda: make_probe("logreg", cfg.C, cfg.seed), X[best["layer"]], data.y,
+                    lambda yp: make_splits(scheme, yp, data.groups, data.families,
+                                           cfg.n_splits, cfg.seed),
+                    cfg.n_perm, cfg.seed,
+                    groups={"grouped": data.groups, "lofo": data.families}.get(scheme))
+                out.rows.append(_row(pooling, best["layer"], "shuffled:logreg", scheme, data, res))
+        out.timing["baselines_s"] += time.perf_counter() - t0
+    if "human" in cfg.baselines:  # no training, so no CV scheme: one row per pooling
+        res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed)
+        if res is not None:
+            out.rows.append(_row(pooling, None, "human", "none", data, res))
+
+
+def fit_probe(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",
+              C: float = 1.0, seed: int = 0, label_source: str = "truth"
+              ) -> tuple[Any, ProbeData]:
+    """Fit one probe on every labelled sample of the capture."""
+    acts = ActivationStore(store, capture)
+    ids, X = acts.load(pooling, [layer])
+    data = probe_data(store, ids, label_source, info=acts.sample_info())
+    pos = {s: i for i, s in enumerate(ids)}
+    Xl = X[layer][[pos[s] for s in data.ids]]
+    if len(set(data.y.tolist())) < 2:
+        raise EvalAwareError("the labels hold one class only; cannot fit a probe")
+    return make_probe(probe, C, seed).fit(Xl, data.y), data
+
+
+def oof_for(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",
+            scheme: str = "grouped", cfg: EvalConfig | None = None
+            ) -> tuple[ProbeData, np.ndarray, list[int]]:
+    """Out-of-fold decision scores of one probe configuration, and each sample's fold."""
+    cfg = cfg or EvalConfig()
+    acts = ActivationStore(store, capture)
+    ids, X = acts.load(pooling, [layer])
+    data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key,
+                      acts.sample_info())
+    pos = {s: i for i, s in enumerate(ids)}
+    Xl = X[layer][[pos[s] for s in data.ids]]
+    splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
+    s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
+    fold = [0] * len(data.ids)
+    for k, (_, te) in enumerate(splits):
+        for i in te:
+            fold[int(i)] = k
+    return data, s, fold
+
+
+def _nanmean(v: Sequence[float]) -> float:
+    a = np.asarray(v, dtype=float)
+    return float(np.nanmean(a)) if np.isfinite(a).any() else float("nan")
