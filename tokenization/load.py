@@ -4,7 +4,7 @@ Accepted: a family name (``qwen3``, ``deepseek-r1``, ``llama3``, ``gpt-oss``, ``
 ``mistral-v3``, ``mistral-tekken``, ``gemma3``, ``smollm2``; its asset must be prepared), a
 prepared asset directory (with ``family.json``), an HF directory (``tokenizer.json`` plus
 optional ``tokenizer_config.json`` / ``chat_template.jinja``), a ``tokenizer.json`` file, a
-``.tiktoken`` file (pre-tokenizer regex: o200k's or GPT-2's when the file's sha256 says so,
+``.tiktoken`` file (pre-tokenizer regex chosen by the file's sha256 for o200k, cl100k, GPT-2, Qwen and Llama 3,
 otherwise the cl100k/Llama-3 regex, or ``pattern=``), a Tekken ``.json`` or a SentencePiece
 ``.model*`` file (through mistral-common).
 """
@@ -25,6 +25,9 @@ from .tokenizer import HFTokenizer, MistralTokenizer, TiktokenTokenizer, Tokeniz
 _KNOWN_TIKTOKEN = {
     "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d": (fam.O200K_PAT, {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
     "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7": (fam.LLAMA3_PAT, {"<|endoftext|>": 100257}),
+    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930": (fam.GPT2_PAT, {"<|endoftext|>": 50256}),
+    "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186": (fam.QWEN_PAT, {}),  # qwen3 ranks
+    "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55": (fam.LLAMA3_PAT, {}),  # llama3 ranks
 }
 
 
