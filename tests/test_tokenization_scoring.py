@@ -56,14 +56,15 @@ def lse(xs):
     return m + math.log(sum(math.exp(x - m) for x in xs))
 
 
-def test_aware_and_naive_equal_brute_force(tiny_backend) -> None:
+@pytest.mark.parametrize("via", ["loglikelihood", "prefix"])
+def test_aware_and_naive_equal_brute_force(tiny_backend, via: str) -> None:
     tok = load(assets.asset_dir("smollm2"))
     words = TargetWords(("evaluation", "test", "exam"), ("real", "deployment"))
     plan = ScoringPlan.build(tok, words)
     assert plan.multi_token_sequences(), "need multi-token variants to exercise teacher forcing"
     prompts = [tok.render_chat([{"role": "user", "content": c}]) for c in
                ("Is this a test?", "Hi", "Write a poem about the sea, then tell me: real or not?")]
-    scores = score_prompts(tiny_backend, prompts, plan=plan)
+    scores = score_prompts(tiny_backend, prompts, plan=plan, aware_via=via)
     model = tiny_backend.model
     for p, s in zip(prompts, scores):
         per_class = {"eval": [], "deploy": []}
@@ -122,6 +123,9 @@ def test_two_batched_backend_calls(tiny_backend) -> None:
     out = score_prompts(b, prompts, plan=plan)
     assert len(out) == 4
     assert b.calls == [("next", 4), ("ll", 4 * len(plan.multi_token_sequences()))]
+    b.calls.clear()
+    score_prompts(b, prompts, plan=plan, aware_via="prefix")
+    assert [c[0] for c in b.calls] == ["next", "next"]
     # default tokenizer: the backend's own (transformers) tokenizer gives the same plan
     assert ScoringPlan.build(load(assets.asset_dir("smollm2"))) == ScoringPlan.build(
         __import__("tokenization.load", fromlist=["x"]).from_backend(tiny_backend))

@@ -124,13 +124,37 @@ def _mass(lp_row: np.ndarray, ids: Sequence[int]) -> float:
     return float(np.exp(lp_row[list(ids)].astype(np.float64)).sum()) if ids else 0.0
 
 
+def _prefix_teacher_forcing(backend: Any, prompts: list[list[int]], multi: list[tuple[int, ...]],
+                            first_lp: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
+    """log p(seq | prompt) = lp(seq[0] | prompt) + sum_k lp(seq[k] | prompt + seq[:k])."""
+    prefixes = list(dict.fromkeys(s[:k] for s in multi for k in range(1, len(s))))
+    need = sorted({s[k] for s in multi for k in range(1, len(s))})
+    col = {t: j for j, t in enumerate(need)}
+    row = {pf: j for j, pf in enumerate(prefixes)}
+    reqs = [p + list(pf) for p in prompts for pf in prefixes]
+    arr = np.asarray(backend.next_token_logprobs(reqs, need), dtype=np.float64)
+    arr = arr.reshape(len(prompts), len(prefixes), len(need))
+    out = {}
+    for s in multi:
+        tot = first_lp[:, s[0]].astype(np.float64)
+        for k in range(1, len(s)):
+            tot = tot + arr[:, row[s[:k]], col[s[k]]]
+        out[s] = tot
+    return out
+
+
 def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetWords | None = None,
                   tokenizer: Tokenizer | None = None, plan: ScoringPlan | None = None,
-                  top_k: int = DEFAULT_TOP_K, aware: bool = True) -> list[LogprobScore]:
+                  top_k: int = DEFAULT_TOP_K, aware: bool = True,
+                  aware_via: str = "loglikelihood") -> list[LogprobScore]:
     """Naive, top-k naive and tokenizer-aware scores of each prompt (token ids ending right
     before the answer). Two backend calls in all: ``next_token_logprobs`` over the full vocabulary
     for every prompt, then one ``loglikelihood`` for every (prompt, multi-token sequence) pair.
-    `tokenizer` defaults to the backend's; it must be the tokenizer of the model."""
+    `tokenizer` defaults to the backend's; it must be the tokenizer of the model.
+
+    ``aware_via="prefix"`` computes the same teacher-forced sums with one ``next_token_logprobs``
+    call on every (prompt + proper prefix of a multi-token sequence), restricted to the ids needed
+    after each prefix: engines with prefix caching (vLLM) then only compute the new tokens."""
     if plan is None:
         if tokenizer is None:
             from .load import from_backend
@@ -142,10 +166,14 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
     lp = np.asarray(backend.next_token_logprobs(prompts), dtype=np.float32)
     multi = plan.multi_token_sequences() if aware else []
     seq_lp: dict[tuple[int, ...], np.ndarray] = {}
-    if multi:
+    if multi and aware_via == "loglikelihood":
         flat = backend.loglikelihood([(p, list(s)) for p in prompts for s in multi])
         arr = np.asarray(flat, dtype=np.float64).reshape(len(prompts), len(multi))
         seq_lp = {s: arr[:, j] for j, s in enumerate(multi)}
+    elif multi and aware_via == "prefix":
+        seq_lp = _prefix_teacher_forcing(backend, prompts, multi, lp)
+    elif multi:
+        raise ValueError(f"aware_via must be 'loglikelihood' or 'prefix', not {aware_via!r}")
     ev_ids, dp_ids, all_ids = plan.first_ids("eval"), plan.first_ids("deploy"), plan.first_ids()
     out = []
     for i, row in enumerate(lp):
