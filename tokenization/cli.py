@@ -1,0 +1,78 @@
+"""``evalaware tokens``: inspect how tokenizers spell the target words.
+
+The click group object is :data:`tokens`; attach it with ``main.add_command(tokens)``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .variants import CASES, CONTEXTS, variants
+from .words import TargetWords
+
+_SHORT = {"whole_word": "whole", "ambiguous_prefix": "ambig", "missing": "MISSING"}
+
+
+@click.group("tokens")
+def tokens() -> None:
+    """Target words vs tokenizers (naive first token vs full word)."""
+
+
+def _words(spec: str) -> list[str]:
+    if "=" in spec or spec in ("paper", "default"):
+        return list(TargetWords.parse(spec).all)
+    return [w.strip() for w in spec.split(",") if w.strip()]
+
+
+@tokens.command("inspect")
+@click.option("--tokenizer", "tokenizers", multiple=True, required=True,
+              help="family name (qwen3, deepseek-r1, llama3, gpt-oss, gpt2, mistral-v3, mistral-tekken, "
+                   "gemma3, smollm2) or path; repeat for a side-by-side table")
+@click.option("--words", default="evaluation,test,real,deployment", show_default=True,
+              help="comma-separated words, or 'paper' / 'default' / 'eval=..;deploy=..'")
+@click.option("--cases", default=",".join(CASES), show_default=True)
+@click.option("--contexts", default=",".join(CONTEXTS), show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+def inspect(tokenizers: tuple[str, ...], words: str, cases: str, contexts: str, as_json: bool) -> None:
+    """Per word and variant: text, token ids and strings, first token and its class."""
+    from .load import load
+
+    ws = _words(words)
+    cs = [c for c in cases.split(",") if c]
+    xs = [c for c in contexts.split(",") if c]
+    result: dict[str, dict[str, list[dict]]] = {}
+    for name in tokenizers:
+        tok = load(name)
+        result[name] = {w: [v.to_dict() for v in variants(tok, w, cs, xs)] for w in ws}
+    if as_json:
+        json.dump(result, sys.stdout, indent=1, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return
+    click.echo(render_table(result))
+
+
+def _cell(v: dict) -> str:
+    toks = "|".join(repr(t)[1:-1].replace(" ", "\u2423") if t is not None else "<special>"
+                    for t in v["tokens"])
+    extra = f" v{v['n_vocab_sharing']}/w{v['n_words_sharing']}" if v["first_class"] == "ambiguous_prefix" else ""
+    return f"{toks} [{_SHORT[v['first_class']]}{extra}]"
+
+
+def render_table(result: dict[str, dict[str, list[dict]]]) -> str:
+    """One row per (word, case, context), one column per tokenizer. Cells: the tokens joined by
+    '|' (a space shown as '␣'), then the class of the first token; for ambiguous prefixes vN/wM = N vocabulary tokens and
+    M common words also start with that token."""
+    names = list(result)
+    rows: dict[tuple[str, str, str], dict[str, str]] = {}
+    for name in names:
+        for w, vs in result[name].items():
+            for v in vs:
+                rows.setdefault((w, v["case"], v["context"]), {})[name] = _cell(v)
+    head = ["word", "case", "context"] + names
+    body = [[w, c, x] + [cells.get(n, "-") for n in names] for (w, c, x), cells in rows.items()]
+    widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
+    fmt = lambda r: "  ".join(s.ljust(widths[i]) for i, s in enumerate(r)).rstrip()  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])
