@@ -40,6 +40,7 @@ test-fast: assets
 
 bench: assets
 	$(BIN)/python scripts/bench_backends.py
+	$(BIN)/python scripts/bench_tokenization.py --section table --section prep --section models
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -96,6 +96,11 @@ def _load_plugins() -> None:
                 raise
 
 
+def default_names() -> list[str]:
+    """Assets prepared when none are named: all but kinds ending in "optional"."""
+    return sorted(n for n, a in registry().items() if not a.kind.endswith("optional"))
+
+
 def asset_dir(name: str) -> Path:
     return asset_root() / name
 

@@ -50,8 +50,7 @@ def assets_prepare(names: tuple[str, ...], force: bool) -> None:
     """
     from . import assets as A
 
-    reg = A.registry()
-    for name in names or sorted(n for n, a in reg.items() if not a.kind.endswith("optional")):
+    for name in names or A.default_names():
         click.echo(f"{name}: {A.prepare(name, force=force)}")
 
 

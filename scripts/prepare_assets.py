@@ -13,7 +13,7 @@ from harness import assets
 
 def main(argv: list[str]) -> int:
     force = "--force" in argv
-    names = [a for a in argv if not a.startswith("--")] or sorted(assets.registry())
+    names = [a for a in argv if not a.startswith("--")] or assets.default_names()
     for name in names:
         t = time.perf_counter()
         d = assets.prepare(name, force=force)

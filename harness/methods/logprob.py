@@ -46,7 +46,9 @@ class _LogprobBase(Method):
         from tokenization import score_prompts
 
         prompts = [self.ctx.renderer.render(self.prompt_messages(s)) for s in samples]
-        scores = score_prompts(self.ctx.backend, prompts, plan=self._plan)
+        # vLLM: score multi-token words through prefix-cached next-token calls (cheaper there).
+        via = "prefix" if self.ctx.backend.kind == "vllm" else "loglikelihood"
+        scores = score_prompts(self.ctx.backend, prompts, plan=self._plan, aware_via=via)
         out = []
         for s, sc in zip(samples, scores):
             p = sc.aware_p_eval
