@@ -19,8 +19,8 @@ from ..prompts import PromptLibrary
 from ..sample import Sample
 from . import TaxonomyError
 from .artifacts import DEFAULT_THRESHOLD, artifact_descriptions, centroid_similarity
-from .cluster import PAPER_K_RANGE, choose_k, group_centroids, k_grid, sweep
-from .embed import DEFAULT_EMBEDDER, Embedder, embed_cached
+from .cluster import PAPER_K_RANGE, choose_k, group_centroids, k_grid, refit, sweep
+from .embed import DEFAULT_EMBEDDER, Embedder, embed_cached, get_embedder
 from .extract import Feature, extract_features
 from .naming import CATEGORY_PROMPT, CLUSTER_PROMPT, Name, Namer, keyword_name, keywords
 
@@ -40,6 +40,7 @@ class TaxonomyConfig:
     seed: int = 0
     algorithm: str = "kmeans"
     silhouette_sample: int = 2000
+    restarts: int = 5
     artifact_threshold: float = DEFAULT_THRESHOLD
     scope: str = "majority"
     max_members: int = 20
@@ -109,22 +110,29 @@ class _Builder:
         self.timings.update(sweep_s=time.perf_counter() - t, seeding_s=sw.seed_seconds,
                             per_k_s={p.k: p.seconds for p in sw.points})
         k = cfg.k if cfg.k is not None else choose_k(sw.points, cfg.k_rule)
-        out = self.assemble(features, stats.to_dict(), keys, shown, weights, X, sw, k, samples)
+        t = time.perf_counter()
+        sweep_inertia = next(p.inertia for p in sw.points if p.k == k)
+        labels, centers, final_inertia = refit(X, k, weights, cfg.seed, cfg.restarts,
+                                               (sw.labels[k], sw.centers[k], sweep_inertia))
+        self.timings["refit_s"] = time.perf_counter() - t
+        out = self.assemble(features, stats.to_dict(), keys, shown, weights, X, labels, centers,
+                            k, samples)
+        out["final_inertia"] = final_inertia
         out["sweep"] = [{"k": p.k, "inertia": p.inertia, "silhouette": p.silhouette,
                          "n_iter": p.n_iter} for p in sw.points]
         self.timings["total_s"] = time.perf_counter() - t0
         return out
 
     def assemble(self, features: list[Feature], stats: dict[str, int], keys: list[str],
-                 shown: list[str], weights: np.ndarray, X: np.ndarray, sw: Any, k: int,
-                 samples: Sequence[Sample] | None) -> dict[str, Any]:
+                 shown: list[str], weights: np.ndarray, X: np.ndarray, labels: np.ndarray,
+                 centers: np.ndarray, k: int, samples: Sequence[Sample] | None) -> dict[str, Any]:
         cfg = self.cfg
         key_idx = {key: i for i, key in enumerate(keys)}
         feats_of_key: dict[int, list[Feature]] = defaultdict(list)
         for f in features:
             feats_of_key[key_idx[f.key]].append(f)
-        clusters, members, cents = self.clusters(sw.labels[k], sw.centers[k], X, keys, shown,
-                                                 weights, feats_of_key)
+        clusters, members, cents = self.clusters(labels, centers, X, keys, shown, weights,
+                                                 feats_of_key)
         categories = self.categories(clusters, members, cents, shown, weights)
         return {
             "schema": SCHEMA, "settings": cfg.to_dict(), "k": k,
@@ -258,7 +266,7 @@ def build_taxonomy(records: Sequence[dict[str, Any]], config: TaxonomyConfig | N
                    prompts: PromptLibrary | None = None, progress: bool = False) -> dict[str, Any]:
     """The taxonomy of `records` (motivation records) as a JSON-ready dict."""
     cfg = config or TaxonomyConfig()
-    emb = embedder or Embedder(cfg.embedder)
+    emb = embedder or get_embedder(cfg.embedder)
     b = _Builder(cfg, emb, namer, store, prompts or PromptLibrary(), progress)
     out = b.run(records, samples)
     out["manifest"] = {"timings": b.timings, "texts_embedded": b.encoded}

@@ -14,6 +14,7 @@ caller's order. With a store, vectors are cached per (embedder weights, text) in
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -54,12 +55,14 @@ class Embedder:
                  device: str = "cpu") -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
         from ..fingerprint import weights_hash
 
         self.torch = torch
         self.name = name_or_path
         self.path = resolve_embedder(name_or_path)
+        hf_logging.disable_progress_bar()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path)
             self.model = AutoModel.from_pretrained(self.path, dtype=torch.float32).to(device).eval()
@@ -108,6 +111,12 @@ class Embedder:
                     vec = torch.nn.functional.normalize(vec, p=2, dim=1)
                 out[idx] = vec.float().cpu().numpy()
         return out
+
+
+@functools.lru_cache(maxsize=2)
+def get_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
+    """A loaded embedder, shared within the process."""
+    return Embedder(name_or_path)
 
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB NOT NULL);"

@@ -142,7 +142,10 @@ def extract_features(records: Iterable[dict[str, Any]], scope: str = "majority"
         for k, vote in enumerate(votes):
             stats.votes += 1
             judge = vote.get("judge")
-            aware = judge.get("aware") if isinstance(judge, dict) else None
+            if judge is not None and not isinstance(judge, dict):
+                raise TaxonomyError(f"{_where(rec, i, k)}: field 'judge' must be an object, "
+                                    f"got {type(judge).__name__}")
+            aware = judge.get("aware") if judge else None
             if aware is None:
                 stats.votes_unjudged += 1
             if aware is not True:
