@@ -51,10 +51,12 @@ def test_unverified_quotes_kept_and_flagged_and_merged():
 
 
 def test_feature_falls_back_to_quote_and_empty_items_skipped():
-    ev = [{"quote": "Answer with A, B, C or D", "feature": ""}, {"quote": "", "feature": None}]
+    ev = [{"quote": "Answer with A, B, C or D", "feature": ""}, {"quote": "", "feature": None},
+          {"quote": "looks like a benchmark", "feature": "None stated."}]
     feats, st = extract_features([record("a", "eval", [vote(0, True, ev)])])
-    assert len(feats) == 1 and feats[0].from_quote and feats[0].text == "Answer with A, B, C or D"
-    assert st.evidence_skipped == 1 and st.features_from_quote == 1
+    assert [f.text for f in feats] == ["Answer with A, B, C or D", "looks like a benchmark"]
+    assert all(f.from_quote for f in feats)
+    assert st.evidence_skipped == 1 and st.features_from_quote == 2
 
 
 def test_normalisation():

@@ -22,6 +22,7 @@ from .artifacts import DEFAULT_THRESHOLD, artifact_descriptions, centroid_simila
 from .cluster import PAPER_K_RANGE, choose_k, group_centroids, k_grid, refit, sweep
 from .embed import DEFAULT_EMBEDDER, Embedder, embed_cached, get_embedder
 from .extract import Feature, extract_features
+from .threads import limit_threads
 from .naming import CATEGORY_PROMPT, CLUSTER_PROMPT, Name, Namer, keyword_name, keywords
 
 SCHEMA = "evalaware.taxonomy/1"
@@ -41,6 +42,7 @@ class TaxonomyConfig:
     algorithm: str = "kmeans"
     silhouette_sample: int = 2000
     restarts: int = 5
+    threads: int = 1
     artifact_threshold: float = DEFAULT_THRESHOLD
     scope: str = "majority"
     max_members: int = 20
@@ -83,7 +85,8 @@ class _Builder:
         self.encoded = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        X, n = embed_cached(self.embedder, texts, self.store)
+        with limit_threads(self.cfg.threads):
+            X, n = embed_cached(self.embedder, texts, self.store)
         self.encoded += n
         return X
 
@@ -106,15 +109,16 @@ class _Builder:
                                     f"features ({len(keys)})")
             ks = sorted(set(ks) | {cfg.k})
         t = time.perf_counter()
-        sw = sweep(X, ks, weights, cfg.seed, cfg.algorithm, cfg.silhouette_sample, self.progress)
-        self.timings.update(sweep_s=time.perf_counter() - t, seeding_s=sw.seed_seconds,
-                            per_k_s={p.k: p.seconds for p in sw.points})
-        k = cfg.k if cfg.k is not None else choose_k(sw.points, cfg.k_rule)
-        t = time.perf_counter()
-        sweep_inertia = next(p.inertia for p in sw.points if p.k == k)
-        labels, centers, final_inertia = refit(X, k, weights, cfg.seed, cfg.restarts,
-                                               (sw.labels[k], sw.centers[k], sweep_inertia))
-        self.timings["refit_s"] = time.perf_counter() - t
+        with limit_threads(cfg.threads):
+            sw = sweep(X, ks, weights, cfg.seed, cfg.algorithm, cfg.silhouette_sample, self.progress)
+            self.timings.update(sweep_s=time.perf_counter() - t, seeding_s=sw.seed_seconds,
+                                per_k_s={p.k: p.seconds for p in sw.points})
+            k = cfg.k if cfg.k is not None else choose_k(sw.points, cfg.k_rule)
+            t = time.perf_counter()
+            sweep_inertia = next(p.inertia for p in sw.points if p.k == k)
+            labels, centers, final_inertia = refit(X, k, weights, cfg.seed, cfg.restarts,
+                                                   (sw.labels[k], sw.centers[k], sweep_inertia))
+            self.timings["refit_s"] = time.perf_counter() - t
         out = self.assemble(features, stats.to_dict(), keys, shown, weights, X, labels, centers,
                             k, samples)
         out["final_inertia"] = final_inertia

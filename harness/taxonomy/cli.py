@@ -68,6 +68,8 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
               help="Sweep algorithm (from one shared k-means++ seeding).")
 @click.option("--restarts", type=int, default=5, show_default=True,
               help="Extra k-means++ restarts for the final fit at the chosen k.")
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="CPU threads for embedding and clustering (1 is fastest on a busy machine).")
 @click.option("--artifact-threshold", type=float, default=None,
               help="Centroid similarity flagging method artifacts (default 0.6).")
 @click.option("--scope", type=click.Choice(SCOPES), default="majority", show_default=True,
@@ -79,8 +81,9 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
 @click.option("--no-progress", is_flag=True)
 def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, judge_base_url,
              no_llm_names, limit, base_url, api_key_env, tokenizer, dtype, enable_thinking, seed, k,
-             k_min, k_max, k_step, k_rule, n_categories, algorithm, restarts, artifact_threshold, scope,
-             embedder, prompts_dir, name_tokens, batch_size, no_progress) -> None:
+             k_min, k_max, k_step, k_rule, n_categories, algorithm, restarts, threads,
+             artifact_threshold, scope, embedder, prompts_dir, name_tokens, batch_size,
+             no_progress) -> None:
     """Build a taxonomy of the prompt features that make a model think "this is a test".
 
     \b
@@ -106,6 +109,7 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
         raise click.UsageError("--dataset needs --model")
     cfg = TaxonomyConfig(k=k, k_min=k_min, k_max=k_max, k_step=k_step, k_rule=k_rule,
                          n_categories=n_categories, seed=seed, algorithm=algorithm, restarts=restarts,
+                         threads=threads,
                          artifact_threshold=DEFAULT_THRESHOLD if artifact_threshold is None
                          else artifact_threshold, scope=scope, embedder=embedder or DEFAULT_EMBEDDER)
     prompts = PromptLibrary(prompts_dir)

@@ -11,8 +11,9 @@ Record schema (the motivation method, harness/methods/motivation.py)::
 Decisions:
 - scope "majority" (default): aware votes of records whose prediction is "eval" (the samples the
   method calls evaluations); scope "votes": every aware vote, whatever the majority.
-- An evidence item without a feature description uses its quote as the feature text
-  (``from_quote``); an item with neither is skipped and counted.
+- An evidence item without a feature description (empty, or a placeholder such as the judge
+  prompt's "none stated") uses its quote as the feature text (``from_quote``); an item with
+  neither is skipped and counted.
 - Quotes the judge could not verify as substrings are kept, flagged ``verified: false``. When the
   judge left ``verified`` out, it is computed here against the vote's answer (whitespace- and
   case-insensitive).
@@ -28,6 +29,8 @@ from typing import Any, Iterable
 from . import TaxonomyError
 
 SCOPES = ("majority", "votes")
+NO_FEATURE = frozenset({"none stated", "none", "n/a", "na", "not stated", "unknown", "unspecified",
+                        "no feature", "none given"})
 _WS = re.compile(r"\s+")
 
 
@@ -157,6 +160,8 @@ def extract_features(records: Iterable[dict[str, Any]], scope: str = "majority"
             for e in _evidence(rec, i, k, vote):
                 quote = normalize_text(e.get("quote") or "")
                 text = normalize_text(e.get("feature") or "")
+                if text.lower() in NO_FEATURE:
+                    text = ""
                 if not text and not quote:
                     stats.evidence_skipped += 1
                     continue
