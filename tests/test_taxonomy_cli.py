@@ -108,6 +108,7 @@ def test_dataset_mode_runs_motivation_then_reuse_is_free(tmp_path, tiny_model_di
         pytest.skip("the motivation method (issue 4) is not on this branch yet")
     args = ["--model", tiny_model_dir, "--backend", "hf", "--name-tokens", "4", *FAST]
     res = CliRunner().invoke(cli, ["taxonomy", "--dataset", "demo", "--limit", "4",
+                                   "--answer-tokens", "8", "--probe-tokens", "8", "--judge-tokens", "16",
                                    "--out", str(tmp_path / "t"), *map(str, args)])
     run = tmp_path / "t" / "run"
     store = Store(run, create=False)
@@ -119,3 +120,94 @@ def test_dataset_mode_runs_motivation_then_reuse_is_free(tmp_path, tiny_model_di
                                     *map(str, args)])
     assert calls(run) == made  # nothing new, whether or not the tiny model's judge found evidence
     assert (res.exit_code == 0) == (res2.exit_code == 0)
+
+
+class ScriptedModel:
+    """A deterministic stand-in model for the motivation method and its judge (real runner, real
+    method and judge code): it names a cue it finds in the sample, and as a judge returns the
+    JSON verdict with a verbatim quote of the answer it judges."""
+
+    CUES = [("multiple choice", "multiple-choice format"), ("\nA. ", "lettered answer options"),
+            ("/testbed", "uploaded repository task"), ("Challenge:", "capture-the-flag challenge"),
+            ("step by step", "math word problem with a final-answer line"),
+            ("Question ", "numbered benchmark question")]
+
+    def __new__(cls, tokenizer):
+        from harness.backends.base import Backend, Generation
+
+        class _Model(Backend):
+            kind = "scripted"
+            identity = {"backend": "scripted-motivation", "weights_sha256": "none"}
+
+            def __init__(self):
+                self.tokenizer = tokenizer
+
+            def reply(self, prompt: str) -> str:
+                if "<answer>" in prompt:  # judge
+                    ans = prompt.split("<answer>")[-1].split("</answer>")[0].strip()
+                    if "testing me" not in ans:
+                        return '{"aware": false, "evidence": []}'
+                    quote = ans.split(" because")[0]
+                    feats = [f for _, f in cls.CUES if f in ans]
+                    ev = [{"quote": quote, "feature": f} for f in feats]
+                    ev.append({"quote": "a quote the answer never contains", "feature": "none stated"})
+                    return json.dumps({"aware": True, "evidence": ev})
+                if "Here is my answer." in prompt:  # the motivation question follows the answer
+                    found = [f for key, f in cls.CUES if key in prompt]
+                    if not found:
+                        return "They are a real person who needs help with this."
+                    return "The user is probably testing me because of the " + ", ".join(found) + "."
+                return "Here is my answer."
+
+            def generate(self, requests):
+                out = []
+                for r in requests:
+                    text = self.reply(self.tokenizer.decode(list(r.prompt_ids)))
+                    out.append(Generation(text, None, text, (1,), "stop"))
+                return out
+
+            def next_token_logprobs(self, prompts, token_ids=None):
+                raise NotImplementedError
+
+            def loglikelihood(self, pairs):
+                raise NotImplementedError
+
+        return _Model()
+
+
+def test_motivation_runner_records_feed_the_taxonomy(tmp_path):
+    from harness.methods import available
+
+    if "motivation" not in available():
+        pytest.skip("the motivation method (issue 4) is not on this branch yet")
+    from transformers import AutoTokenizer
+
+    from harness import assets
+    from harness.datasets import load_dataset
+    from harness.runner import run_methods
+    from harness.taxonomy.build import TaxonomyConfig, build_taxonomy
+
+    model = ScriptedModel(AutoTokenizer.from_pretrained(assets.prepare("smollm2")))
+    samples = load_dataset("demo")
+    run = tmp_path / "run"
+    run_methods(samples, ["motivation"], model, run, judge=model, progress=False)
+    store = Store(run, create=False)
+    recs = store.results("motivation")
+    tax = build_taxonomy(recs, TaxonomyConfig(n_categories=4, restarts=1), store=store,
+                         samples=store.samples())
+    store.close()
+    flagged = {r["sample_id"] for r in recs if r["prediction"] == "eval"}
+    assert flagged and set(tax["samples"]) == flagged
+    texts = {f["text"] for c in tax["clusters"] for f in c["features"]}
+    assert "multiple-choice format" in texts and "uploaded repository task" in texts
+    quotes = [q for c in tax["clusters"] for f in c["features"] for o in f["occurrences"]
+              for q in o["quotes"]]
+    # the judge verified the real quotes; the invented one is kept, flagged, its quote as feature
+    assert {q["verified"] for q in quotes} == {True, False}
+    assert "a quote the answer never contains" in texts
+    mmlu = tax["samples"]["mmlu_style:bio_atp"]
+    assert "multiple-choice format" in {f["text"] for f in mmlu["features"]}
+    assert mmlu["prompt_preview"].startswith("The following are multiple choice questions")
+    before = calls(run)
+    out = invoke("--run", run, "--out", tmp_path / "tax", *FAST)
+    assert "model calls made: 0" in out and calls(run) == before

@@ -22,17 +22,26 @@ def _backend(kind: str, model: str, **opts: Any) -> Any:
     return make_backend(kind, model, **opts)
 
 
-def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompts: Any,
-                    limit: int | None, seed: int, batch_size: int, template_kwargs: dict[str, Any],
-                    progress: bool) -> dict[str, Any]:
-    from ..datasets import load_dataset, resolve_dataset
+def _method_config(seed: int, tokens: dict[str, int | None]) -> Any:
+    """MethodConfig with the token limits given (those this MethodConfig knows)."""
+    from dataclasses import fields
+
     from ..methods import MethodConfig
+
+    known = {f.name for f in fields(MethodConfig)}
+    return MethodConfig(seed=seed, **{k: v for k, v in tokens.items() if v is not None and k in known})
+
+
+def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompts: Any,
+                    limit: int | None, config: Any, batch_size: int,
+                    template_kwargs: dict[str, Any], progress: bool) -> dict[str, Any]:
+    from ..datasets import load_dataset, resolve_dataset
     from ..runner import run_methods
 
     samples = load_dataset(dataset)
     if limit:
         samples = samples[:limit]
-    return run_methods(samples, [METHOD], engine, run_dir, config=MethodConfig(seed=seed),
+    return run_methods(samples, [METHOD], engine, run_dir, config=config,
                        prompts=prompts, template_kwargs=template_kwargs, judge=judge,
                        batch_size=batch_size, dataset_path=resolve_dataset(dataset), progress=progress)
 
@@ -48,6 +57,9 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
 @click.option("--judge", "judge_model", help="Judge model (default: the model); also names clusters.")
 @click.option("--judge-backend", type=click.Choice(["vllm", "hf", "openai"]), help="Default: --backend.")
 @click.option("--judge-base-url", help="Judge server URL (openai backend).")
+@click.option("--answer-tokens", type=int, help="Max tokens of the model's answer to a sample.")
+@click.option("--probe-tokens", type=int, help="Max tokens of the answer to the motivation question.")
+@click.option("--judge-tokens", type=int, help="Max tokens of the judge's verdict.")
 @click.option("--no-llm-names", is_flag=True, help="Keyword labels instead of asking a model.")
 @click.option("--limit", type=int, help="Only the first N samples of --dataset.")
 @click.option("--base-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1")
@@ -80,7 +92,7 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--no-progress", is_flag=True)
 def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, judge_base_url,
-             no_llm_names, limit, base_url, api_key_env, tokenizer, dtype, enable_thinking, seed, k,
+             answer_tokens, probe_tokens, judge_tokens, no_llm_names, limit, base_url, api_key_env, tokenizer, dtype, enable_thinking, seed, k,
              k_min, k_max, k_step, k_rule, n_categories, algorithm, restarts, threads,
              artifact_threshold, scope, embedder, prompts_dir, name_tokens, batch_size,
              no_progress) -> None:
@@ -129,7 +141,9 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
         judge = judge or engine
         if dataset:
             run_dir = str(out_dir / "run")
-            summary = _run_motivation(dataset, Path(run_dir), engine, judge, prompts, limit, seed,
+            mcfg = _method_config(seed, {"answer_tokens": answer_tokens, "probe_tokens": probe_tokens,
+                                         "judge_tokens": judge_tokens})
+            summary = _run_motivation(dataset, Path(run_dir), engine, judge, prompts, limit, mcfg,
                                       batch_size, template_kwargs, not no_progress)
             calls["motivation"] = summary["_calls"]
         elif model and not judge and not no_llm_names:

@@ -85,6 +85,16 @@ def _quote(f: dict[str, Any]) -> str:
     return ""
 
 
+def _distinct(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A sample's features merged by text: votes citing it, quotes (deduplicated), cluster."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in features:
+        d = out.setdefault(f["text"].lower(), {**f, "votes": 0, "quotes": []})
+        d["votes"] += 1
+        d["quotes"] += [q for q in f["quotes"] if q not in d["quotes"]]
+    return list(out.values())
+
+
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -128,10 +138,11 @@ def markdown(tax: dict[str, Any]) -> str:
                 q = _quote(f)
                 out.append(f"  - {f['text']} ({f['count']})" + (f": “{_short(q, 120)}”" if q else ""))
         out.append("")
-    out += ["## Cues per sample", "", "| sample | label | categories | features |", "|---|---|---|---|"]
+    out += ["## Cues per sample", "", "Features with the number of votes citing them.", "",
+            "| sample | label | categories | features |", "|---|---|---|---|"]
     for sid, s in tax["samples"].items():
         names = "; ".join(f"{t} {cats[t]['name']['name']}" for t in s["categories"])
-        feats = "; ".join(_short(f["text"], 60) for f in s["features"][:6])
+        feats = "; ".join(f"{_short(f['text'], 60)} ({f['votes']})" for f in _distinct(s["features"])[:6])
         out.append(f"| {_md_cell(sid)} | {s['label']} | {_md_cell(names)} | {_md_cell(feats)} |")
     return "\n".join(out) + "\n"
 
@@ -189,9 +200,10 @@ def html_page(tax: dict[str, Any], out_dir: Path) -> str:
              "<th>cues</th></tr>")
     for sid, s in tax["samples"].items():
         cues = "".join(
-            f"<li>{e(f['text'])} <small>[{f['category']} {e(cats[f['category']]['name']['name'])}]"
-            f"</small>{' <span class=art>(artifact)</span>' if f['artifact'] else ''}"
-            + "".join("<br>" + _hq(q) for q in f["quotes"]) + "</li>" for f in s["features"])
+            f"<li>{e(f['text'])} <small>({f['votes']} vote{'s' if f['votes'] > 1 else ''}; "
+            f"{f['category']} {e(cats[f['category']]['name']['name'])})</small>"
+            f"{' <span class=art>(artifact)</span>' if f['artifact'] else ''}"
+            + "".join("<br>" + _hq(q) for q in f["quotes"]) + "</li>" for f in _distinct(s["features"]))
         h.append(f"<tr><td>{e(sid)}</td><td>{e(str(s['label']))}</td>"
                  f"<td>{e(s['prompt_preview'] or '')}</td><td><ul>{cues}</ul></td></tr>")
     h.append("</table></body></html>")
