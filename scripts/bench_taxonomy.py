@@ -17,6 +17,7 @@ import json
 import os
 import time
 
+import numpy as np
 from sklearn.cluster import KMeans
 
 from harness.taxonomy.cluster import k_grid, sweep
@@ -35,6 +36,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch/BLAS/OpenMP threads (product default 1)")
     ap.add_argument("--json", help="Also write the results here.")
+    ap.add_argument("--reuse-embeddings", metavar="NPY",
+                    help="Load embeddings from this .npy if it exists (else embed and save there); "
+                         "the embedding columns then show the run that made the file.")
     args = ap.parse_args()
     with limit_threads(args.threads):
         res = run(args)
@@ -52,12 +56,16 @@ def run(args: argparse.Namespace) -> dict:
     emb = get_embedder()
     res["embedder_load_s"] = time.perf_counter() - t
     texts, _ = feature_texts(max(args.sizes), seed=args.seed)
+    saved = np.load(args.reuse_embeddings) if args.reuse_embeddings and \
+        os.path.exists(args.reuse_embeddings) else None
     for n in sorted(args.sizes):
         row: dict = {}
         t = time.perf_counter()
-        X = emb.encode(texts[:n])
+        X = saved[:n] if saved is not None and len(saved) >= n else emb.encode(texts[:n])
         row["embed_s"] = time.perf_counter() - t
-        row["embed_per_s"] = n / row["embed_s"]
+        row["embed_per_s"] = float("nan") if saved is not None else n / row["embed_s"]
+        if args.reuse_embeddings and saved is None and n == max(args.sizes):
+            np.save(args.reuse_embeddings, X)
         ks = k_grid(n)
         row["ks"] = [ks[0], ks[-1], len(ks)]
         for algo in args.algorithms:
@@ -94,7 +102,8 @@ def report(res: dict, args: argparse.Namespace) -> None:
             r = row[algo]
             ratios = " ".join(f"{r['inertia'][k] / row['reference'][k]['inertia']:>10.4f}"
                               if k in row["reference"] else f"{'-':>10}" for k in args.ref_ks)
-            print(f"{n:>9} {row['embed_per_s']:>8.0f} {f'{lo}..{hi} ({cnt})':>13} {algo:>10} "
+            emb = "reused" if row["embed_per_s"] != row["embed_per_s"] else f"{row['embed_per_s']:.0f}"
+            print(f"{n:>9} {emb:>8} {f'{lo}..{hi} ({cnt})':>13} {algo:>10} "
                   f"{r['sweep_s']:>8.1f} {r['seeding_s']:>7.1f} {ratios}")
         nv = row["naive"]
         if nv:
@@ -105,8 +114,9 @@ def report(res: dict, args: argparse.Namespace) -> None:
                   f"{'':>7} {ratios}   (KMeans n_init=1 per k; x{cnt / len(nv):.1f} for all ks ~ "
                   f"{total * cnt / len(nv):.0f}s)")
         ref_s = sum(v["s"] for v in row["reference"].values())
-        print(f"{n:>9} {'':>8} {'':>13} {'reference':>10} {ref_s:>8.1f}  (KMeans n_init="
-              f"{args.ref_n_init} at {sorted(row['reference'])})")
+        if row["reference"]:
+                print(f"{n:>9} {'':>8} {'':>13} {'reference':>10} {ref_s:>8.1f}  (KMeans n_init="
+                  f"{args.ref_n_init} at {sorted(row['reference'])})")
 
 
 if __name__ == "__main__":

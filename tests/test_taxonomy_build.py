@@ -7,7 +7,6 @@ import json
 import re
 from typing import Sequence
 
-import numpy as np
 import pytest
 
 from harness.backends.base import Backend, Generation, GenerationRequest

@@ -22,8 +22,8 @@ from .artifacts import DEFAULT_THRESHOLD, artifact_descriptions, centroid_simila
 from .cluster import PAPER_K_RANGE, choose_k, group_centroids, k_grid, refit, sweep
 from .embed import DEFAULT_EMBEDDER, Embedder, embed_cached, get_embedder
 from .extract import Feature, extract_features
-from .threads import limit_threads
 from .naming import CATEGORY_PROMPT, CLUSTER_PROMPT, Name, Namer, keyword_name, keywords
+from .threads import limit_threads
 
 SCHEMA = "evalaware.taxonomy/1"
 

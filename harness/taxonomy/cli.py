@@ -92,10 +92,10 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--no-progress", is_flag=True)
 def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, judge_base_url,
-             answer_tokens, probe_tokens, judge_tokens, no_llm_names, limit, base_url, api_key_env, tokenizer, dtype, enable_thinking, seed, k,
-             k_min, k_max, k_step, k_rule, n_categories, algorithm, restarts, threads,
-             artifact_threshold, scope, embedder, prompts_dir, name_tokens, batch_size,
-             no_progress) -> None:
+             answer_tokens, probe_tokens, judge_tokens, no_llm_names, limit, base_url, api_key_env,
+             tokenizer, dtype, enable_thinking, seed, k, k_min, k_max, k_step, k_rule,
+             n_categories, algorithm, restarts, threads, artifact_threshold, scope, embedder,
+             prompts_dir, name_tokens, batch_size, no_progress) -> None:
     """Build a taxonomy of the prompt features that make a model think "this is a test".
 
     \b
@@ -104,26 +104,21 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
       evalaware taxonomy --run runs/qwen3 --judge /models/Qwen3-32B --out runs/qwen3-tax
       evalaware taxonomy --run runs/qwen3 --no-llm-names --k 120 --out runs/qwen3-tax-k120
     """
-    from ..cache import CachedBackend
-    from ..manifest import base_manifest
     from ..prompts import PromptLibrary
-    from ..store import Store
-    from .build import TaxonomyConfig, build_taxonomy
-    from .embed import DEFAULT_EMBEDDER
     from .artifacts import DEFAULT_THRESHOLD
-    from .naming import Namer
-    from .render import write_outputs
+    from .build import TaxonomyConfig
+    from .embed import DEFAULT_EMBEDDER
 
     if bool(dataset) == bool(run_dir):
         raise click.UsageError("give exactly one of --dataset (run the motivation method) or --run "
                                "(reuse a run directory)")
     if dataset and not model:
         raise click.UsageError("--dataset needs --model")
-    cfg = TaxonomyConfig(k=k, k_min=k_min, k_max=k_max, k_step=k_step, k_rule=k_rule,
-                         n_categories=n_categories, seed=seed, algorithm=algorithm, restarts=restarts,
-                         threads=threads,
-                         artifact_threshold=DEFAULT_THRESHOLD if artifact_threshold is None
-                         else artifact_threshold, scope=scope, embedder=embedder or DEFAULT_EMBEDDER)
+    cfg = TaxonomyConfig(
+        k=k, k_min=k_min, k_max=k_max, k_step=k_step, k_rule=k_rule, n_categories=n_categories,
+        seed=seed, algorithm=algorithm, restarts=restarts, threads=threads, scope=scope,
+        artifact_threshold=DEFAULT_THRESHOLD if artifact_threshold is None else artifact_threshold,
+        embedder=embedder or DEFAULT_EMBEDDER)
     prompts = PromptLibrary(prompts_dir)
     api_key = os.environ.get(api_key_env)
     opts = dict(dtype=dtype, tokenizer=tokenizer, base_url=base_url,
@@ -148,27 +143,48 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
             calls["motivation"] = summary["_calls"]
         elif model and not judge and not no_llm_names:
             judge = engine = _backend(backend, model, **opts)
-        store = Store(run_dir, create=False)
+        namer = None if no_llm_names else judge
+        tax, paths = _build(Path(run_dir), out_dir, cfg, namer, prompts, name_tokens, batch_size,
+                            template_kwargs, calls, not no_progress)
+    finally:
+        for b in {id(x): x for x in (engine, judge) if x is not None}.values():
+            b.close()
+    _summary(tax, calls, paths)
+
+
+def _build(run_dir: Path, out_dir: Path, cfg: Any, namer_backend: Any, prompts: Any,
+           name_tokens: int, batch_size: int, template_kwargs: dict[str, Any],
+           calls: dict[str, Any], progress: bool) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Taxonomy of the run's motivation records, named through the run's call cache; written."""
+    from ..cache import CachedBackend
+    from ..manifest import base_manifest
+    from ..store import Store
+    from .build import build_taxonomy
+    from .naming import Namer
+    from .render import write_outputs
+
+    store = Store(run_dir, create=False)
+    try:
         records = store.results(METHOD)
         if not records:
             raise errors.EvalAwareError(f"{run_dir}: no {METHOD!r} records (run `evalaware run "
                                         f"--methods {METHOD}` or `evalaware taxonomy --dataset`)")
-        cached = None if (judge is None or no_llm_names) else CachedBackend(judge, store)
+        cached = CachedBackend(namer_backend, store) if namer_backend is not None else None
         namer = Namer(cached, prompts, max_tokens=name_tokens, batch_size=batch_size,
                       template_kwargs=template_kwargs) if cached else None
         tax = build_taxonomy(records, cfg, namer=namer, store=store, samples=store.samples(),
-                             prompts=prompts, progress=not no_progress)
+                             prompts=prompts, progress=progress)
         calls["naming"] = {"model_calls": dict(cached.misses) if cached else {},
                            "cache_hits": dict(cached.hits) if cached else {}}
         tax["manifest"].update(base_manifest(), run_dir=str(run_dir), calls=calls,
                                prompts_sha256=prompts.used)
-        paths = write_outputs(tax, out_dir)
-        store.close()
+        return tax, write_outputs(tax, out_dir)
     finally:
-        for b in {id(x): x for x in (engine, judge) if x is not None}.values():
-            b.close()
-    n_new = sum(calls["naming"]["model_calls"].values()) + sum(
-        calls.get("motivation", {}).get("model_calls", {}).values())
+        store.close()
+
+
+def _summary(tax: dict[str, Any], calls: dict[str, Any], paths: dict[str, Path]) -> None:
+    n_new = sum(sum(c.get("model_calls", {}).values()) for c in calls.values())
     st = tax["stats"]
     click.echo(f"{st['features']} features ({st['distinct_features']} distinct) from "
                f"{st['samples_with_features']} samples; k = {tax['k']} ({tax['k_source']}); "

@@ -123,7 +123,7 @@ def markdown(tax: dict[str, Any]) -> str:
             f"{c['n_samples']} samples)" for c in arts] or ["- none"]
     art_cl = [c for c in tax["clusters"] if c["artifact"]]
     if art_cl:
-        out.append(f"- clusters flagged: " + ", ".join(
+        out.append("- clusters flagged: " + ", ".join(
             f"{c['id']} ({', '.join(c['artifact_reasons'])}, sim {c['artifact_similarity']:.2f})"
             for c in art_cl))
     out += ["", "## Categories and clusters", ""]
@@ -159,7 +159,8 @@ def _img(path: Path, alt: str) -> str:
 
 
 def _hq(q: dict[str, Any]) -> str:
-    return f"<q>{html.escape(q['text'])}</q>" + ("" if q["verified"] else ' <span class="uv">unverified</span>')
+    flag = "" if q["verified"] else ' <span class="uv">unverified</span>'
+    return f"<q>{html.escape(q['text'])}</q>{flag}"
 
 
 def html_page(tax: dict[str, Any], out_dir: Path) -> str:

@@ -15,7 +15,7 @@ from typing import Iterator
 @contextmanager
 def limit_threads(n: int = 1) -> Iterator[int]:
     """Run the block with `n` threads in torch, BLAS and OpenMP; restores torch's setting."""
-    import sklearn.cluster  # noqa: F401  (loads the OpenMP runtime so the limit reaches it)
+    import sklearn.cluster._k_means_lloyd  # noqa: F401  loads OpenMP, so the limit reaches it
     import torch
     from threadpoolctl import threadpool_limits
 
