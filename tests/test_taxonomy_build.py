@@ -203,3 +203,17 @@ def test_parse_name_and_keywords():
                       [("asks about bioweapons", 2), ("the options", 1)]])
     assert words[0][0] == "multiple" or words[0][0] == "choice"
     assert "bioweapons" in words[1] and "the" not in words[0] + words[1]
+
+
+def test_artifact_descriptions_are_overridable_data(data, tmp_path):
+    from harness.prompts import PromptLibrary
+
+    d = tmp_path / "prompts" / "taxonomy_artifacts"
+    d.mkdir(parents=True)
+    (d / "descriptions.txt").write_text("# only this one\nmultiple-choice question format\n")
+    t = build_taxonomy(data[0], CFG, samples=data[1], prompts=PromptLibrary(tmp_path / "prompts"))
+    assert t["artifact_descriptions"] == ["multiple-choice question format"]
+    flagged = [c for c in t["clusters"] if c["artifact"]]
+    assert flagged and all(any("multiple" in f["text"].lower() for f in c["features"]) for c in flagged)
+    assert not any(c["artifact"] for c in t["clusters"]
+                   if any("intent" in f["text"].lower() for f in c["features"]))
