@@ -1,0 +1,219 @@
+"""Building, naming, artifact filtering and writing a taxonomy (real MiniLM embedder)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Sequence
+
+import pytest
+
+from harness.backends.base import Backend, Generation, GenerationRequest
+from harness.cache import CachedBackend
+from harness.store import Store
+from harness.taxonomy import TaxonomyError
+from harness.taxonomy.build import TaxonomyConfig, build_taxonomy
+from harness.taxonomy.naming import Namer, keywords, parse_name
+from harness.taxonomy.render import write_outputs
+from harness.taxonomy.synthetic import GROUPS, motivation_records
+
+CFG = TaxonomyConfig(n_categories=6, restarts=2)
+
+
+@pytest.fixture(scope="module")
+def data():
+    recs, samples = motivation_records(60, seed=0)
+    # a feature with markup, to check escaping in the reports
+    recs[0]["details"]["votes"][0]["judge"]["evidence"].append(
+        {"quote": "<script>alert(1)</script>", "feature": "<b>markup</b> in the prompt", "verified": False})
+    return recs, samples
+
+
+@pytest.fixture(scope="module")
+def tax(data):
+    return build_taxonomy(data[0], CFG, samples=data[1])
+
+
+def strip(t):
+    t = copy.deepcopy(t)
+    t.pop("manifest", None)
+    return t
+
+
+def test_structure_counts_and_per_sample_lists(tax, data):
+    recs, samples = data
+    st = tax["stats"]
+    assert sum(c["n_features"] for c in tax["clusters"]) == st["features"]
+    assert sum(c["n_distinct"] for c in tax["clusters"]) == st["distinct_features"]
+    assert len(tax["clusters"]) == tax["k"] and tax["k_source"] == "rule:knee"
+    assert [c["id"] for c in tax["clusters"]] == [f"c{i + 1:03d}" for i in range(tax["k"])]
+    sizes = [c["n_features"] for c in tax["clusters"]]
+    assert sizes == sorted(sizes, reverse=True)
+    # every cluster is in exactly one category; categories list their clusters
+    cat_of = {cid: t["id"] for t in tax["categories"] for cid in t["clusters"]}
+    assert cat_of == {c["id"]: c["category"] for c in tax["clusters"]}
+    assert len([t for t in tax["categories"] if t["id"] != "T00"]) <= CFG.n_categories
+    # per sample: the eval samples with aware majorities, each feature traced to its cluster
+    truth = {s.id: set(s.metadata.extra["cues"]) for s in samples}
+    assert set(tax["samples"]) == {r["sample_id"] for r in recs if r["prediction"] == "eval"}
+    clusters = {c["id"]: c for c in tax["clusters"]}
+    for sid, s in tax["samples"].items():
+        assert s["label"] == "eval" and s["prompt_preview"].startswith("Prompt ")
+        for f in s["features"]:
+            c = clusters[f["cluster"]]
+            assert sid in c["sample_ids"] and f["category"] == c["category"]
+            assert any(o["sample_id"] == sid and o["vote"] == f["vote"]
+                       for x in c["features"] for o in x["occurrences"])
+        assert truth[sid]  # the synthetic truth has cues for every such sample
+    # quotes: unverified ones are kept, flagged
+    q = [q for c in tax["clusters"] for f in c["features"] for o in f["occurrences"] for q in o["quotes"]]
+    assert sum(not x["verified"] for x in q) == tax["stats"]["quotes_unverified"] > 0
+
+
+def test_artifact_cluster_flagged_and_out_of_headline(tax):
+    art_texts = {t.lower() for t in GROUPS["artifact"]}
+    flagged = [c for c in tax["clusters"] if c["artifact"]]
+    assert flagged and all(c["category"] == "T00" for c in flagged)
+    for c in tax["clusters"]:
+        share = sum(f["count"] for f in c["features"] if f["text"].lower() in art_texts) / c["n_features"]
+        assert c["artifact"] == (share > 0.5), (c["id"], share, c["artifact_similarity"])
+        assert c["artifact_reasons"] == (["similarity"] if c["artifact"] else [])
+    t00 = next(t for t in tax["categories"] if t["id"] == "T00")
+    assert t00["artifact"] and "T00" not in tax["headline"]
+    assert set(tax["headline"]) == {t["id"] for t in tax["categories"]} - {"T00"}
+    assert all(c["name"]["source"] == "keywords" and c["name"]["name"].startswith("[keywords]")
+               for c in tax["clusters"])
+
+
+def test_deterministic_with_seed(tax, data, tmp_path):
+    again = build_taxonomy(data[0], CFG, samples=data[1])
+    assert strip(again) == strip(tax)
+    a, b = write_outputs(tax, tmp_path / "a"), write_outputs(again, tmp_path / "b")
+    for name in ("taxonomy.md", "taxonomy.html", "sweep.png", "sizes.png"):
+        assert a[name].read_bytes() == b[name].read_bytes(), name
+    ja, jb = (json.loads(p["taxonomy.json"].read_text()) for p in (a, b))
+    assert strip(ja) == strip(jb) == json.loads(json.dumps(strip(tax)))
+
+
+def test_user_k_and_bad_settings(data):
+    recs, samples = data
+    t = build_taxonomy(recs, TaxonomyConfig(k=12, n_categories=4, restarts=0), samples=samples)
+    assert t["k"] == 12 and t["k_source"] == "user" and len(t["clusters"]) == 12
+    assert 12 in [p["k"] for p in t["sweep"]]
+    with pytest.raises(TaxonomyError, match="--k 9999"):
+        build_taxonomy(recs, TaxonomyConfig(k=9999))
+    with pytest.raises(TaxonomyError, match="bad k range"):
+        build_taxonomy(recs, TaxonomyConfig(k_min=10, k_max=5))
+    deploy_only = [r for r in recs if r["prediction"] != "eval"]
+    with pytest.raises(TaxonomyError, match="no evaluation-awareness evidence"):
+        build_taxonomy(deploy_only, CFG)
+
+
+def test_outputs_written_escaped_and_plots_valid(tax, tmp_path):
+    paths = write_outputs(tax, tmp_path)
+    for p in ("sweep.png", "sizes.png"):
+        assert paths[p].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and paths[p].stat().st_size > 5000
+    html = paths["taxonomy.html"].read_text()
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;markup" in html
+    assert html.count("data:image/png;base64,") == 2
+    md = paths["taxonomy.md"].read_text()
+    assert "![k sweep](sweep.png)" in md and "keyword labels" in md
+    assert "## Method artifacts (excluded from the headline)" in md and "T00" in md
+    for sid in tax["samples"]:
+        assert f"| {sid} | eval |" in md and sid in html
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+class ScriptedNamer(Backend):
+    """A backend whose answers are computed from the prompt: names a cluster after its first
+    listed member and flags anything mentioning jailbreaks as an artifact. Counts calls."""
+
+    kind = "scripted"
+
+    def __init__(self, tokenizer, garbage_for: str | None = None) -> None:
+        self.tokenizer, self.calls, self.garbage_for = tokenizer, 0, garbage_for
+
+    @property
+    def identity(self):
+        return {"backend": "scripted", "weights_sha256": "none"}
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        out = []
+        for r in requests:
+            self.calls += 1
+            text = self.tokenizer.decode(list(r.prompt_ids))
+            first = re.search(r"^- (.+?) \(", text, re.M).group(1)
+            flag = "yes" if "jailbreak" in text.lower() and "top-level" not in text else "no"
+            ans = (f"<name>About {first}</name>\n<description>Members like {first}.</description>\n"
+                   f"<artifact>{flag}</artifact>")
+            if self.garbage_for and self.garbage_for in text:
+                ans = "I cannot name this."
+            out.append(Generation(ans, None, ans, (1,), "stop"))
+        return out
+
+    def next_token_logprobs(self, prompts, token_ids=None):
+        raise NotImplementedError
+
+    def loglikelihood(self, pairs):
+        raise NotImplementedError
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from harness import assets
+
+    return AutoTokenizer.from_pretrained(assets.prepare("smollm2"))
+
+
+def test_llm_names_flags_and_cache(data, tokenizer, tmp_path):
+    recs, samples = data
+    inner = ScriptedNamer(tokenizer, garbage_for="bioweapons")
+    store = Store(tmp_path / "run")
+    cached = CachedBackend(inner, store)
+    t1 = build_taxonomy(recs, CFG, namer=Namer(cached), store=store, samples=samples)
+    n_named = len(t1["clusters"]) + len([c for c in t1["categories"] if c["id"] != "T00"])
+    assert inner.calls == cached.misses["generate"] == n_named
+    by_source = {c["name"]["source"] for c in t1["clusters"]}
+    assert by_source == {"model", "keywords"}  # the unparseable answer fell back to keywords
+    bad = [c for c in t1["clusters"] if c["name"]["source"] == "keywords"]
+    assert bad and all(c["name"]["error"] and c["name"]["raw"] == "I cannot name this." for c in bad)
+    jb = [c for c in t1["clusters"] if any("jailbreak" in f["text"].lower() for f in c["features"])]
+    assert jb and all("namer" in c["artifact_reasons"] and c["category"] == "T00" for c in jb)
+    named = next(c for c in t1["clusters"] if c["name"]["source"] == "model")
+    assert named["name"]["name"] == f"About {named['features'][0]['text']}"
+    assert t1["namer"]["identity"] == inner.identity
+    # rebuilding from the same store: every name from the cache, same taxonomy
+    inner2 = ScriptedNamer(tokenizer, garbage_for="bioweapons")
+    cached2 = CachedBackend(inner2, store)
+    t2 = build_taxonomy(recs, CFG, namer=Namer(cached2), store=store, samples=samples)
+    assert inner2.calls == 0 and sum(cached2.misses.values()) == 0
+    assert strip(t2) == strip(t1) and t2["manifest"]["texts_embedded"] == 0
+
+
+def test_parse_name_and_keywords():
+    assert parse_name("<name> **Multiple-choice format** </name><description>d</description>"
+                      "<artifact>No.</artifact>") == ("Multiple-choice format", "d", False)
+    assert parse_name("<NAME>x</NAME><artifact>yes</artifact>") == ("x", "", True)
+    assert parse_name("<name>x</name>")[2] is None
+    assert parse_name("no tags here") is None and parse_name("<name> </name>") is None
+    words = keywords([[("multiple choice options", 3), ("the options", 1)],
+                      [("asks about bioweapons", 2), ("the options", 1)]])
+    assert words[0][0] == "multiple" or words[0][0] == "choice"
+    assert "bioweapons" in words[1] and "the" not in words[0] + words[1]
+
+
+def test_artifact_descriptions_are_overridable_data(data, tmp_path):
+    from harness.prompts import PromptLibrary
+
+    d = tmp_path / "prompts" / "taxonomy_artifacts"
+    d.mkdir(parents=True)
+    (d / "descriptions.txt").write_text("# only this one\nmultiple-choice question format\n")
+    t = build_taxonomy(data[0], CFG, samples=data[1], prompts=PromptLibrary(tmp_path / "prompts"))
+    assert t["artifact_descriptions"] == ["multiple-choice question format"]
+    flagged = [c for c in t["clusters"] if c["artifact"]]
+    assert flagged and all(any("multiple" in f["text"].lower() for f in c["features"]) for c in flagged)
+    assert not any(c["artifact"] for c in t["clusters"]
+                   if any("intent" in f["text"].lower() for f in c["features"]))
