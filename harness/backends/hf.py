@@ -112,23 +112,45 @@ class HFBackend(Backend):
         return out
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        """Pairs that share a prompt run the prompt once: its KV cache is repeated over the
+        continuations (in chunks of `batch_size`), so only continuation tokens are recomputed and
+        log-softmax is taken only where a continuation token is predicted."""
+        import copy
+
         torch = self.torch
-        seqs = [list(p) + list(c) for p, c in pairs]
         for (p, c) in pairs:
             if len(p) == 0 or len(c) == 0:
                 raise BackendError("loglikelihood needs a non-empty prompt and continuation")
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, (p, _) in enumerate(pairs):
+            groups.setdefault(tuple(int(t) for t in p), []).append(i)
         out = [0.0] * len(pairs)
         with torch.inference_mode():
-            for batch in self._by_length(seqs):
-                ids, mask, pos = self._left_pad([seqs[i] for i in batch])
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
-                n = ids.shape[1]
-                for row, i in enumerate(batch):
-                    k = len(pairs[i][1])
-                    # logits at positions n-k-1 .. n-2 predict the k continuation tokens.
-                    lp = torch.log_softmax(logits[row, n - k - 1:n - 1, :].float(), dim=-1)
-                    tgt = ids[row, n - k:]
-                    out[i] = float(lp.gather(-1, tgt[:, None]).sum())
+            for prompt, idx in groups.items():
+                ids = torch.tensor([list(prompt)], device=self.device)
+                res = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+                first = torch.log_softmax(res.logits[0, -1].float(), dim=-1)
+                for i in idx:
+                    out[i] = float(first[int(pairs[i][1][0])])
+                longer = [i for i in idx if len(pairs[i][1]) > 1]
+                for chunk in _batches(longer, self.batch_size):
+                    conts = [list(pairs[i][1]) for i in chunk]
+                    width = max(len(c) for c in conts) - 1
+                    # Right padding: later pad tokens cannot affect earlier positions.
+                    x = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+                    for r, c in enumerate(conts):
+                        x[r, :len(c) - 1] = torch.tensor(c[:-1])
+                    cache = copy.deepcopy(res.past_key_values)
+                    cache.batch_repeat_interleave(len(chunk))
+                    n = len(prompt)
+                    pos = torch.arange(n, n + width, device=self.device).expand(len(chunk), -1)
+                    mask = torch.ones((len(chunk), n + width), dtype=torch.long, device=self.device)
+                    logits = self.model(input_ids=x.to(self.device), past_key_values=cache,
+                                        attention_mask=mask, position_ids=pos, use_cache=True).logits
+                    for r, (i, c) in enumerate(zip(chunk, conts)):
+                        lp = torch.log_softmax(logits[r, :len(c) - 1].float(), dim=-1)
+                        tgt = torch.tensor(c[1:], device=self.device)
+                        out[i] += float(lp.gather(-1, tgt[:, None]).sum())
         return out
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
