@@ -30,7 +30,8 @@ assets: install
 
 demo: assets
 	$(BIN)/evalaware data validate demo
-	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob --out $(DEMO_OUT)
+	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob,logprob_question \
+	    --answer-tokens 128 --probe-tokens 96 --out $(DEMO_OUT)
 
 test: assets
 	$(BIN)/python -m pytest -q -rs

@@ -37,7 +37,14 @@ def _words(spec: str) -> list[str]:
 @click.option("--contexts", default=",".join(CONTEXTS), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
 def inspect(tokenizers: tuple[str, ...], words: str, cases: str, contexts: str, as_json: bool) -> None:
-    """Per word and variant: text, token ids and strings, first token and its class."""
+    """Per word and variant: text, token ids and strings, first token and its class.
+
+    \b
+    Examples:
+      evalaware tokens inspect --tokenizer deepseek-r1 --tokenizer qwen3
+      evalaware tokens inspect --tokenizer gpt2 --words evaluation,deployment --json
+      evalaware tokens inspect --tokenizer /models/Llama-3-8B --words paper
+    """
     from .load import load
 
     ws = _words(words)
