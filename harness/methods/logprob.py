@@ -22,6 +22,11 @@ from ..sample import Message, Sample
 from ..voting import Vote
 from .base import Method, register, sample_view
 
+# Cases scored by default: lower and Title. An all-caps one-word answer is rare, and its splits
+# (SmolLM2: EV|ALU|ATION) make 40 of the 53 proper prefixes that tokenizer-aware scoring must
+# send per prompt, i.e. 4x the cost. `evalaware tokens inspect` still lists UPPER variants.
+SCORING_CASES = ("lower", "title")
+
 
 class _LogprobBase(Method):
     form: ClassVar[str]
@@ -30,7 +35,7 @@ class _LogprobBase(Method):
         super().__init__(ctx)
         from tokenization import ScoringPlan, from_backend
 
-        self._plan = ScoringPlan.build(from_backend(ctx.backend))
+        self._plan = ScoringPlan.build(from_backend(ctx.backend), cases=SCORING_CASES)
 
     def prompt_messages(self, sample: Sample) -> tuple[Message, ...]:
         msgs = sample_view(sample, self.ctx.config.view)
@@ -39,7 +44,7 @@ class _LogprobBase(Method):
         return msgs
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "form": self.form,
+        return {**super().settings(), "form": self.form, "cases": list(SCORING_CASES),
                 "words": {w.word: w.label for w in self._plan.per_word}}
 
     def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
