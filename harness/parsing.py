@@ -126,7 +126,14 @@ def parse_probability(text: str) -> Parsed:
 
 
 def error_kind(error: str | None) -> str | None:
-    """Coarse class of a parse error for reports: None, "out_of_range" or "unparseable"."""
+    """Coarse class of a vote's error for reports: None, "out_of_range", "judge_failed" (the
+    judge's verdict was unusable), "no_text" (nothing to judge) or "unparseable"."""
     if error is None:
         return None
-    return "out_of_range" if error.startswith(OUT_OF_RANGE) else "unparseable"
+    if error.startswith(OUT_OF_RANGE):
+        return "out_of_range"
+    if error.startswith("judge:"):
+        return "no_text" if "empty text" in error else "judge_failed"
+    if error.startswith("no reasoning text"):
+        return "no_text"
+    return "unparseable"
