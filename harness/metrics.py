@@ -36,16 +36,9 @@ def roc_auc(y: Sequence[int], s: Sequence[float]) -> float | None:
     n1, n0 = int(y.sum()), int(len(y) - y.sum())
     if n1 == 0 or n0 == 0:
         return None
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s), dtype=float)
-    ss = s[order]
-    i = 0
-    while i < len(ss):  # mid-ranks over runs of ties
-        j = i
-        while j + 1 < len(ss) and ss[j + 1] == ss[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
+    from scipy.stats import rankdata
+
+    ranks = rankdata(s)  # mid-ranks for ties
     return float((ranks[y == 1].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
 
 

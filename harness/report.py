@@ -45,8 +45,9 @@ class RunData:
 
     @property
     def model(self) -> str:
-        m = self.manifest.get("model") or {}
-        return str(m.get("model") or m.get("identity", {}).get("model") or self.run_dir.name)
+        """Display name: the model name as given, or a local path's last component."""
+        name = str((self.manifest.get("model") or {}).get("model") or self.run_dir.name)
+        return Path(name).name if name.startswith(("/", "~", ".")) else name
 
     @property
     def weights(self) -> str:
@@ -243,9 +244,15 @@ class ReportBuilder:
             rows.append([r.label, f"`{r.run_dir}`", self.backend(r), r.weights, r.git,
                          cfg.get("view", "?"), cfg.get("person", "?"),
                          len(next(iter(r.records.values()))), ", ".join(method_order(list(r.records))),
-                         (judge or {}).get("weights_sha256", "")[:12] if judge else "model itself"])
+                         self.judge_name(r, judge)])
         self.doc.table(["model", "run", "backend", "weights", "git", "view", "person", "samples",
                         "methods", "judge"], rows)
+
+    @staticmethod
+    def judge_name(r: RunData, judge: dict[str, Any] | None) -> str:
+        if not judge or judge.get("weights_sha256") == ((r.manifest.get("model") or {}).get("identity") or {}).get("weights_sha256"):
+            return "the model itself"
+        return f"{judge.get('backend', '?')} {str(judge.get('weights_sha256', '?'))[:12]}"
 
     @staticmethod
     def backend(r: RunData) -> str:
@@ -340,6 +347,8 @@ class ReportBuilder:
                     continue
                 s = self.summ[(m, r.label)]
                 nv = sum(len((x.get("details") or {}).get("votes") or []) for x in r.records[m])
+                if not nv and not s["undecided"]:
+                    continue  # scored methods without votes (logprob, probes)
                 rows.append([r.label, m, nv] + [s["errors"].get(k, 0) for k in kinds] + [s["undecided"]])
         d.table(["model", "method", "votes"] + kinds + ["undecided samples"], rows)
 

@@ -3,14 +3,9 @@ garbage as unparseable, the judge's record schema, caching (a re-run makes no mo
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from pathlib import Path
-from typing import Any, Sequence
-
 import pytest
+from _counting import Counting
 
-from harness.backends.base import Backend, Generation, GenerationRequest
 from harness.datasets import load_dataset
 from harness.judge import JUDGE_PROMPTS, judge_texts
 from harness.methods import MethodConfig, RunContext, available
@@ -24,30 +19,6 @@ from harness.store import Store
 # sampled (not greedy): greedy decoding of the random model gives only newlines
 CFG = MethodConfig(answer_tokens=6, probe_tokens=6, judge_tokens=6, temperature=1.0, seed=1)
 VOTES = {"binary": 5, "probability": 5, "motivation": 3, "reasoning": 1}
-
-
-class Counting(Backend):
-    """Passes every call to a real backend and counts the generated items."""
-
-    def __init__(self, inner: Backend) -> None:
-        self.inner, self.kind, self.tokenizer = inner, inner.kind, inner.tokenizer
-        self.calls: Counter[str] = Counter()
-        self.prompts: list[str] = []
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        self.calls["generate"] += len(requests)
-        self.prompts += [self.tokenizer.decode(list(r.prompt_ids)) for r in requests]
-        return self.inner.generate(requests)
-
-    def next_token_logprobs(self, prompts, token_ids=None):
-        return self.inner.next_token_logprobs(prompts, token_ids)
-
-    def loglikelihood(self, pairs):
-        return self.inner.loglikelihood(pairs)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,8 @@ class MethodConfig:
     n_votes: questions per sample (default: one per prompt variant); vote k uses variant
       k mod n_variants and seed `seed + k // n_variants` (use temperature > 0 for repeats to
       differ: the 25-vote experiment).
-    judge_tokens: max tokens of a judge's verdict (motivation and reasoning methods).
+    judge_tokens: max tokens of a judge's verdict (motivation and reasoning methods; a reasoning
+      judge needs room to think first).
     """
 
     view: str = "first_turn"
@@ -37,7 +38,7 @@ class MethodConfig:
     n_votes: int | None = None
     answer_tokens: int = 256
     probe_tokens: int = 160
-    judge_tokens: int = 512
+    judge_tokens: int = 1024
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
