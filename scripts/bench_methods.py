@@ -40,6 +40,11 @@ class Timed(Backend):
     def identity(self) -> dict[str, Any]:
         return self.inner.identity
 
+    def __getattr__(self, name: str) -> Any:  # model_info, settings, ... (for the manifest)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     @property
     def vocab_size(self) -> int:
         return self.inner.vocab_size

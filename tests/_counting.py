@@ -20,6 +20,11 @@ class Counting(Backend):
     def identity(self) -> dict[str, Any]:
         return self.inner.identity
 
+    def __getattr__(self, name: str) -> Any:  # model_info, settings, ... (for the manifest)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         self.calls["generate"] += len(requests)
         self.prompts += [self.tokenizer.decode(list(r.prompt_ids)) for r in requests]
