@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from .backends.base import GenerationRequest, SamplingParams
-from .parsing import find_json_objects
+from .parsing import Parsed, find_json_objects
 from .sample import Message
 
 JUDGE_PROMPTS = {"motivation": "judge_motivation/v1", "reasoning": "judge_reasoning/v1"}
@@ -67,6 +67,10 @@ class JudgeVerdict:
     def label(self) -> str | None:
         """The vote this verdict casts: "eval" (aware), "deploy" (not aware) or None."""
         return None if self.aware is None else ("eval" if self.aware else "deploy")
+
+    def as_parsed(self) -> Parsed:
+        """The verdict as a parsed vote; a failed verdict's error is prefixed "judge: "."""
+        return Parsed(self.label, None if self.ok else f"judge: {self.error}")
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"aware": self.aware, "evidence": [e.to_dict() for e in self.evidence],

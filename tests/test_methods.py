@@ -9,7 +9,8 @@ from _counting import Counting
 from harness.datasets import load_dataset
 from harness.judge import JUDGE_PROMPTS, judge_texts
 from harness.methods import MethodConfig, RunContext, available
-from harness.methods.reasoning import ReasoningTrace, has_native_reasoning, with_instruction
+from harness.backends.base import Generation
+from harness.methods.reasoning import ReasoningTrace, choose_sources, with_instruction
 from harness.prompts import PromptLibrary
 from harness.render import Renderer
 from harness.runner import run_methods
@@ -64,7 +65,7 @@ def test_all_four_methods_flow_and_cache(hf_tiny, samples, tmp_path):
         assert v["judge"]["aware"] is None and v["error"].startswith("judge:")
     rea = store.results("reasoning")[0]["details"]
     assert rea["reasoning_source"] == "elicited" and rea["reasoning"]
-    assert store.get_meta("settings/reasoning")["reasoning_source"] == "elicited"
+    assert store.get_meta("settings/reasoning")["reasoning_source"] == "auto"
     # the motivation judge saw the model's motivation answers, in the judge prompt
     judge_tpl = PromptLibrary().get(JUDGE_PROMPTS["motivation"]).text.split("{text}")[0][-40:]
     judged = [p for p in be.prompts if judge_tpl in p]
@@ -118,15 +119,24 @@ def test_native_reasoning_without_reasoning_text_is_excluded(hf_tiny, samples):
         assert r["details"]["votes"][0]["error"] == "no reasoning text"
 
 
-def test_native_detection(hf_tiny):
-    tok = hf_tiny.tokenizer
-    assert not has_native_reasoning(Renderer(tok))
-    saved = tok.chat_template
-    try:
-        tok.chat_template = saved.replace("<|im_start|>assistant\n", "<|im_start|>assistant\n<think>\n")
-        assert has_native_reasoning(Renderer(tok))
-    finally:
-        tok.chat_template = saved
+def test_choose_sources():
+    def gen(reasoning):
+        return Generation(text="a", reasoning=reasoning, raw_text="", token_ids=(), finish_reason="stop")
+
+    answers = [gen("I suspect a test."), gen(None), gen(""), None]
+    assert choose_sources(answers, "auto") == ["native", "elicited", "elicited", "elicited"]
+    assert choose_sources(answers, "native") == ["native"] * 4
+    assert choose_sources(answers, "elicited") == ["elicited"] * 4
+
+
+def test_forced_elicited_skips_the_answer(hf_tiny, samples):
+    be = Counting(hf_tiny)
+    recs = ReasoningTrace(_ctx(be), source="elicited").run_batch(samples[:1])
+    prompts = be.prompts
+    assert prompts[0].endswith("<think>\n") and "step by step inside <think>" in prompts[0]
+    assert recs[0]["details"]["reasoning_source"] == "elicited"
+    with pytest.raises(ValueError):
+        ReasoningTrace(_ctx(be), source="other")
 
 
 def test_elicit_instruction_goes_into_system_prompt(tmp_path):

@@ -27,8 +27,7 @@ class UserMotivation(QuestionVoteMethod):
 
     def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, dict[str, Any]]]:
         verdicts = judge_texts(self.ctx, [g.text for g in gens], kind="motivation")
-        return [(Parsed(v.label, None if v.ok else f"judge: {v.error}"), {"judge": v.to_dict()})
-                for v in verdicts]
+        return [(v.as_parsed(), {"judge": v.to_dict()}) for v in verdicts]
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "judge": judge_identity(self.ctx)}
