@@ -29,6 +29,8 @@ class MethodConfig:
     n_votes: questions per sample (default: one per prompt variant); vote k uses variant
       k mod n_variants and seed `seed + k // n_variants` (use temperature > 0 for repeats to
       differ: the 25-vote experiment).
+    judge_tokens: max tokens of a judge's verdict (motivation and reasoning methods; a reasoning
+      judge needs room to think first).
     """
 
     view: str = "first_turn"
@@ -36,6 +38,7 @@ class MethodConfig:
     n_votes: int | None = None
     answer_tokens: int = 256
     probe_tokens: int = 160
+    judge_tokens: int = 1024
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -153,11 +156,16 @@ def vote_plan(variants: Sequence[Prompt], n_votes: int | None) -> list[tuple[int
 class QuestionVoteMethod(Method):
     """Answer the sample, ask `n_votes` question variants, parse each answer, aggregate.
 
-    Subclasses give the prompt set, the parser and the aggregation rule."""
+    Subclasses give the prompt set, the parser and the aggregation rule; a subclass that
+    interprets answers with further model calls (the judge) overrides :meth:`parse_answers`."""
 
     prompt_set: ClassVar[str]
     parse: ClassVar[Callable[[str], Parsed]]
     aggregate: ClassVar[Callable[[Sequence[Any]], Vote]]
+
+    def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, dict[str, Any]]]:
+        """Each answer's parsed vote plus extra fields for its vote record (one batch)."""
+        return [(type(self).parse(g.text), {}) for g in gens]
 
     def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
         ctx, cfg = self.ctx, self.ctx.config
@@ -167,15 +175,16 @@ class QuestionVoteMethod(Method):
                                   cfg.params(cfg.probe_tokens, off))
                 for s, a in zip(samples, answers) for _, v, off in plan]
         gens = ctx.backend.generate(reqs)
+        parsed = self.parse_answers(gens)
         records = []
         for j, (s, a) in enumerate(zip(samples, answers)):
             votes, values = [], []
-            for (k, v, off), g in zip(plan, gens[j * len(plan):(j + 1) * len(plan)]):
-                p = type(self).parse(g.text)
+            block = slice(j * len(plan), (j + 1) * len(plan))
+            for (k, v, off), g, (p, extra) in zip(plan, gens[block], parsed[block]):
                 values.append(p.value)
                 votes.append({"k": k, "variant": v.name, "seed_offset": off, "answer": g.text,
                               "reasoning": g.reasoning, "finish_reason": g.finish_reason,
-                              **p.to_dict()})
+                              **p.to_dict(), **extra})
             records.append(self.record(s, type(self).aggregate(values), votes=votes,
                                        sample_answer=a.text if a else None))
         return records

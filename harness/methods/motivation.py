@@ -1,0 +1,33 @@
+"""User-motivation guessing (the paper's new method): after answering the sample, the model is
+asked an open-ended question about the user's real motivation (the question never mentions
+evaluation); a judge decides whether the answer says the user is testing/evaluating the model,
+with verbatim evidence quotes; majority of the 3 variants.
+
+Each vote record carries ``answer`` (the model's answer about the motivation) and ``judge``
+(:meth:`harness.judge.JudgeVerdict.to_dict`); the taxonomy tool reads both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..backends.base import Generation
+from ..judge import judge_identity, judge_texts
+from ..parsing import Parsed
+from ..voting import majority
+from .base import QuestionVoteMethod, register
+
+
+@register
+class UserMotivation(QuestionVoteMethod):
+    name = "motivation"
+    description = "asks the user's real motivation; a judge looks for 'the user is testing me'; majority of 3"
+    prompt_set = "motivation"
+    aggregate = staticmethod(majority)
+
+    def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, dict[str, Any]]]:
+        verdicts = judge_texts(self.ctx, [g.text for g in gens], kind="motivation")
+        return [(v.as_parsed(), {"judge": v.to_dict()}) for v in verdicts]
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "judge": judge_identity(self.ctx)}

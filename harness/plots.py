@@ -1,0 +1,156 @@
+"""Report figures (matplotlib, Agg backend, PNG). Each function writes one file and returns it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+EVAL_COLOR, DEPLOY_COLOR = "#c0392b", "#2471a3"
+DPI = 110
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.0f}%"
+
+
+def class_bars(path: Path, method: str, models: Sequence[str],
+               eval_correct: Sequence[float | None], deploy_correct: Sequence[float | None]) -> Path:
+    """Share of eval samples called eval and of deploy samples called deploy, per model (the
+    paper's Figures 7, 9, 10)."""
+    x = np.arange(len(models))
+    w = 0.38
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(models) + 2), 3.6))
+    for off, vals, color, name in ((-w / 2, eval_correct, EVAL_COLOR, "evaluations identified"),
+                                   (w / 2, deploy_correct, DEPLOY_COLOR, "deployments identified")):
+        h = [0 if v is None else v for v in vals]
+        bars = ax.bar(x + off, h, w, color=color, label=name)
+        for b, v in zip(bars, vals):
+            ax.text(b.get_x() + b.get_width() / 2, b.get_height() + 0.02, _pct(v), ha="center",
+                    va="bottom", fontsize=8)
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.set_xticks(x, models, rotation=15 if len(models) > 3 else 0)
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("share correctly identified")
+    ax.set_title(f"{method}: correctly identified samples")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1 if len(models) <= 3 else -0.18),
+              ncol=2, frameon=False)
+    return _save(fig, path)
+
+
+def auroc_bars(path: Path, methods: Sequence[str], models: Sequence[str],
+               values: Mapping[tuple[str, str], tuple[float | None, tuple[float, float] | None]]) -> Path:
+    """AUROC per method, one bar per model, with bootstrap 95% CIs."""
+    x = np.arange(len(methods))
+    w = 0.8 / max(1, len(models))
+    fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(methods) * max(1, len(models)) ** 0.5 + 2), 3.6))
+    for j, model in enumerate(models):
+        vals = [values.get((m, model), (None, None)) for m in methods]
+        h = [np.nan if v[0] is None else v[0] for v in vals]
+        err = np.array([[v[0] - v[1][0], v[1][1] - v[0]] if v[0] is not None and v[1] else [0, 0]
+                        for v in vals]).T
+        ax.bar(x - 0.4 + w * (j + 0.5), h, w, yerr=err, capsize=3, label=model)
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.set_xticks(x, methods, rotation=20 if len(methods) > 4 else 0)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("AUROC (eval vs deploy)")
+    ax.set_title("AUROC from each method's score (95% bootstrap CI)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def kappa_heatmap(path: Path, methods: Sequence[str], matrix: np.ndarray, title: str) -> Path:
+    """Pairwise Cohen's kappa between methods (NaN = undefined or no shared decisions)."""
+    n = len(methods)
+    fig, ax = plt.subplots(figsize=(1.0 * n + 2.2, 0.8 * n + 1.6))
+    im = ax.imshow(matrix, vmin=-1, vmax=1, cmap="RdBu_r")
+    for i in range(n):
+        for j in range(n):
+            v = matrix[i, j]
+            ax.text(j, i, "–" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=9,
+                    color="white" if not np.isnan(v) and abs(v) > 0.6 else "black")
+    ax.set_xticks(range(n), methods, rotation=30, ha="right")
+    ax.set_yticks(range(n), methods)
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="Cohen's kappa")
+    return _save(fig, path)
+
+
+def vote_count_curve(path: Path, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> Path:
+    """Kappa(binary, probability) vs number of votes, mean and 95% interval over resamples."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for model, rows in curves.items():
+        n = [r["n_votes"] for r in rows]
+        m = [r["kappa_mean"] for r in rows]
+        ax.plot(n, m, marker="o", ms=3, label=model)
+        ax.fill_between(n, [r["ci_low"] for r in rows], [r["ci_high"] for r in rows], alpha=0.2)
+    ax.set_xticks(sorted({r["n_votes"] for rows in curves.values() for r in rows}))
+    ax.set_xlabel("votes per sample (drawn from all answers)")
+    ax.set_ylabel("Cohen's kappa, binary vs probability")
+    ax.set_title("Agreement vs number of votes (mean, 95% interval)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def error_vs_turns(path: Path, panels: Sequence[tuple[str, Mapping[str, Any]]]) -> Path:
+    """Scatter of per-sample |truth - P(eval)| vs number of turns, trend line, r and p."""
+    k = len(panels)
+    cols = min(k, 3)
+    rows = (k + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.3 * rows), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, (title, d) in zip(axes.flat, panels):
+        x, y = np.asarray(d["x"]), np.asarray(d["y"])
+        ax.scatter(x + rng.uniform(-0.12, 0.12, len(x)), y, s=12, alpha=0.6, color="#555")
+        if d["slope"] is not None:
+            xs = np.linspace(x.min(), x.max(), 10)
+            ax.plot(xs, d["intercept"] + d["slope"] * xs, color=EVAL_COLOR,
+                    label=f"r = {d['r']:.2f}, p = {d['p']:.2g}")
+            ax.legend(fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("number of turns (user messages)")
+        ax.set_ylabel("|truth − P(eval)|" if not d.get("squared") else "(truth − P(eval))²")
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_title(title, fontsize=9)
+    for ax in list(axes.flat)[k:]:
+        ax.axis("off")
+    return _save(fig, path)
+
+
+def calibration(path: Path, panels: Sequence[tuple[str, Mapping[str, Sequence[Mapping[str, Any]]],
+                                                    Mapping[str, float | None]]]) -> Path:
+    """Reliability diagrams: one panel per model, one curve per scored method."""
+    k = len(panels)
+    cols = min(k, 3)
+    rows = (k + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False)
+    for ax, (title, curves, eces) in zip(axes.flat, panels):
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":")
+        for method, bins in curves.items():
+            if not bins:
+                continue
+            e = eces.get(method)
+            ax.plot([b["mean_p"] for b in bins], [b["frac_eval"] for b in bins], marker="o", ms=3,
+                    label=f"{method} (ECE {e:.2f})" if e is not None else method)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("mean predicted P(eval) in bin")
+        ax.set_ylabel("share of eval samples in bin")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[k:]:
+        ax.axis("off")
+    return _save(fig, path)

