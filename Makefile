@@ -32,6 +32,7 @@ demo: assets
 	$(BIN)/evalaware data validate demo
 	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob,logprob_question \
 	    --answer-tokens 128 --probe-tokens 96 --out $(DEMO_OUT)
+	$(BIN)/evalaware report $(DEMO_OUT) --out $(DEMO_OUT)/report
 
 test: assets
 	$(BIN)/python -m pytest -q -rs

@@ -197,12 +197,12 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
 def _print_summary(store, methods) -> None:
     from .metrics import per_class_accuracy
 
-    click.echo(f"{'method':<12} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} {'bad answers':>11}")
+    click.echo(f"{'method':<18} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} {'bad answers':>11}")
     for m in methods:
         recs = store.results(m)
         acc = per_class_accuracy(recs)
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-        click.echo(f"{m:<12} {acc['n']:>4} {fmt(acc['eval_correct']):>10} "
+        click.echo(f"{m:<18} {acc['n']:>4} {fmt(acc['eval_correct']):>10} "
                    f"{fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} {acc['invalid_answers']:>11}")
 
 
