@@ -228,8 +228,11 @@ class ReportBuilder:
         self.calibration_section()
         self.judge_section()
         self.family_section("logprob", "Logprob scoring",
-                            "Records of the logprob methods; their score is P(eval) from the "
-                            "first-token distribution.")
+                            "Logprob methods: `score` is the method's P(eval); the variants are the "
+                            "naive first-token score (the paper's), the same limited to the top 20 "
+                            "tokens (what hosted APIs return) and the tokenizer-aware score, each "
+                            "with its mean coverage (probability mass on the candidate words). "
+                            "Samples without any candidate mass have no score.")
         self.family_section("probe", "Probes", "Linear-probe records; score is the probe's P(eval).")
         self.slices_section()
         return d
@@ -467,6 +470,9 @@ class ReportBuilder:
             d.table(["model", "method", "feature", "count"], feats)
 
     def family_section(self, prefix: str, title: str, note: str) -> None:
+        """Scored methods of one family (logprob*, probe*). Where records carry
+        ``<variant>_p_eval`` / ``<variant>_coverage`` details (the logprob methods: naive, top20,
+        aware), each variant gets its own row."""
         fam = [m for m in self.methods if m.startswith(prefix)]
         if not fam:
             return
@@ -479,11 +485,17 @@ class ReportBuilder:
                 if m not in r.records:
                     continue
                 s = self.summ[(m, r.label)]
-                cov = [x["details"]["coverage"] for x in r.records[m]
-                       if isinstance((x.get("details") or {}).get("coverage"), (bool, int, float))]
-                rows.append([r.label, m, s["n_scored"], _ci(s["auroc"], s["auroc_ci"]), s["brier"], s["ece"],
-                             _pct(float(np.mean(cov))) if cov else "–"])
-        d.table(["model", "method", "scored", "AUROC [95% CI]", "Brier", "ECE", "coverage"], rows)
+                rows.append([r.label, m, "score", s["n_scored"], _ci(s["auroc"], s["auroc_ci"]), s["brier"],
+                             s["ece"], "–"])
+                for var in _variants(r.records[m]):
+                    recs = [{**x, "score": x["details"].get(f"{var}_p_eval")} for x in r.records[m]]
+                    vs = M.method_summary(recs, n_boot=self.n_boot, seed=self.seed)
+                    cov = [float(x["details"][f"{var}_coverage"]) for x in r.records[m]
+                           if isinstance(x["details"].get(f"{var}_coverage"), (int, float))]
+                    rows.append([r.label, m, var, vs["n_scored"], _ci(vs["auroc"], vs["auroc_ci"]), vs["brier"],
+                                 vs["ece"], f"{np.mean(cov):.3f}" if cov else "–"])
+        d.table(["model", "method", "variant", "scored", "AUROC [95% CI]", "Brier", "ECE",
+                 "mean coverage"], rows)
 
     def slices_section(self) -> None:
         d = self.doc
@@ -503,6 +515,12 @@ class ReportBuilder:
                         [_slice_cell(per[m].get(k)) for m in ms] for k in keys]
                 d.p(f"{r.label}:")
                 d.table([by, "n"] + ms, rows)
+
+
+def _variants(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Score variants recorded in details as ``<variant>_p_eval`` (e.g. naive, top20, aware)."""
+    keys = {k[:-7] for r in records for k in (r.get("details") or {}) if k.endswith("_p_eval")}
+    return sorted(keys)
 
 
 def _slice_cell(s: dict[str, Any] | None) -> str:

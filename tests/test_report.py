@@ -52,7 +52,9 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
               "error": None if ok else "no reasoning text", "judge": {"aware": None, "evidence": [], "raw": "", "error": None}}
         out["reasoning"].append(_record(s, "reasoning", majority([rv["value"]]), [rv], reasoning_source="elicited"))
         p = float(np.clip(rng.normal(0.6 if s.is_eval else 0.4, 0.2), 0, 1))
-        r = _record(s, "logprob", mean_probability([p]), [], coverage=bool(rng.random() < 0.7))
+        naive = None if rng.random() < 0.3 else float(rng.random())
+        r = _record(s, "logprob", mean_probability([p]), [], aware_p_eval=p, aware_coverage=0.4,
+                    naive_p_eval=naive, naive_coverage=0.0 if naive is None else 0.01)
         out["logprob"].append(r)
         out["probe"].append({**_record(s, "probe", mean_probability([p]), []), "method": "probe"})
     for m, rs in out.items():
@@ -94,6 +96,9 @@ def test_report_two_runs(two_runs, tmp_path):
     # excluded answers are counted per kind
     assert re.search(r"\| model-a \| reasoning \| 40 \| 0 \| 0 \| 0 \| [1-9]", text)
     assert "quiz format" in text  # features are listed
+    lp = text.split("## Logprob scoring")[1].split("\n## ")[0]
+    assert "| model-a | logprob | naive |" in lp and "| model-a | logprob | aware | 40 |" in lp
+    assert "| 0.400 |" in lp
     html = page.read_text()
     assert html.count("<img") == len(figs) and "<table>" in html and "</html>" in html
 
