@@ -108,7 +108,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
             "methods": {m: store.get_meta(f"settings/{m}") for m in methods},
             "prompts_sha256": prompts.used,
             "judge": judge.identity if judge is not None else None,
-            "calls": {"cache_hits": dict(cached.hits), "model_calls": dict(cached.misses)},
+            "calls": _calls(cached, judge_cached),
             **(extra_manifest or {}),
         })
         history = store.get_meta("manifests", [])
@@ -116,5 +116,14 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
         store.set_meta("manifest", manifest)
         (Path(run_dir) / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
         store.close()
-    summary["_calls"] = {"cache_hits": dict(cached.hits), "model_calls": dict(cached.misses)}
+    summary["_calls"] = _calls(cached, judge_cached)
     return summary
+
+
+def _calls(cached: CachedBackend, judge: CachedBackend | None) -> dict[str, dict[str, int]]:
+    """Model calls made and cache hits, per operation; the judge's under `judge_<op>`."""
+    hits, misses = dict(cached.hits), dict(cached.misses)
+    if judge is not None:
+        hits.update({f"judge_{k}": v for k, v in judge.hits.items()})
+        misses.update({f"judge_{k}": v for k, v in judge.misses.items()})
+    return {"cache_hits": hits, "model_calls": misses}
