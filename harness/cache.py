@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .backends.base import Backend, Generation, GenerationRequest, TokenIds
+from .backends.base import Backend, Generation, GenerationRequest, TokenIds, WrappedBackend
 from .store import Store
 
 
@@ -24,23 +24,15 @@ def call_key(identity: dict[str, Any], op: str, payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-class CachedBackend(Backend):
-    """Wraps a backend; same contract. `misses` counts items sent to the inner backend per op."""
+class CachedBackend(WrappedBackend):
+    """Wraps a backend; same contract. `misses` counts items sent to the inner backend per op.
+    Activations (hidden_states) are not cached here: probes/ stores them in safetensors shards."""
 
     def __init__(self, inner: Backend, store: Store) -> None:
-        self.inner, self.store = inner, store
-        self.kind = inner.kind
-        self.tokenizer = inner.tokenizer
+        super().__init__(inner)
+        self.store = store
         self.misses: Counter[str] = Counter()
         self.hits: Counter[str] = Counter()
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity
-
-    @property
-    def vocab_size(self) -> int:
-        return self.inner.vocab_size
 
     def _cached(self, op: str, payloads: list[dict[str, Any]],
                 compute: Callable[[list[int]], list[Any]]) -> list[Any]:
@@ -77,10 +69,3 @@ class CachedBackend(Backend):
         payloads = [{"prompt": list(p), "continuation": list(c)} for p, c in pairs]
         return [float(v) for v in self._cached(
             "loglikelihood", payloads, lambda idx: self.inner.loglikelihood([pairs[i] for i in idx]))]
-
-    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
-        # Activations are stored by probes/ in safetensors shards, not in the call cache.
-        return self.inner.hidden_states(prompts, layers)
-
-    def close(self) -> None:
-        self.inner.close()

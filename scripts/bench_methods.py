@@ -25,31 +25,18 @@ from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.backends.base import Backend, Generation, GenerationRequest  # noqa: E402
+from harness.backends.base import Backend, Generation, GenerationRequest, WrappedBackend  # noqa: E402
 
 METHODS = ("binary", "probability", "motivation", "reasoning")
 
 
-class Timed(Backend):
+class Timed(WrappedBackend):
     """Measures time spent inside a real backend's calls."""
 
     def __init__(self, inner: Backend) -> None:
-        self.inner, self.kind, self.tokenizer = inner, inner.kind, inner.tokenizer
+        super().__init__(inner)
         self.seconds = 0.0
         self.items = 0
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity
-
-    def __getattr__(self, name: str) -> Any:  # model_info, settings, ... (for the manifest)
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.inner.vocab_size
 
     def _timed(self, fn, *a):
         t = time.perf_counter()

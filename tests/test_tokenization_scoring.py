@@ -13,7 +13,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from harness import assets  # noqa: E402
-from harness.backends.base import Backend  # noqa: E402
+from harness.backends.base import Backend, WrappedBackend  # noqa: E402
 from tokenization.load import load  # noqa: E402
 from tokenization.scoring import ScoringPlan, score_prompts  # noqa: E402
 from tokenization.words import TargetWords  # noqa: E402
@@ -91,20 +91,12 @@ def test_aware_and_naive_equal_brute_force(tiny_backend, via: str) -> None:
         assert (s.top20_p_eval is None) == (te + td == 0)
 
 
-class Counting(Backend):
-    """Wraps a backend and counts calls."""
-
-    kind = "counting"
+class Counting(WrappedBackend):
+    """Wraps a backend and counts scoring calls."""
 
     def __init__(self, inner: Backend) -> None:
-        self.inner, self.tokenizer, self.calls = inner, inner.tokenizer, []
-
-    @property
-    def identity(self):
-        return self.inner.identity
-
-    def generate(self, requests):
-        raise NotImplementedError
+        super().__init__(inner)
+        self.calls: list[tuple[str, int]] = []
 
     def next_token_logprobs(self, prompts, token_ids=None):
         self.calls.append(("next", len(prompts)))

@@ -114,6 +114,43 @@ class Backend(ABC):
                           finish_reason=finish_reason)
 
 
+class WrappedBackend(Backend):
+    """A backend that passes every call to `inner` (the base of the call cache and of the
+    counting/timing wrappers used by tests and benchmarks); override what you intercept."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner, self.kind, self.tokenizer = inner, inner.kind, inner.tokenizer
+
+    def __getattr__(self, name: str) -> Any:  # model_info, settings, ... (for the manifest)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity
+
+    @property
+    def vocab_size(self) -> int:
+        return self.inner.vocab_size
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        return self.inner.generate(requests)
+
+    def next_token_logprobs(self, prompts: Sequence[TokenIds],
+                            token_ids: Sequence[int] | None = None) -> np.ndarray:
+        return self.inner.next_token_logprobs(prompts, token_ids)
+
+    def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        return self.inner.loglikelihood(pairs)
+
+    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
+        return self.inner.hidden_states(prompts, layers)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def _remove_all(text: str, tokens: Sequence[str]) -> str:
     for t in sorted(tokens, key=len, reverse=True):
         text = text.replace(t, "")
