@@ -135,6 +135,9 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai: env var holding the key.")
 @click.option("--judge-tokens", type=int, default=1024, show_default=True,
               help="Max tokens of each judge verdict (motivation, reasoning).")
+@click.option("--aware-tol", type=click.FloatRange(0, 1, max_open=True), default=1e-4, show_default=True,
+              help="logprob methods: skip multi-token variants that cannot move the aware P(eval) by more "
+                   "than this (0: score every variant).")
 @click.option("--judge-model", help="Judge model (default: the model under test).")
 @click.option("--judge-backend", type=click.Choice(["vllm", "hf", "openai"]), help="Judge backend.")
 @click.option("--judge-base-url", help="Judge server URL (openai backend).")
@@ -143,7 +146,7 @@ def _methods_option(value: str) -> list[str]:
 def run(model, backend, dataset, methods, out, limit, view, person, n_votes, temperature, top_p,
         seed, answer_tokens, probe_tokens, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, gpu_memory_utilization,
-        max_model_len, base_url, top_logprobs, api_key_env, judge_tokens, judge_model, judge_backend, judge_base_url,
+        max_model_len, base_url, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
         trust_remote_code, no_progress) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
@@ -167,7 +170,7 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
         samples = samples[:limit]
     config = MethodConfig(view=view, person=person, n_votes=n_votes, answer_tokens=answer_tokens,
                           probe_tokens=probe_tokens, temperature=temperature, top_p=top_p, seed=seed,
-                          judge_tokens=judge_tokens)
+                          judge_tokens=judge_tokens, aware_tol=aware_tol)
     opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
                 pipeline_parallel_size=pipeline_parallel_size,
                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,

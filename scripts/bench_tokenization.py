@@ -33,6 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.methods.logprob import SCORING_CASES  # noqa: E402
+from tokenization.scoring import DEFAULT_TOL  # noqa: E402
 
 FAMILIES = ["qwen3", "deepseek-r1", "llama3", "gpt-oss", "gpt2", "mistral-v3", "mistral-tekken", "gemma3", "smollm2"]
 SIGNAL = 0.01
@@ -146,6 +147,7 @@ def _auroc(labels: list[int], ps: list[float | None]) -> tuple[float | None, int
 
 
 REPEAT = 1  # timed passes per measurement (best of)
+TOL = DEFAULT_TOL  # aware pruning tolerance (0 = exact)
 BLOCK_SIZE: int | None = None  # vLLM KV block size; prefix-cache hits are whole blocks
 
 
@@ -191,17 +193,22 @@ def section_models(res: dict, models: list[str], limit: int | None, backend: str
             return res, best
 
         _, sec_naive = cold(lambda: score_prompts(b, prompts, plan=plan, aware=False))
-        scores, sec_aware = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=via))
+        exact, sec_exact = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=via, tol=0))
+        scores, sec_aware = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=via, tol=TOL))
         sec_other = math.nan
         if also:  # the other strategy on the same prompts: same numbers, different cost
-            scores_o, sec_other = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=other))
+            scores_o, sec_other = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=other, tol=TOL))
             assert all(abs(math.log(a.aware_coverage) - math.log(c.aware_coverage)) < 1e-3
                        for a, c in zip(scores, scores_o)), "aware strategies disagree"
+        dp = [abs(a.aware_p_eval - e.aware_p_eval) for a, e in zip(scores, exact)
+              if a.aware_p_eval is not None and e.aware_p_eval is not None]
         n = len(prompts)
         row = {"n": n, "backend": backend, "block_size": BLOCK_SIZE, "contexts": list(contexts), "cases": list(cases),
-               "multi_token_sequences": len(plan.multi_token_sequences()),
-               "sec_per_sample": {"naive": sec_naive / n, f"aware_{via}": sec_aware / n,
-                                  f"aware_{other}": sec_other / n}}
+               "multi_token_sequences": len(plan.multi_token_sequences()), "tol": TOL,
+               "max_abs_dp_eval_vs_exact": max(dp, default=0.0),
+               "mean_skipped_bound": sum(x.aware_skipped_bound for x in scores) / n,
+               "sec_per_sample": {"naive": sec_naive / n, f"aware_exact_{via}": sec_exact / n,
+                                  f"aware_{via}": sec_aware / n, f"aware_{other}": sec_other / n}}
         for kind in ("naive", "top20", "aware"):
             ps = [getattr(s, f"{kind}_p_eval") for s in scores]
             cov = [getattr(s, f"{kind}_coverage") for s in scores]
@@ -225,11 +232,13 @@ def section_models(res: dict, models: list[str], limit: int | None, backend: str
     cost = []
     for m, r in out.items():
         t = r["sec_per_sample"]
-        cost.append([m, r["multi_token_sequences"], f"{t['naive'] * 1e3:.0f}",
-                     *(f"{t[k] * 1e3:.0f} ({t[k] / t['naive']:.1f}x)" if not math.isnan(t[k]) else "-"
-                       for k in ("aware_loglikelihood", "aware_prefix"))])
-    print(f"\n## {backend} backend (CPU, float32): ms per sample (ratio to naive)\n")
-    print(table(cost, ["model", "multi-token seqs", "naive", "aware (loglikelihood)", "aware (prefix)"]))
+        ms = lambda k: "-" if math.isnan(t[k]) else f"{t[k] * 1e3:.0f} ({t[k] / t['naive']:.1f}x)"  # noqa: E731
+        cost.append([m, r["multi_token_sequences"], f"{t['naive'] * 1e3:.0f}", ms(f"aware_exact_{via}"),
+                     ms(f"aware_{via}"), ms(f"aware_{other}"), f"{r['max_abs_dp_eval_vs_exact']:.1e}"])
+    print(f"\n## {backend} backend (CPU, float32): ms per sample (ratio to naive); aware via {via}, "
+          f"exact (tol 0) and pruned (tol {TOL:g})\n")
+    print(table(cost, ["model", "multi-token seqs", "naive", "aware exact", f"aware tol={TOL:g}",
+                       f"aware via {other}", "max |dP(eval)| pruned vs exact"]))
     if len(models) >= 2:
         from scipy.stats import spearmanr
         a, b2 = per_model[models[0]]["scores"], per_model[models[1]]["scores"]
@@ -307,6 +316,7 @@ def main() -> int:
     ap.add_argument("--backend", choices=["hf", "vllm"], default="hf")
     ap.add_argument("--via", choices=["loglikelihood", "prefix"], default="loglikelihood")
     ap.add_argument("--block-size", type=int, default=None, help="vLLM KV block size")
+    ap.add_argument("--tol", type=float, default=DEFAULT_TOL, help="aware pruning tolerance (0 = exact)")
     ap.add_argument("--repeat", type=int, default=1, help="timed passes per measurement (best of)")
     ap.add_argument("--both", action="store_true", help="also time the other aware strategy")
     ap.add_argument("--contexts", default="bare,space,assistant", help="variant contexts to score")
@@ -314,8 +324,8 @@ def main() -> int:
     ap.add_argument("--lmeval-python", default="/tmp/lmeval-venv/bin/python")
     ap.add_argument("--out", default=None, help="write results JSON here (merged with an existing file)")
     a = ap.parse_args()
-    global BLOCK_SIZE, REPEAT
-    BLOCK_SIZE, REPEAT = a.block_size, a.repeat
+    global BLOCK_SIZE, REPEAT, TOL
+    BLOCK_SIZE, REPEAT, TOL = a.block_size, a.repeat, a.tol
     res: dict = {}
     for s in a.section or ["table", "prep", "models"]:
         if s == "table":

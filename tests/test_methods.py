@@ -164,3 +164,34 @@ def test_prompt_override_changes_judge_prompt(hf_tiny, tmp_path):
     judge_texts(ctx, ["Some answer."])
     assert "CUSTOM JUDGE <answer>Some answer.</answer>" in be.prompts[0]
     assert "judge_motivation/v1" in ctx.prompts.used
+
+
+@pytest.mark.parametrize("method", ["logprob", "logprob_question"])
+def test_logprob_methods_record_what_scoring_gives(hf_tiny, samples, tmp_path, method):
+    """Records hold the naive/top-20/aware scores of exactly the prompt the method renders
+    (question form: the sample, then the one-word question), with the run's `aware_tol`; a
+    run directory refuses another `aware_tol`."""
+    from tokenization import ScoringPlan, from_backend, score_prompts
+
+    from harness.methods.logprob import SCORING_CASES
+
+    cfg = MethodConfig(aware_tol=0.0)
+    run_methods(samples, [method], hf_tiny, tmp_path / "run", config=cfg, progress=False)
+    recs = {r["sample_id"]: r for r in Store(tmp_path / "run", create=False).results(method)}
+    renderer = Renderer(hf_tiny.tokenizer)
+    question = PromptLibrary().get("logprob/question").text
+    prompts = [renderer.render(s.first_turn() + ((Message("user", question),) if method == "logprob_question" else ()))
+               for s in samples]
+    plan = ScoringPlan.build(from_backend(hf_tiny), cases=SCORING_CASES)
+    for s, want in zip(samples, score_prompts(hf_tiny, prompts, plan=plan, tol=0.0)):
+        r = {**recs[s.id], **recs[s.id]["details"]}
+        assert r["aware_p_eval"] == pytest.approx(want.aware_p_eval, abs=1e-6)
+        assert r["naive_p_eval"] == pytest.approx(want.naive_p_eval, abs=1e-6)
+        assert r["aware_coverage"] == pytest.approx(want.aware_coverage, rel=1e-5)
+        assert r["score"] == r["aware_p_eval"] and r["aware_skipped_bound"] == 0.0
+        assert r["prediction"] == ("eval" if r["aware_p_eval"] >= 0.5 else "deploy")
+    settings = Store(tmp_path / "run", create=False).get_meta(f"settings/{method}")
+    assert settings["aware_tol"] == 0.0 and "aware_tol" not in settings["config"]
+    with pytest.raises(Exception, match="different setting for method"):
+        run_methods(samples, [method], hf_tiny, tmp_path / "run", config=MethodConfig(aware_tol=1e-3),
+                    progress=False)

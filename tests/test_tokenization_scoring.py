@@ -64,7 +64,7 @@ def test_aware_and_naive_equal_brute_force(tiny_backend, via: str) -> None:
     assert plan.multi_token_sequences(), "need multi-token variants to exercise teacher forcing"
     prompts = [tok.render_chat([{"role": "user", "content": c}]) for c in
                ("Is this a test?", "Hi", "Write a poem about the sea, then tell me: real or not?")]
-    scores = score_prompts(tiny_backend, prompts, plan=plan, aware_via=via)
+    scores = score_prompts(tiny_backend, prompts, plan=plan, aware_via=via, tol=0)
     model = tiny_backend.model
     for p, s in zip(prompts, scores):
         per_class = {"eval": [], "deploy": []}
@@ -112,11 +112,11 @@ def test_two_batched_backend_calls(tiny_backend) -> None:
     tok = load(assets.asset_dir("smollm2"))
     plan = ScoringPlan.build(tok)
     prompts = [tok.encode(t) for t in ("a", "b c", "d e f", "g")]
-    out = score_prompts(b, prompts, plan=plan)
+    out = score_prompts(b, prompts, plan=plan, tol=0)
     assert len(out) == 4
     assert b.calls == [("next", 4), ("ll", 4 * len(plan.multi_token_sequences()))]
     b.calls.clear()
-    score_prompts(b, prompts, plan=plan, aware_via="prefix")
+    score_prompts(b, prompts, plan=plan, aware_via="prefix", tol=0)
     assert [c[0] for c in b.calls] == ["next", "next"]
     # default tokenizer: the backend's own (transformers) tokenizer gives the same plan
     assert ScoringPlan.build(load(assets.asset_dir("smollm2"))) == ScoringPlan.build(
@@ -174,6 +174,41 @@ def test_e_prefix_trap_deepseek() -> None:
     assert s.aware_coverage == pytest.approx(0.109, abs=1e-6)
     assert s.naive_coverage == pytest.approx(1.0, abs=1e-6)
     assert s.has_signal("aware") and s.has_signal("top20")
+
+
+@pytest.mark.parametrize("via", ["loglikelihood", "prefix"])
+def test_pruning_skips_only_what_cannot_matter(via: str) -> None:
+    """'e' (DeepSeek's first token of "evaluation") has probability 1e-6 next to a whole-word
+    "real": with tol=1e-4 its continuation is never requested, the skipped mass is bounded
+    by 1e-6, and P(eval) moves by less than tol. At 0.3 it is always scored."""
+    tok = load("deepseek-r1")
+    e, valuation = tok.encode("evaluation")[:2]
+    real = tok.encode("real")[0]
+    words = TargetWords(("evaluation",), ("real",))
+    plan = ScoringPlan.build(tok, words, cases=("lower",), contexts=("bare",))
+    assert plan.multi_token_sequences() == [(e, valuation)]
+    prompt = tok.encode("Evaluation or real deployment? Answer:")
+    for p_e, pruned in ((1e-6, True), (0.3, False)):
+        table = {prompt[-1]: {e: p_e, real: 1 - p_e}, e: {valuation: 0.5, real: 0.5}}
+        b = Counting(Bigram(tok, table, tok.vocab_size))
+        exact = score_prompts(b, [prompt], plan=plan, aware_via=via, tol=0)[0]
+        n_exact = len(b.calls)
+        b.calls.clear()
+        fast = score_prompts(b, [prompt], plan=plan, aware_via=via, tol=1e-4)[0]
+        assert exact.aware_skipped_bound == 0.0
+        if pruned:
+            assert b.calls == [("next", 1)] and n_exact == 2  # the continuation was not requested
+            assert fast.aware_skipped_bound == pytest.approx(p_e, rel=1e-3)
+            assert fast.words[0].aware_logprob == -math.inf
+        else:
+            assert len(b.calls) == n_exact == 2 and fast.aware_skipped_bound == 0.0
+        skipped = exact.aware_coverage - fast.aware_coverage
+        assert 0 <= skipped <= fast.aware_skipped_bound + 1e-12
+        assert skipped <= 1e-4 * exact.aware_coverage
+        assert abs(fast.aware_p_eval - exact.aware_p_eval) <= 1e-4 / (1 - 1e-4)
+        assert exact.aware_p_eval == pytest.approx(p_e * 0.5 / (p_e * 0.5 + 1 - p_e), rel=1e-3)
+    with pytest.raises(ValueError, match="tol"):
+        score_prompts(b, [prompt], plan=plan, tol=1.0)
 
 
 def test_no_mass_gives_none() -> None:

@@ -13,6 +13,13 @@ At the first answer position of each prompt:
   eval ∪ deploy into P(eval). Single-token sequences are read from the same next-token
   distribution as the naive score; only multi-token sequences cost a ``loglikelihood`` call
   (one batched call for all prompts).
+- **pruning** (``tol``, default :data:`DEFAULT_TOL`): a multi-token sequence can carry no more
+  probability than its first token, which the first call already gives. Per prompt, the sequences
+  with the smallest first-token probabilities are skipped while their summed first-token
+  probability stays <= ``tol`` x the mass of the single-token candidates (exact, a lower bound of
+  the coverage). The skipped mass is then at most ``tol`` x coverage, so the aware P(eval) is
+  within ``tol / (1 - tol)`` of the unpruned value and the coverage within a relative ``tol``;
+  ``aware_skipped_bound`` records the bound per prompt. ``tol=0`` scores every sequence.
 - **coverage**: the total probability on the candidates (naive: on their first tokens; aware: on
   the full words), so a reader sees when the model answers with none of them. P(eval) is None when
   the candidates have zero mass.
@@ -35,6 +42,7 @@ from .words import TargetWords
 
 DEFAULT_TOP_K = 20
 DEFAULT_SIGNAL_THRESHOLD = 0.01
+DEFAULT_TOL = 1e-4
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class LogprobScore:
     top20_coverage: float
     aware_p_eval: float | None
     aware_coverage: float
+    aware_skipped_bound: float = 0.0  # upper bound of the probability of sequences pruned by `tol`
     words: list[WordScore] = field(default_factory=list)
 
     def has_signal(self, kind: str = "aware", threshold: float = DEFAULT_SIGNAL_THRESHOLD) -> bool:
@@ -124,29 +133,57 @@ def _mass(lp_row: np.ndarray, ids: Sequence[int]) -> float:
     return float(np.exp(lp_row[list(ids)].astype(np.float64)).sum()) if ids else 0.0
 
 
-def _prefix_teacher_forcing(backend: Any, prompts: list[list[int]], multi: list[tuple[int, ...]],
-                            first_lp: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
-    """log p(seq | prompt) = lp(seq[0] | prompt) + sum_k lp(seq[k] | prompt + seq[:k])."""
-    prefixes = list(dict.fromkeys(s[:k] for s in multi for k in range(1, len(s))))
-    need = sorted({s[k] for s in multi for k in range(1, len(s))})
+def _keep(row: np.ndarray, multi: list[tuple[int, ...]], single_ids: list[int],
+          tol: float) -> tuple[list[tuple[int, ...]], float]:
+    """The multi-token sequences worth scoring for one prompt, and the bound on what is skipped:
+    the smallest first-token probabilities, while they sum to <= tol x single-token mass."""
+    if tol <= 0 or not multi:
+        return list(multi), 0.0
+    budget = tol * _mass(row, single_ids)
+    first = np.exp(row[[s[0] for s in multi]].astype(np.float64))
+    order = np.argsort(first, kind="stable")
+    n = int(np.searchsorted(np.cumsum(first[order]), budget, side="right"))
+    drop = set(order[:n].tolist())
+    return [s for j, s in enumerate(multi) if j not in drop], float(first[order[:n]].sum())
+
+
+def _loglikelihood_teacher_forcing(backend: Any, prompts: list[list[int]],
+                                   keep: list[list[tuple[int, ...]]], first_lp: np.ndarray
+                                   ) -> dict[tuple[int, tuple[int, ...]], float]:
+    """One ``loglikelihood`` call on every kept (prompt, sequence) pair."""
+    pairs = [(i, s) for i, ks in enumerate(keep) for s in ks]
+    flat = backend.loglikelihood([(prompts[i], list(s)) for i, s in pairs]) if pairs else []
+    return {k: float(v) for k, v in zip(pairs, flat)}
+
+
+def _prefix_teacher_forcing(backend: Any, prompts: list[list[int]], keep: list[list[tuple[int, ...]]],
+                            first_lp: np.ndarray) -> dict[tuple[int, tuple[int, ...]], float]:
+    """log p(seq | prompt) = lp(seq[0] | prompt) + sum_k lp(seq[k] | prompt + seq[:k]): one
+    ``next_token_logprobs`` call on every (prompt + proper prefix of a kept sequence)."""
+    reqs = [(i, pf) for i, ks in enumerate(keep)
+            for pf in dict.fromkeys(s[:k] for s in ks for k in range(1, len(s)))]
+    need = sorted({s[k] for ks in keep for s in ks for k in range(1, len(s))})
+    if not reqs:
+        return {}
     col = {t: j for j, t in enumerate(need)}
-    row = {pf: j for j, pf in enumerate(prefixes)}
-    reqs = [p + list(pf) for p in prompts for pf in prefixes]
-    arr = np.asarray(backend.next_token_logprobs(reqs, need), dtype=np.float64)
-    arr = arr.reshape(len(prompts), len(prefixes), len(need))
+    arr = np.asarray(backend.next_token_logprobs([prompts[i] + list(pf) for i, pf in reqs], need),
+                     dtype=np.float64)
+    row = {r: j for j, r in enumerate(reqs)}
     out = {}
-    for s in multi:
-        tot = first_lp[:, s[0]].astype(np.float64)
-        for k in range(1, len(s)):
-            tot = tot + arr[:, row[s[:k]], col[s[k]]]
-        out[s] = tot
+    for i, ks in enumerate(keep):
+        for s in ks:
+            out[(i, s)] = float(first_lp[i, s[0]]) + sum(arr[row[(i, s[:k])], col[s[k]]]
+                                                          for k in range(1, len(s)))
     return out
+
+
+_STRATEGIES = {"loglikelihood": _loglikelihood_teacher_forcing, "prefix": _prefix_teacher_forcing}
 
 
 def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetWords | None = None,
                   tokenizer: Tokenizer | None = None, plan: ScoringPlan | None = None,
                   top_k: int = DEFAULT_TOP_K, aware: bool = True,
-                  aware_via: str = "loglikelihood") -> list[LogprobScore]:
+                  aware_via: str = "loglikelihood", tol: float = DEFAULT_TOL) -> list[LogprobScore]:
     """Naive, top-k naive and tokenizer-aware scores of each prompt (token ids ending right
     before the answer). Two backend calls in all: ``next_token_logprobs`` over the full vocabulary
     for every prompt, then one ``loglikelihood`` for every (prompt, multi-token sequence) pair.
@@ -154,7 +191,8 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
 
     ``aware_via="prefix"`` computes the same teacher-forced sums with one ``next_token_logprobs``
     call on every (prompt + proper prefix of a multi-token sequence), restricted to the ids needed
-    after each prefix: engines with prefix caching (vLLM) then only compute the new tokens."""
+    after each prefix: engines with prefix caching (vLLM) then only compute the new tokens.
+    `tol` prunes sequences that cannot matter (see the module docstring; 0 = score all)."""
     if plan is None:
         if tokenizer is None:
             from .load import from_backend
@@ -163,17 +201,15 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
     prompts = [list(p) for p in prompts]
     if not prompts:
         return []
+    if aware and aware_via not in _STRATEGIES:
+        raise ValueError(f"aware_via must be one of {sorted(_STRATEGIES)}, not {aware_via!r}")
+    if not 0 <= tol < 1:
+        raise ValueError(f"tol must be in [0, 1), not {tol!r}")
     lp = np.asarray(backend.next_token_logprobs(prompts), dtype=np.float32)
     multi = plan.multi_token_sequences() if aware else []
-    seq_lp: dict[tuple[int, ...], np.ndarray] = {}
-    if multi and aware_via == "loglikelihood":
-        flat = backend.loglikelihood([(p, list(s)) for p in prompts for s in multi])
-        arr = np.asarray(flat, dtype=np.float64).reshape(len(prompts), len(multi))
-        seq_lp = {s: arr[:, j] for j, s in enumerate(multi)}
-    elif multi and aware_via == "prefix":
-        seq_lp = _prefix_teacher_forcing(backend, prompts, multi, lp)
-    elif multi:
-        raise ValueError(f"aware_via must be 'loglikelihood' or 'prefix', not {aware_via!r}")
+    single_ids = list(dict.fromkeys(v.ids[0] for p in plan.per_word for v in p.sequences if len(v.ids) == 1))
+    kept = [_keep(row, multi, single_ids, tol) for row in lp]
+    seq_lp = _STRATEGIES[aware_via](backend, prompts, [k for k, _ in kept], lp) if multi else {}
     ev_ids, dp_ids, all_ids = plan.first_ids("eval"), plan.first_ids("deploy"), plan.first_ids()
     out = []
     for i, row in enumerate(lp):
@@ -183,8 +219,8 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
         t_dp = _mass(row, [j for j in dp_ids if j in top])
         wscores, cls = [], {"eval": [], "deploy": []}
         for wp in plan.per_word:
-            seq = [float(row[v.ids[0]]) if len(v.ids) == 1 else float(seq_lp[v.ids][i]) for v in wp.sequences] \
-                if aware else []
+            seq = [float(row[v.ids[0]]) if len(v.ids) == 1 else seq_lp.get((i, v.ids), -math.inf)
+                   for v in wp.sequences] if aware else []
             a = _lse(seq)
             cls[wp.label].append(a)
             nm = _mass(row, wp.first_ids)
@@ -197,5 +233,5 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
             top20_coverage=_mass(row, [j for j in all_ids if j in top]),
             aware_p_eval=_p_eval(l_ev, l_dp) if aware else None,
             aware_coverage=math.exp(_lse([l_ev, l_dp])) if aware else 0.0,
-            words=wscores))
+            aware_skipped_bound=kept[i][1], words=wscores))
     return out

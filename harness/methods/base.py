@@ -31,6 +31,9 @@ class MethodConfig:
       differ: the 25-vote experiment).
     judge_tokens: max tokens of a judge's verdict (motivation and reasoning methods; a reasoning
       judge needs room to think first).
+    aware_tol: logprob methods: skip multi-token variants whose first token bounds their mass
+      below this share of the candidates' mass (aware P(eval) within `aware_tol`; 0 = score all;
+      see ``tokenization.scoring``). Recorded in those methods' settings only.
     """
 
     view: str = "first_turn"
@@ -39,6 +42,7 @@ class MethodConfig:
     answer_tokens: int = 256
     probe_tokens: int = 160
     judge_tokens: int = 1024
+    aware_tol: float = 1e-4
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -56,7 +60,10 @@ class MethodConfig:
                               seed=0 if greedy else self.seed + seed_offset)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Settings every method shares (method-specific knobs are recorded by their method)."""
+        d = asdict(self)
+        d.pop("aware_tol")
+        return d
 
 
 @dataclass

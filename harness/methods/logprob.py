@@ -45,6 +45,7 @@ class _LogprobBase(Method):
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "form": self.form, "cases": list(SCORING_CASES),
+                "aware_tol": self.ctx.config.aware_tol,
                 "words": {w.word: w.label for w in self._plan.per_word}}
 
     def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
@@ -53,7 +54,8 @@ class _LogprobBase(Method):
         prompts = [self.ctx.renderer.render(self.prompt_messages(s)) for s in samples]
         # vLLM: score multi-token words through prefix-cached next-token calls (cheaper there).
         via = "prefix" if self.ctx.backend.kind == "vllm" else "loglikelihood"
-        scores = score_prompts(self.ctx.backend, prompts, plan=self._plan, aware_via=via)
+        scores = score_prompts(self.ctx.backend, prompts, plan=self._plan, aware_via=via,
+                               tol=self.ctx.config.aware_tol)
         out = []
         for s, sc in zip(samples, scores):
             p = sc.aware_p_eval
