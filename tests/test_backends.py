@@ -50,6 +50,21 @@ def test_teacher_forcing_equals_step_by_step(hf_tiny):
         assert f == pytest.approx(step, abs=1e-4)
 
 
+def test_loglikelihood_batched_prompts_equal_one_at_a_time(hf_tiny):
+    """Prompts of different lengths share a left-padded forward and their KV rows are gathered
+    (and repeated) for the continuations: same numbers as scoring each pair alone."""
+    tok = hf_tiny.tokenizer
+    ps = _prompts(tok)
+    conts = [tok.encode(t, add_special_tokens=False) for t in (" evaluation", "Deployment now", "x", " a b c d")]
+    pairs = [(p, c) for p in ps for c in conts][::-1]  # mixed order: the grouping must not matter
+    batched = hf_tiny.__class__.__new__(hf_tiny.__class__)
+    batched.__dict__.update(hf_tiny.__dict__, batch_size=3)  # chunks split prompts and pairs
+    together = batched.loglikelihood(pairs)
+    alone = [hf_tiny.loglikelihood([pc])[0] for pc in pairs]
+    np.testing.assert_allclose(together, alone, atol=2e-5)
+    assert len({round(x, 3) for x in together}) > len(conts)  # not one value repeated
+
+
 def test_hf_generation_is_deterministic_and_split(hf_tiny):
     ps = _prompts(hf_tiny.tokenizer)
     reqs = [GenerationRequest(p, SamplingParams(max_tokens=8)) for p in ps]

@@ -112,9 +112,10 @@ class HFBackend(Backend):
         return out
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
-        """Pairs that share a prompt run the prompt once: its KV cache is repeated over the
-        continuations (in chunks of `batch_size`), so only continuation tokens are recomputed and
-        log-softmax is taken only where a continuation token is predicted."""
+        """Each distinct prompt runs once, batched with other prompts (left padding, as in
+        `next_token_logprobs`); its KV cache rows are then gathered for its continuations (in
+        chunks of `batch_size`), so only continuation tokens are recomputed and log-softmax is
+        taken only where a continuation token is predicted."""
         import copy
 
         torch = self.torch
@@ -124,31 +125,39 @@ class HFBackend(Backend):
         groups: dict[tuple[int, ...], list[int]] = {}
         for i, (p, _) in enumerate(pairs):
             groups.setdefault(tuple(int(t) for t in p), []).append(i)
+        prompts = list(groups)
         out = [0.0] * len(pairs)
         with torch.inference_mode():
-            for prompt, idx in groups.items():
-                ids = torch.tensor([list(prompt)], device=self.device)
-                res = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
-                first = torch.log_softmax(res.logits[0, -1].float(), dim=-1)
-                for i in idx:
-                    out[i] = float(first[int(pairs[i][1][0])])
-                longer = [i for i in idx if len(pairs[i][1]) > 1]
+            for batch in self._by_length(prompts):
+                ids, mask, pos = self._left_pad([prompts[j] for j in batch])
+                res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                                 logits_to_keep=1)
+                first = torch.log_softmax(res.logits[:, -1].float(), dim=-1)
+                longer = []  # (pair index, row of its prompt in this batch)
+                for r, j in enumerate(batch):
+                    for i in groups[prompts[j]]:
+                        out[i] = float(first[r, int(pairs[i][1][0])])
+                        if len(pairs[i][1]) > 1:
+                            longer.append((i, r))
                 for chunk in _batches(longer, self.batch_size):
-                    conts = [list(pairs[i][1]) for i in chunk]
+                    rows = torch.tensor([r for _, r in chunk], device=self.device)
+                    conts = [list(pairs[i][1]) for i, _ in chunk]
                     width = max(len(c) for c in conts) - 1
                     # Right padding: later pad tokens cannot affect earlier positions.
                     x = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-                    for r, c in enumerate(conts):
-                        x[r, :len(c) - 1] = torch.tensor(c[:-1])
+                    for k, c in enumerate(conts):
+                        x[k, :len(c) - 1] = torch.tensor(c[:-1])
                     cache = copy.deepcopy(res.past_key_values)
-                    cache.batch_repeat_interleave(len(chunk))
-                    n = len(prompt)
-                    pos = torch.arange(n, n + width, device=self.device).expand(len(chunk), -1)
-                    mask = torch.ones((len(chunk), n + width), dtype=torch.long, device=self.device)
+                    cache.reorder_cache(rows)  # gathers (and repeats) the prompts' rows
+                    pmask = mask.index_select(0, rows)
+                    start = pmask.sum(-1, keepdim=True)
+                    cpos = start + torch.arange(width, device=self.device)
+                    cmask = torch.cat([pmask, torch.ones((len(chunk), width), dtype=torch.long,
+                                                         device=self.device)], dim=-1)
                     logits = self.model(input_ids=x.to(self.device), past_key_values=cache,
-                                        attention_mask=mask, position_ids=pos, use_cache=True).logits
-                    for r, (i, c) in enumerate(zip(chunk, conts)):
-                        lp = torch.log_softmax(logits[r, :len(c) - 1].float(), dim=-1)
+                                        attention_mask=cmask, position_ids=cpos, use_cache=True).logits
+                    for k, ((i, _), c) in enumerate(zip(chunk, conts)):
+                        lp = torch.log_softmax(logits[k, :len(c) - 1].float(), dim=-1)
                         tgt = torch.tensor(c[1:], device=self.device)
                         out[i] += float(lp.gather(-1, tgt[:, None]).sum())
         return out
