@@ -75,6 +75,10 @@ class ScoringPlan:
     def first_ids(self, label: str | None = None) -> list[int]:
         return list(dict.fromkeys(i for p in self.per_word if label in (None, p.label) for i in p.first_ids))
 
+    def single_token_ids(self) -> list[int]:
+        """Ids of the variants that are one whole token (their probability is exact from one row)."""
+        return list(dict.fromkeys(v.ids[0] for p in self.per_word for v in p.sequences if len(v.ids) == 1))
+
     def multi_token_sequences(self) -> list[tuple[int, ...]]:
         return list(dict.fromkeys(v.ids for p in self.per_word for v in p.sequences if len(v.ids) > 1))
 
@@ -207,7 +211,7 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
         raise ValueError(f"tol must be in [0, 1), not {tol!r}")
     lp = np.asarray(backend.next_token_logprobs(prompts), dtype=np.float32)
     multi = plan.multi_token_sequences() if aware else []
-    single_ids = list(dict.fromkeys(v.ids[0] for p in plan.per_word for v in p.sequences if len(v.ids) == 1))
+    single_ids = plan.single_token_ids()
     kept = [_keep(row, multi, single_ids, tol) for row in lp]
     seq_lp = _STRATEGIES[aware_via](backend, prompts, [k for k, _ in kept], lp) if multi else {}
     ev_ids, dp_ids, all_ids = plan.first_ids("eval"), plan.first_ids("deploy"), plan.first_ids()
