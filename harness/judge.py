@@ -19,7 +19,10 @@ Decisions:
 - Judged texts longer than ``MAX_JUDGED_CHARS`` are cut (the start is kept) and flagged.
 - With ``config.constrain`` the judge's answer is held to :data:`VERDICT_SCHEMA` (JSON on one
   line, ``aware`` first, at most :data:`MAX_QUOTES` quotes of at most :data:`MAX_QUOTE_CHARS`
-  characters), so a small judge still writes a parseable verdict; it is parsed as above.
+  characters, features of at most :data:`MAX_FEATURE_CHARS`: under 1000 characters in all, so it
+  fits the default 1024 judge tokens), so a small judge still writes a parseable verdict; it is
+  parsed as above. The grammar applies from the first token: a reasoning judge does not think
+  first under ``--constrain``.
 - A verdict with evidence quotes none of which is verified is ``unverified``: it still votes
   (the judge decided), and reports count it separately.
 """
@@ -39,7 +42,8 @@ from .sample import Message
 JUDGE_PROMPTS = {"motivation": "judge_motivation/v1", "reasoning": "judge_reasoning/v1"}
 MAX_JUDGED_CHARS = 12000
 MAX_QUOTES = 3
-MAX_QUOTE_CHARS = 300
+MAX_QUOTE_CHARS = 200
+MAX_FEATURE_CHARS = 60
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["aware", "evidence"],
     "properties": {
@@ -47,7 +51,7 @@ VERDICT_SCHEMA: dict[str, Any] = {
         "evidence": {"type": "array", "maxItems": MAX_QUOTES, "items": {
             "type": "object", "additionalProperties": False, "required": ["quote", "feature"],
             "properties": {"quote": {"type": "string", "minLength": 1, "maxLength": MAX_QUOTE_CHARS},
-                           "feature": {"type": "string", "maxLength": 80}}}},
+                           "feature": {"type": "string", "maxLength": MAX_FEATURE_CHARS}}}},
     },
 }
 _WS = re.compile(r"\s+")
