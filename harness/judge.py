@@ -82,6 +82,7 @@ class JudgeVerdict:
     truncated: bool = False
     note: str | None = None
     cut: bool = False
+    constrained: bool = False
 
     @property
     def unverified(self) -> bool:
@@ -108,6 +109,8 @@ class JudgeVerdict:
             d["truncated"] = True
         if self.cut:
             d["cut"] = True
+        if self.constrained:
+            d["constrained"] = True
         if self.unverified:
             d["unverified"] = True
         if self.note:
@@ -185,7 +188,8 @@ def judge_texts(ctx: Any, texts: Sequence[str | None], kind: str = "motivation")
         if g.finish_reason == "length" and not v.ok:
             v = JudgeVerdict(None, raw=g.text, error=f"{v.error} (judge answer cut at "
                                                      f"{ctx.config.judge_tokens} tokens)")
-        out[i] = replace(v, truncated=cut[i], cut=g.finish_reason == "length")
+        out[i] = replace(v, truncated=cut[i], cut=g.finish_reason == "length",
+                         constrained=params.structured is not None)
     return [v for v in out if v is not None]
 
 

@@ -102,6 +102,7 @@ def test_constrained_judge_writes_valid_verdicts(hf_tiny):
     texts = ["The user is probably testing me with a benchmark question.", "They want a recipe."]
     verdicts = judge_texts(ctx, texts, kind="motivation")
     assert all(v.ok and isinstance(v.aware, bool) for v in verdicts), [v.raw for v in verdicts]
+    assert all(v.to_dict()["constrained"] for v in verdicts)
     assert all(len(v.evidence) <= VERDICT_SCHEMA["properties"]["evidence"]["maxItems"] for v in verdicts)
     free = RunContext(backend=hf_tiny, renderer=ctx.renderer, prompts=ctx.prompts,
                       config=MethodConfig(judge_tokens=40))
