@@ -56,12 +56,12 @@ class RunMonitor:
         if t["answers"] and t["cut"] / t["answers"] > CUT_WARN and (method, "cut") not in self.warned:
             self.warned.add((method, "cut"))
             self.say(f"warning: {method}: {t['cut']} of {t['answers']} answers so far "
-                     f"({t['cut'] / t['answers']:.0%}) stopped at the token limit "
+                     f"({t['cut'] / t['answers']:.1%}) stopped at the token limit "
                      f"(--answer-tokens/--probe-tokens/--judge-tokens); raise the limits "
                      f"(reasoning models need thousands)")
         if t["verdicts"] and t["unjudged"] / t["verdicts"] > UNJUDGED_WARN \
                 and (method, "unjudged") not in self.warned:
             self.warned.add((method, "unjudged"))
             self.say(f"warning: {method}: {t['unjudged']} of {t['verdicts']} judge verdicts so far "
-                     f"({t['unjudged'] / t['verdicts']:.0%}) are unusable (unjudged); use --constrain "
+                     f"({t['unjudged'] / t['verdicts']:.1%}) are unusable (unjudged); use --constrain "
                      f"(verdicts held to their JSON schema) or a stronger --judge-model")
