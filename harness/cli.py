@@ -226,9 +226,10 @@ def _print_summary(store, methods) -> None:
         auc = roc_auc(*scored(recs))
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
         judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
+        cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"
         click.echo(f"{method_label(m, man):<32} {acc['n']:>4} "
                    f"{fmt(acc['eval_correct']):>10} {fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} "
-                   f"{acc['invalid_answers']:>11} {t['cut']:>3}/{t['answers']:<3} {judged('unjudged'):>8} "
+                   f"{acc['invalid_answers']:>11} {cut:>7} {judged('unjudged'):>8} "
                    f"{judged('unverified'):>10} {fmt(auc):>6}")
 
 
