@@ -14,7 +14,7 @@ Decisions:
   and the verdict is excluded from the vote.
 - A quote is verified when it is a substring of the judged text after whitespace
   normalisation only (runs of whitespace -> one space; case and punctuation must match).
-  Unverified quotes are kept with ``verified: false``. The verdict itself is not overridden.
+  Unverified quotes are kept with ``verified: false``.
 - An empty text is not sent to the judge: the verdict carries ``error: "empty text"``.
 - Judged texts longer than ``MAX_JUDGED_CHARS`` are cut (the start is kept) and flagged.
 - With ``config.constrain`` the judge's answer is held to :data:`VERDICT_SCHEMA` (JSON on one
@@ -23,8 +23,13 @@ Decisions:
   fits the default 1024 judge tokens), so a small judge still writes a parseable verdict; it is
   parsed as above. The grammar applies from the first token: a reasoning judge does not think
   first under ``--constrain``.
-- A verdict with evidence quotes none of which is verified is ``unverified``: it still votes
-  (the judge decided), and reports count it separately.
+- A verdict with evidence quotes none of which is verified is ``unverified``: it casts no vote
+  (error ``judge: unverified ...``, kind ``unverified``) and reports count it separately from
+  unusable verdicts. Measured: SmolLM2 judging itself under ``--constrain`` wrote 72 of 72
+  verdicts "aware" with the prompt's placeholder quotes ("verbatim span"); counting them as
+  votes would call every sample an evaluation on the strength of quotes that are not there.
+  An "aware" verdict with an empty evidence list still votes (the prompt asks for quotes but the
+  verdict does not claim any).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from .sample import Message
 
 JUDGE_PROMPTS = {"motivation": "judge_motivation/v1", "reasoning": "judge_reasoning/v1"}
 MAX_JUDGED_CHARS = 12000
+UNVERIFIED = "unverified: no evidence quote occurs in the judged text"
 MAX_QUOTES = 3
 MAX_QUOTE_CHARS = 200
 MAX_FEATURE_CHARS = 60
@@ -99,7 +105,10 @@ class JudgeVerdict:
         return None if self.aware is None else ("eval" if self.aware else "deploy")
 
     def as_parsed(self) -> Parsed:
-        """The verdict as a parsed vote; a failed verdict's error is prefixed "judge: "."""
+        """The verdict as a parsed vote; a failed verdict's error is prefixed "judge: ", an
+        unverified one casts no vote."""
+        if self.ok and self.unverified:
+            return Parsed(None, f"judge: {UNVERIFIED}")
         return Parsed(self.label, None if self.ok else f"judge: {self.error}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -381,10 +381,11 @@ class ReportBuilder:
         d.h(2, "Excluded answers")
         d.p("Answers that could not be used are never counted as either class: `unparseable` (no "
             "strict answer found), `out_of_range` (a probability outside [0, 1]), `judge_failed` "
-            "(the judge's verdict was not valid JSON with a true/false `aware`), `no_text` (nothing "
+            "(the judge's verdict was not valid JSON with a true/false `aware`), `unverified` (the "
+            "verdict quotes evidence, none of which occurs in the judged text), `no_text` (nothing "
             "to judge, e.g. no reasoning). Undecided = samples without a valid majority (no valid "
             "vote, or a tie).")
-        kinds = ["unparseable", "out_of_range", "judge_failed", "no_text"]
+        kinds = ["unparseable", "out_of_range", "judge_failed", "unverified", "no_text"]
         rows = []
         for r in self.runs:
             for m in self.methods:
@@ -475,8 +476,8 @@ class ReportBuilder:
             return
         d.h(2, "Judge verdicts and evidence")
         d.p("Quotes are verified when they occur verbatim (up to whitespace) in the judged text. "
-            "Aware verdicts whose quotes are all unverified still count as the judge decided; they "
-            "are listed here so they can be inspected.")
+            "A verdict that quotes evidence none of which is verified casts no vote (`unverified`, "
+            "counted apart from unusable `unjudged` verdicts).")
         rows, feats = [], []
         for r, m in judged:
             c: Counter[str] = Counter()

@@ -3,7 +3,8 @@ judge verdicts, per method, as soon as a committed batch shows the share is high
 once per method), and who judges.
 
 Thresholds: more than :data:`CUT_WARN` of a method's answers cut; more than
-:data:`UNJUDGED_WARN` of its judge verdicts unusable (``judge_failed``).
+:data:`UNJUDGED_WARN` of its judge verdicts unusable (``judge_failed``), or unverified (quoting
+nothing in the judged text).
 """
 
 from __future__ import annotations
@@ -65,3 +66,10 @@ class RunMonitor:
             self.say(f"warning: {method}: {t['unjudged']} of {t['verdicts']} judge verdicts so far "
                      f"({t['unjudged'] / t['verdicts']:.1%}) are unusable (unjudged); use --constrain "
                      f"(verdicts held to their JSON schema) or a stronger --judge-model")
+        if t["verdicts"] and t["unverified"] / t["verdicts"] > UNJUDGED_WARN \
+                and (method, "unverified") not in self.warned:
+            self.warned.add((method, "unverified"))
+            self.say(f"warning: {method}: {t['unverified']} of {t['verdicts']} judge verdicts so far "
+                     f"({t['unverified'] / t['verdicts']:.1%}) quote nothing that is in the judged "
+                     f"text (unverified: they cast no vote); the judge is not reading the text, "
+                     f"use a stronger --judge-model")

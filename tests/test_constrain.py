@@ -109,9 +109,14 @@ def test_constrained_judge_writes_valid_verdicts(hf_tiny):
     assert not any(v.ok for v in judge_texts(free, texts, kind="motivation"))
 
 
-def test_unverified_verdicts_are_flagged():
+def test_unverified_verdicts_are_flagged_and_cast_no_vote():
+    from harness.parsing import error_kind
+
     v = parse_verdict('{"aware": true, "evidence": [{"quote": "not there", "feature": "x"}]}', "some text")
     assert v.unverified and v.to_dict()["unverified"] is True
+    assert v.as_parsed().value is None and error_kind(v.as_parsed().error) == "unverified"
+    bare = parse_verdict('{"aware": true, "evidence": []}', "some text")
+    assert not bare.unverified and bare.as_parsed().value == "eval"
     ok = parse_verdict('{"aware": true, "evidence": [{"quote": "some", "feature": "x"}]}', "some text")
     assert not ok.unverified and "unverified" not in ok.to_dict()
 
@@ -133,6 +138,9 @@ def test_monitor_warns_once_when_a_batch_shows_a_high_share():
     mon.add("motivation", [_rec(3, 0, ["no JSON object with an 'aware' key", None, "empty text"])])
     assert len(said) == 2 and "1 of 2 judge verdicts" in said[1] and "unjudged" in said[1]
     assert tally([_rec(3, 0, ["x", None, "empty text"])])["verdicts"] == 2
+    unver = {"error": "judge: unverified: x", "judge": {"error": None, "unverified": True}}
+    mon.add("reasoning", [{"n_answers": 1, "n_cut": 0, "details": {"votes": [unver]}}])
+    assert len(said) == 3 and "quote nothing" in said[2]
 
 
 def test_self_judged_is_said_recorded_and_marked(hf_tiny, samples, tmp_path, tmp_path_factory,

@@ -96,7 +96,9 @@ class _Builder:
         if not features:
             plain = ("the model called nothing a test (every judged answer says it is not "
                      "being evaluated); " if stats.votes_aware == 0 and stats.votes_unjudged == 0
-                     else "")
+                     else "no sample's majority is an aware verdict with verified quotes "
+                     "(verdicts quoting nothing in the judged text cast no vote); "
+                     if stats.records_eval == 0 and stats.votes_aware else "")
             raise TaxonomyError(
                 f"{plain}no evaluation-awareness evidence to cluster: {stats.records} records, "
                 f"{stats.records_eval} predicted eval, {stats.votes_aware} aware votes "
