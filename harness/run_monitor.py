@@ -54,22 +54,20 @@ class RunMonitor:
     def add(self, method: str, records: Sequence[dict[str, Any]]) -> None:
         t = self.totals.setdefault(method, Counter())
         t.update(tally(records))
-        if t["answers"] and t["cut"] / t["answers"] > CUT_WARN and (method, "cut") not in self.warned:
-            self.warned.add((method, "cut"))
-            self.say(f"warning: {method}: {t['cut']} of {t['answers']} answers so far "
-                     f"({t['cut'] / t['answers']:.1%}) stopped at the token limit "
-                     f"(--answer-tokens/--probe-tokens/--judge-tokens); raise the limits "
-                     f"(reasoning models need thousands)")
-        if t["verdicts"] and t["unjudged"] / t["verdicts"] > UNJUDGED_WARN \
-                and (method, "unjudged") not in self.warned:
-            self.warned.add((method, "unjudged"))
-            self.say(f"warning: {method}: {t['unjudged']} of {t['verdicts']} judge verdicts so far "
-                     f"({t['unjudged'] / t['verdicts']:.1%}) are unusable (unjudged); use --constrain "
-                     f"(verdicts held to their JSON schema) or a stronger --judge-model")
-        if t["verdicts"] and t["unverified"] / t["verdicts"] > UNJUDGED_WARN \
-                and (method, "unverified") not in self.warned:
-            self.warned.add((method, "unverified"))
-            self.say(f"warning: {method}: {t['unverified']} of {t['verdicts']} judge verdicts so far "
-                     f"({t['unverified'] / t['verdicts']:.1%}) quote nothing that is in the judged "
-                     f"text (unverified: they cast no vote); the judge is not reading the text, "
-                     f"use a stronger --judge-model")
+        for kind, of, what, limit, advice in _WARNINGS:
+            if t[of] and t[kind] / t[of] > limit and (method, kind) not in self.warned:
+                self.warned.add((method, kind))
+                self.say(f"warning: {method}: {t[kind]} of {t[of]} {what[0]} so far "
+                         f"({t[kind] / t[of]:.1%}) {what[1]}; {advice}")
+
+
+# (count, out of, (noun, what happened), threshold, advice)
+_WARNINGS = (
+    ("cut", "answers", ("answers", "stopped at the token limit"), CUT_WARN,
+     "raise --answer-tokens/--probe-tokens/--judge-tokens (reasoning models need thousands)"),
+    ("unjudged", "verdicts", ("judge verdicts", "are unusable (unjudged)"), UNJUDGED_WARN,
+     "use --constrain (verdicts held to their JSON schema) or a stronger --judge-model"),
+    ("unverified", "verdicts", ("judge verdicts", "quote nothing that is in the judged text "
+                                "(unverified: they cast no vote)"), UNJUDGED_WARN,
+     "the judge is not reading the text; use a stronger --judge-model"),
+)
