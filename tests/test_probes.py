@@ -293,7 +293,7 @@ def test_label_pure_folds_do_not_bias_uninformative_features():
 
 
 def test_group_level_permutation_keeps_groups_pure():
-    from probes.baselines import permute_labels
+    from probes.selection import permute_labels
 
     groups = [f"c{i // 4}" for i in range(40)]
     y = np.array([int((i // 4) % 2 == 0) for i in range(40)])
@@ -302,5 +302,5 @@ def test_group_level_permutation_keeps_groups_pure():
         yp = permute_labels(y, rng, groups)
         assert all(len({yp[i] for i in range(40) if groups[i] == g}) == 1 for g in set(groups))
         assert yp.sum() == y.sum()
-    mixed = permute_labels(y, rng, ["a"] * 40)  # impure groups: plain permutation
+    mixed = permute_labels(y, rng, ["a"] * 40)  # a mixed group: shuffled within itself
     assert sorted(mixed.tolist()) == sorted(y.tolist())
