@@ -544,6 +544,15 @@ class ReportBuilder:
                                  vs["ece"], f"{np.mean(cov):.3f}" if cov else "–"])
         d.table(["model", "method", "variant", "scored", "AUROC [95% CI]", "Brier", "ECE",
                  "mean coverage"], rows)
+        sel = [[r.label, m, det.get("layer"), det["layer_selection"], det.get("selection_p"),
+                det.get("selection_null_q95")]
+               for r in self.runs for m in fam if m in r.records
+               for det in [(r.records[m][0].get("details") or {})] if "layer_selection" in det]
+        if sel:
+            d.p("How each probe's layer was chosen: a layer picked as the best of many is optimistic; "
+                "p compares it with the best layer under label permutations (95th percentile of "
+                "that null shown). p >= 0.05 means no signal beyond the choice of layer.")
+            d.table(["model", "method", "layer", "selection", "p", "null 95th pct"], sel)
 
     def slices_section(self) -> None:
         d = self.doc

@@ -204,7 +204,7 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
     (out / "eval.json").write_text(json.dumps(res.to_dict(), indent=1, sort_keys=True))
     with open(out / "eval.csv", "w", newline="") as f:
         cols = ["pooling", "layer", "model", "scheme", "leaky", "auroc", "ci_lo", "ci_hi",
-                "fold_auroc_mean", "n", "n_eval", "label_source"]
+                "fold_auroc_mean", "n", "n_eval", "label_source", "p_value", "null_q95", "n_perm"]
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(res.rows)

@@ -168,7 +168,7 @@ def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: Ev
             t0 = time.perf_counter()
             sel = max_layer_null(bases, data.y, per_layer, layers, splits, cfg.n_perm, cfg.seed,
                                  groups={"grouped": data.groups, "lofo": data.families}.get(scheme),
-                                 C=cfg.C)
+                                 C=cfg.C, within_folds=scheme != "lofo")  # lofo folds ignore y
             out.selection[f"{pooling}/{scheme}"] = sel
             out.rows.append(_row(pooling, sel["selected_layer"], "shuffled:logreg", scheme, data, {
                 "auroc": sel["null_mean"], "ci_lo": sel.get("null_lo"), "ci_hi": sel.get("null_hi"),

@@ -1,20 +1,20 @@
 """Honest layer choice: the batched logreg equals sklearn's; on pure noise with category structure
 over 31 layers the selected layer is not significant against the max-over-layers null at the
-default settings, while against a null at the selected layer alone (the old procedure) it sits
-above the null's 90th percentile."""
+default settings, while the old null (20 permutations at the selected layer only) sits well below
+both the selected layer and the best-layer null."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from harness.metrics import roc_auc, roc_auc_rows
+from harness.metrics import roc_auc
 from harness.store import Store
 from probes.activation_store import ActivationStore, CapturedSample
 from probes.batched_logreg import fold_bases, oof_decisions
 from probes.cv import make_splits, oof_scores
 from probes.models import make_probe
-from probes.selection import permutations
+from probes.selection import permutations, permute_labels
 from probes.synthetic import random_samples
 from probes.train import EvalConfig, evaluate
 
@@ -73,17 +73,20 @@ def test_noise_over_31_layers_is_not_significant_at_default_settings(tmp_path):
     assert sel["n_layers"] == N_LAYERS and sel["n_perm"] == cfg.n_perm
     assert sel["selected_layer"] == best["layer"] and sel["observed"] == pytest.approx(best["auroc"])
     assert sel["p_value"] > 0.05, sel
-    # the old procedure: a null computed at the selected layer only would call it significant
+    # the old procedure: 20 group-level permutations (folds re-made for each) at the selected
+    # layer only, shown next to the best layer as "the null": the best of 31 layers sits well
+    # above that null's centre, and the best-layer null accounts for exactly that inflation
     data_ids, X = ActivationStore(store, "noise").load("last_prompt", [best["layer"]])
     by_id = {s.id: s for s in store.samples()}
     y = np.array([int(by_id[i].label == "eval") for i in data_ids])
     groups = [by_id[i].metadata.category for i in data_ids]
-    splits = make_splits("grouped", y, groups, groups)
-    Y = permutations(y, 200, 1, groups, splits)
-    dec = oof_decisions(fold_bases(X[best["layer"]][None], splits), Y, len(y))[:, 0]
-    single = roc_auc_rows(Y, dec)
-    obs = roc_auc(y, oof_decisions(fold_bases(X[best["layer"]][None], splits), y[None], len(y))[0, 0])
-    assert obs == pytest.approx(best["auroc"])
-    p_single = (1 + np.sum(single >= obs)) / 201
-    assert obs > np.quantile(single, 0.9) and p_single < sel["p_value"] / 3, (p_single, sel)
+    rng = np.random.default_rng(0)
+    old = []
+    for _ in range(20):
+        yp = permute_labels(y, rng, groups)
+        s, _ = oof_scores(lambda: make_probe("logreg"), X[best["layer"]], yp,
+                          make_splits("grouped", yp, groups, groups))
+        old.append(roc_auc(yp, s))
+    assert best["auroc"] > np.median(old) + 0.1 and sel["null_mean"] > np.median(old) + 0.1, \
+        (best["auroc"], sel["null_mean"], np.median(old))
     store.close()

@@ -56,7 +56,9 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
         r = _record(s, "logprob", mean_probability([p]), [], aware_p_eval=p, aware_coverage=0.4,
                     naive_p_eval=naive, naive_coverage=0.0 if naive is None else 0.01)
         out["logprob"].append(r)
-        out["probe"].append({**_record(s, "probe", mean_probability([p]), []), "method": "probe"})
+        out["probe"].append({**_record(s, "probe", mean_probability([p]), [], layer=11, selection_p=0.264,
+                                       layer_selection="best of 31 layers (max-over-layers null)",
+                                       selection_null_q95=0.71), "method": "probe"})
     for m, rs in out.items():
         store.put_results(m, rs)
     manifest = {"model": {"model": model, "weights_sha256": f"{seed:02d}" + "ab" * 31,
@@ -151,5 +153,7 @@ def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):
     assert 0.5 < width(cat, "logprob") / width(smp, "logprob") < 2
     t1 = cat.split("Table 1")[1].split("\n## ")[0]
     assert re.search(r"\| model-a \| -?\d\.\d+ \[-?\d\.\d+, -?\d\.\d+\] \| \d+ \| category \|", t1)
+    probes = cat.split("## Probes")[1].split("\n## ")[0]
+    assert "| model-a | probe | 11 | best of 31 layers (max-over-layers null) | 0.264 | 0.710 |" in probes
     res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "x"), "--ci-by", "family"])
     assert res.exit_code != 0 and "family" in res.output
