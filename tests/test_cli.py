@@ -50,3 +50,27 @@ def test_missing_model_is_a_clean_error(tmp_path):
                         "--backend", "hf", "--dataset", "demo", "--out", str(tmp_path / "r")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "neither a local directory nor in the local" in r.stderr
+
+
+def test_data_parallel_on_the_offline_engine_is_refused_with_the_serve_recipe(tmp_path, tiny_model_dir):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir),
+                        "--backend", "vllm", "--data-parallel-size", "2", "--dataset", "demo",
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert "--data-parallel-size 2" in last and "vllm serve" in last and "--base-url" in last
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_same_base_url_twice_is_a_clean_error(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", "smollm2",
+                        "--backend", "openai", "--base-url", "http://127.0.0.1:9",
+                        "--base-url", "http://127.0.0.1:9/v1", "--dataset", "demo",
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2 and "given twice" in r.stderr.strip().splitlines()[-1]
