@@ -118,8 +118,7 @@ def _run(base_urls, out: Path):
     finally:
         backend.close()
     store = Store(out, create=False)
-    records = {(r["method"] if "method" in r else m, r["sample_id"]): r
-               for m in METHODS for r in store.results(m)}
+    records = {(m, r["sample_id"]): r for m in METHODS for r in store.results(m)}
     store.close()
     db = sqlite3.connect(out / "store.sqlite")
     keys = {k for (k,) in db.execute("SELECT key FROM calls")}
@@ -137,25 +136,14 @@ def _same_records(a: dict, b: dict) -> None:
         else:
             assert rb["score"] == pytest.approx(ra["score"], abs=1e-5), k
         assert _texts(ra) == _texts(rb), k
+        if k[0] == "binary":
+            assert len(_texts(ra)) == 6, k  # the answer and 5 votes were compared
 
 
-def _texts(rec: dict) -> list[str]:
-    """Every generated string in a record's details (answers, votes), in order."""
-    out: list[str] = []
-
-    def walk(x):
-        if isinstance(x, dict):
-            for key in sorted(x):
-                if key in ("text", "answer", "raw", "raw_text") and isinstance(x[key], str):
-                    out.append(x[key])
-                else:
-                    walk(x[key])
-        elif isinstance(x, list):
-            for y in x:
-                walk(y)
-
-    walk(rec.get("details", rec))
-    return out
+def _texts(rec: dict) -> list[str | None]:
+    """The generated strings of a record: the model's answer to the sample and each vote's answer."""
+    d = rec.get("details", {})
+    return ([d["sample_answer"]] if "sample_answer" in d else []) + [v["answer"] for v in d.get("votes", [])]
 
 
 @pytest.mark.slow
