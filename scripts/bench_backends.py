@@ -178,9 +178,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--extras", action="store_true")
     args = ap.parse_args()
-    results = [bench_model(m.strip(), args.limit, args.repeats) for m in args.models.split(",") if m.strip()]
-    for r in results:
-        print_table(r, args.repeats)
+    for m in [m.strip() for m in args.models.split(",") if m.strip()]:
+        print_table(bench_model(m, args.limit, args.repeats), args.repeats)
+        sys.stdout.flush()
     if args.extras:
         extras(args.limit, args.repeats)
 
