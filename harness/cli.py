@@ -133,9 +133,17 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai).")
 @click.option("--tensor-parallel-size", type=int, help="vLLM: GPUs per model.")
 @click.option("--pipeline-parallel-size", type=int, help="vLLM: pipeline stages (multi-node with Ray).")
+@click.option("--data-parallel-size", type=int,
+              help="vLLM: engine replicas. vLLM 0.32 takes it only in `vllm serve` (offline LLM refuses it): "
+                   "serve with `--data-parallel-size N` and use --backend openai, or give --base-url per replica.")
+@click.option("--distributed-executor-backend", type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
+              help="vLLM: how tensor/pipeline workers are started (ray for multi-node).")
 @click.option("--gpu-memory-utilization", type=float, help="vLLM: share of GPU (CPU: host) memory.")
 @click.option("--max-model-len", type=int, help="vLLM: context length.")
-@click.option("--base-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1")
+@click.option("--base-url", "base_urls", multiple=True,
+              help="openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several times to spread "
+                   "requests over replicas serving the same model (a failing one's requests go to the others).")
+@click.option("--max-concurrency", type=click.IntRange(1), help="openai: requests in flight per server (default 8).")
 @click.option("--top-logprobs", type=int, help="openai: logprobs per position the server returns (vLLM: up to --max-logprobs; OpenAI: 20).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai: env var holding the key.")
 @click.option("--judge-tokens", type=int,
@@ -151,8 +159,9 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--no-progress", is_flag=True)
 def run(model, backend, dataset, methods, out, limit, view, person, n_votes, temperature, top_p,
         seed, answer_tokens, probe_tokens, constrain, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
-        tokenizer, tensor_parallel_size, pipeline_parallel_size, gpu_memory_utilization,
-        max_model_len, base_url, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
+        tokenizer, tensor_parallel_size, pipeline_parallel_size, data_parallel_size,
+        distributed_executor_backend, gpu_memory_utilization,
+        max_model_len, base_urls, max_concurrency, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
         trust_remote_code, no_progress) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
@@ -163,6 +172,8 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
           --dataset needham.json --methods binary,probability,motivation,reasoning,logprob --out runs/qwen3
       evalaware run --model qwen3 --backend openai --base-url http://127.0.0.1:8000/v1 \\
           --tokenizer /models/Qwen3-32B --dataset demo --methods binary --out runs/q
+      evalaware run --model smollm2 --backend openai --base-url http://10.0.0.1:8000 \\
+          --base-url http://10.0.0.2:8000 --max-concurrency 16 --dataset demo --methods logprob --out runs/s
     """
     from .datasets import load_dataset, resolve_dataset
     from .methods import MethodConfig
@@ -176,9 +187,10 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
     if limit:
         samples = samples[:limit]
     opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
-                pipeline_parallel_size=pipeline_parallel_size,
+                pipeline_parallel_size=pipeline_parallel_size, data_parallel_size=data_parallel_size,
+                distributed_executor_backend=distributed_executor_backend, max_concurrency=max_concurrency,
                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                base_url=base_url, top_logprobs=top_logprobs, api_key=os.environ.get(api_key_env) if backend == "openai" else None,
+                base_url=list(base_urls) or None, top_logprobs=top_logprobs, api_key=os.environ.get(api_key_env) if backend == "openai" else None,
                 trust_remote_code=trust_remote_code or None)
     method_list = _methods_option(methods)
     engine = make_backend(backend, model, **opts)

@@ -70,3 +70,27 @@ def test_run_constrain_end_to_end(tmp_path, tiny_model_dir):
     assert "binary: 2 of 12 answers so far (16.7%) stopped at the token limit" in r.stderr
     again = subprocess.run(base, capture_output=True, text=True)
     assert again.returncode == 2 and "setting for method binary" in again.stderr
+
+
+def test_data_parallel_on_the_offline_engine_is_refused_with_the_serve_recipe(tmp_path, tiny_model_dir):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir),
+                        "--backend", "vllm", "--data-parallel-size", "2", "--dataset", "demo",
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert "--data-parallel-size 2" in last and "vllm serve" in last and "--base-url" in last
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_same_base_url_twice_is_a_clean_error(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", "smollm2",
+                        "--backend", "openai", "--base-url", "http://127.0.0.1:9",
+                        "--base-url", "http://127.0.0.1:9/v1", "--dataset", "demo",
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2 and "given twice" in r.stderr.strip().splitlines()[-1]

