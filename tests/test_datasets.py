@@ -99,7 +99,7 @@ def test_text_prompts(tmp_path):
     p = _write(tmp_path, "bench.txt", "first prompt\n\nsecond prompt\n")
     s = load_dataset(p)
     assert [x.id for x in s] == ["bench:1", "bench:3"] and all(x.label == "eval" for x in s)
-    assert load_dataset(p, text_label="deploy")[0].label == "deploy"
+    assert load_dataset(p, label="deploy")[0].label == "deploy"
 
 
 def test_cli_validate_errors_one_line_nonzero(tmp_path):

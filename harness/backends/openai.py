@@ -114,7 +114,7 @@ class OpenAIBackend(Backend):
         if top_logprobs == 0 or top_logprobs < -1:
             raise BackendError("top_logprobs must be a positive K or -1 (full vocabulary)")
         self._httpx = httpx
-        self.base_url = normalize_base_url(base_url)
+        self.base_url = self.device = normalize_base_url(base_url)
         self.max_concurrency = max_concurrency
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)

@@ -16,9 +16,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import console
 from ..assets import resolve_model
 from ..errors import BackendError
-from ..fingerprint import local_model_dir, model_identity
+from ..fingerprint import local_model_dir, local_model_path, model_identity
 from .base import Backend, Generation, GenerationRequest, TokenIds
 
 MAX_LOGPROB_TOKEN_IDS = 128
@@ -43,6 +44,7 @@ class VLLMBackend(Backend):
                  max_model_len: int | None = 4096, seed: int = 0, trust_remote_code: bool = False,
                  tokenizer: str | None = None, enforce_eager: bool | None = None,
                  **engine_kwargs: Any) -> None:
+        path = local_model_path(model)  # before importing vLLM (seconds)
         try:
             from vllm import LLM
         except ImportError as e:
@@ -51,10 +53,6 @@ class VLLMBackend(Backend):
         from transformers import AutoTokenizer
 
         self.model_name = model
-        path = resolve_model(model)
-        if local_model_dir(path) is None:
-            raise BackendError(f"model {model!r} is neither a local directory nor in the local "
-                               f"Hugging Face cache (no downloads are made)")
         cpu = _on_cpu()
         if gpu_memory_utilization is None:
             gpu_memory_utilization = 0.3 if cpu else 0.9
@@ -77,9 +75,11 @@ class VLLMBackend(Backend):
                              max_model_len=max_model_len, seed=seed, **engine_kwargs)
         if enforce_eager is not None:
             self.settings["enforce_eager"] = enforce_eager
+        self.device = "cpu" if cpu else "cuda"
         try:
             self.llm = LLM(model=path, tokenizer=tok_path, max_logprobs=-1,
-                           trust_remote_code=trust_remote_code, **self.settings)
+                           trust_remote_code=trust_remote_code,
+                           use_tqdm_on_load=console.engine_progress(), **self.settings)
         except Exception as e:  # engine start-up errors are many and varied
             raise BackendError(f"vLLM could not start {model!r}: {type(e).__name__}: {e}") from e
         self.model_info = model_identity(path)
@@ -177,6 +177,8 @@ class VLLMBackend(Backend):
         return res
 
     def close(self) -> None:
+        if not hasattr(self, "llm"):  # closed already
+            return
         try:
             self.llm.llm_engine.engine_core.shutdown()
         except Exception:
