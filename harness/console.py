@@ -49,6 +49,13 @@ def configure(verbose: bool) -> None:
         _quiet()
 
 
+def reset() -> None:
+    """Undo :func:`configure` (tests: one command's quiet mode must not leak into the next)."""
+    global _verbose
+    _restore()
+    _verbose = None
+
+
 def is_verbose() -> bool | None:
     return _verbose
 
