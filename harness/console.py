@@ -9,6 +9,8 @@ environment):
   "Loading weights" bars);
 - ``TORCH_CPP_LOG_LEVEL=ERROR`` (torch's C++ warnings) and ``PYTHONWARNINGS=ignore`` for the
   spawned processes; in this process only third-party modules' Python warnings are ignored;
+- ``EVALAWARE_QUIET=1``: a spawned process imports our ``__main__`` module (``harness.cli``)
+  before vLLM, and this module then quiets vLLM's logger before vLLM's import-time warnings;
 - vLLM's own "Loading safetensors checkpoint shards" bar off (``use_tqdm_on_load``, read by
   :class:`harness.backends.vllm.VLLMBackend` through :func:`engine_progress`).
 
@@ -24,7 +26,9 @@ import sys
 import warnings
 from typing import Any
 
+QUIET_MARK = "EVALAWARE_QUIET"  # tells spawned processes, which import us first, to be quiet
 QUIET_ENV = {
+    QUIET_MARK: "1",
     "VLLM_LOGGING_LEVEL": "ERROR",
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
@@ -35,6 +39,16 @@ THIRD_PARTY = r"(torch|transformers|vllm|huggingface_hub|accelerate|tokenizers|s
 
 _verbose: bool | None = None  # None: never configured (library use)
 _saved: dict[str, Any] = {}  # what quiet mode changed, to undo
+
+
+def _quiet_loggers() -> None:
+    """vLLM logs a warning while it is imported, before its own logging is set up (seen in the
+    spawned engine processes): set the level on its root logger before that."""
+    logging.getLogger("vllm").setLevel(logging.ERROR)
+
+
+if os.environ.get(QUIET_MARK) == "1":  # a process spawned by a quiet command (vLLM's engine core
+    _quiet_loggers()                   # and workers import our __main__ module first)
 
 
 def configure(verbose: bool) -> None:
@@ -78,9 +92,8 @@ def _quiet() -> None:
             os.environ[k] = v
     _saved["filters"] = warnings.filters[:]
     warnings.filterwarnings("ignore", module=THIRD_PARTY)
-    vllm_logger = logging.getLogger("vllm")
-    _saved["vllm_level"] = vllm_logger.level
-    vllm_logger.setLevel(logging.ERROR)
+    _saved["vllm_level"] = logging.getLogger("vllm").level
+    _quiet_loggers()
     if "transformers" in sys.modules:  # imported before we were configured: set it directly
         from transformers.utils import logging as hf_logging
 
