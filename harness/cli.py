@@ -114,10 +114,15 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--top-p", type=float, default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--answer-tokens", type=int, default=256, show_default=True,
-              help="Max tokens of the model's answer to the sample.")
-@click.option("--probe-tokens", type=int, default=160, show_default=True,
-              help="Max tokens of the answer to each probe question.")
+@click.option("--answer-tokens", type=int,
+              help="Max tokens of the model's answer to the sample [default: 256; 4096 for a model "
+                   "whose template opens a reasoning block].")
+@click.option("--probe-tokens", type=int,
+              help="Max tokens of the answer to each probe question [default: 160; reasoning model 2048].")
+@click.option("--constrain", is_flag=True,
+              help="Engine-enforced answers: binary/probability give exactly their tagged answer, "
+                   "judge verdicts follow their JSON schema (vllm: structured outputs; hf: xgrammar; "
+                   "openai: a vLLM server's structured_outputs). Recorded; labelled in reports.")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Samples per committed batch.")
 @click.option("--hf-batch-size", type=int, default=8, show_default=True, help="hf: prompts per forward pass.")
 @click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False), help="Directory overriding prompt files.")
@@ -132,8 +137,9 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--base-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1")
 @click.option("--top-logprobs", type=int, help="openai: logprobs per position the server returns (vLLM: up to --max-logprobs; OpenAI: 20).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai: env var holding the key.")
-@click.option("--judge-tokens", type=int, default=1024, show_default=True,
-              help="Max tokens of each judge verdict (motivation, reasoning).")
+@click.option("--judge-tokens", type=int,
+              help="Max tokens of each judge verdict (motivation, reasoning) [default: 1024; "
+                   "reasoning model 4096].")
 @click.option("--aware-tol", type=click.FloatRange(0, 1, max_open=True), default=1e-4, show_default=True,
               help="logprob methods: skip multi-token variants that cannot move the aware P(eval) by more "
                    "than this (0: score every variant).")
@@ -146,7 +152,7 @@ def _methods_option(value: str) -> list[str]:
 @limit_options
 @verbose_option
 def run(model, backend, dataset, methods, out, label, subset, view, person, n_votes, temperature, top_p,
-        seed, answer_tokens, probe_tokens, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
+        seed, answer_tokens, probe_tokens, constrain, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, gpu_memory_utilization,
         max_model_len, base_url, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
         trust_remote_code, no_progress) -> None:
@@ -168,6 +174,7 @@ def run(model, backend, dataset, methods, out, label, subset, view, person, n_vo
     from .run_lock import run_dir_lock
     from .runner import check_backend, check_methods, open_backend, run_methods
     from .store import Store
+    from .token_limits import default_token_limits
 
     # Everything that can be checked without a model, before any engine starts (exit 2).
     method_list = check_methods(_methods_option(methods))
@@ -183,9 +190,6 @@ def run(model, backend, dataset, methods, out, label, subset, view, person, n_vo
                              api_key_env)
     samples = subset(load_dataset(dataset, label=label))
     prompts = PromptLibrary(prompts_dir)
-    config = MethodConfig(view=view, person=person, n_votes=n_votes, answer_tokens=answer_tokens,
-                          probe_tokens=probe_tokens, temperature=temperature, top_p=top_p, seed=seed,
-                          judge_tokens=judge_tokens, aware_tol=aware_tol)
     template_kwargs = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
     # Every backend opened here is closed on every way out (errors, Ctrl-C).
     with run_dir_lock(out, command="evalaware run"), ExitStack() as backends:
@@ -196,6 +200,10 @@ def run(model, backend, dataset, methods, out, label, subset, view, person, n_vo
         elif judge_spec is not None:
             judge = backends.enter_context(open_backend(judge_spec[0], judge_spec[1], role="judge",
                                                         **judge_spec[2]))
+        limits = default_token_limits(engine.tokenizer, template_kwargs, answer_tokens=answer_tokens,
+                                      probe_tokens=probe_tokens, judge_tokens=judge_tokens)
+        config = MethodConfig(view=view, person=person, n_votes=n_votes, temperature=temperature,
+                              top_p=top_p, seed=seed, aware_tol=aware_tol, constrain=constrain, **limits)
         summary = run_methods(samples, method_list, engine, out, config=config,
                               prompts=prompts, template_kwargs=template_kwargs,
                               judge=judge, batch_size=batch_size,
@@ -236,15 +244,29 @@ def _judge_spec(methods: list[str], model: str, backend: str, judge_model: str |
 
 
 def _print_summary(store, methods) -> None:
-    from .metrics import per_class_accuracy
+    """Per method: accuracy, undecided, excluded answers, answers cut at the token limit, judge
+    verdicts unusable / with no verified quote, and the AUROC of the score (label probability
+    for binary/probability). Rows are marked constrained / self-judged from the run's settings."""
+    from .metrics import per_class_accuracy, roc_auc, scored
+    from .report import method_label
+    from .run_monitor import tally
 
-    click.echo(f"{'method':<18} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} {'bad answers':>11}")
+    man = store.get_meta("manifest", {}) or {}
+    click.echo(f"{'method':<32} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
+               f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}")
     for m in methods:
         recs = store.results(m)
         acc = per_class_accuracy(recs)
+        t = tally(recs)
+        auc = roc_auc(*scored(recs))
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-        click.echo(f"{m:<18} {acc['n']:>4} {fmt(acc['eval_correct']):>10} "
-                   f"{fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} {acc['invalid_answers']:>11}")
+        judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
+        cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"
+        click.echo(f"{method_label(m, man):<32} {acc['n']:>4} "
+                   f"{fmt(acc['eval_correct']):>10} {fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} "
+                   f"{acc['invalid_answers']:>11} {cut:>7} {judged('unjudged'):>8} "
+                   f"{judged('unverified'):>10} {fmt(auc):>6}")
+
 
 
 @cli.command()

@@ -336,6 +336,12 @@ class OpenAIBackend(Backend):
         if self.vllm_extensions:  # neutralise server defaults taken from generation_config.json
             d.update(top_k=0, min_p=0.0, repetition_penalty=1.0, skip_special_tokens=False,
                      return_token_ids=True)
+        if p.structured is not None:
+            if not self.vllm_extensions:
+                raise BackendError(f"{self.base_url}: constrained answers (--constrain) need a vLLM "
+                                   f"server (its `structured_outputs` request field); this server "
+                                   f"is not one")
+            d["structured_outputs"] = {"grammar": p.structured.grammar}
         return d
 
     def _to_generation(self, token_ids: Sequence[int] | None, text: str, finish_reason: str | None,

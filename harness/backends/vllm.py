@@ -77,9 +77,12 @@ class VLLMBackend(Backend):
             self.settings["enforce_eager"] = enforce_eager
         self.device = "cpu" if cpu else "cuda"
         try:
+            # xgrammar, named rather than "auto", so constrained answers follow the same library
+            # the hf backend uses (harness.backends.base.StructuredOutput).
             self.llm = LLM(model=path, tokenizer=tok_path, max_logprobs=-1,
                            trust_remote_code=trust_remote_code,
-                           use_tqdm_on_load=console.engine_progress(), **self.settings)
+                           use_tqdm_on_load=console.engine_progress(),
+                           structured_outputs_config={"backend": "xgrammar"}, **self.settings)
         except Exception as e:  # engine start-up errors are many and varied
             raise BackendError(f"vLLM could not start {model!r}: {type(e).__name__}: {e}") from e
         self.model_info = model_identity(path)
@@ -102,11 +105,17 @@ class VLLMBackend(Backend):
         return self.llm.generate(inputs, params, use_tqdm=False)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Structured requests carry their grammar as ``StructuredOutputsParams(grammar=...)``
+        (the engine is started with the xgrammar structured-output backend)."""
         from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
 
         params = [SamplingParams(max_tokens=r.params.max_tokens, temperature=r.params.temperature,
                                  top_p=r.params.top_p, seed=r.params.seed, detokenize=False,
-                                 skip_special_tokens=False) for r in requests]
+                                 skip_special_tokens=False,
+                                 structured_outputs=None if r.params.structured is None else
+                                 StructuredOutputsParams(grammar=r.params.structured.grammar))
+                  for r in requests]
         outs = self._run([r.prompt_ids for r in requests], params)
         res = []
         for o in outs:

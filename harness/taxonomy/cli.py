@@ -18,14 +18,15 @@ from .extract import SCOPES
 METHOD = "motivation"
 
 
-def _method_config(seed: int, tokens: dict[str, int | None]) -> Any:
-    """MethodConfig with the token limits given (those this MethodConfig knows)."""
-    from dataclasses import fields
-
+def _method_config(seed: int, tokens: dict[str, int | None], constrain: bool = False,
+                   tokenizer: Any = None, template_kwargs: dict[str, Any] | None = None) -> Any:
+    """MethodConfig with the token limits given, the others from the model's kind
+    (:mod:`harness.token_limits`)."""
     from ..methods import MethodConfig
+    from ..token_limits import default_token_limits
 
-    known = {f.name for f in fields(MethodConfig)}
-    return MethodConfig(seed=seed, **{k: v for k, v in tokens.items() if v is not None and k in known})
+    return MethodConfig(seed=seed, constrain=constrain,
+                        **default_token_limits(tokenizer, template_kwargs, **tokens))
 
 
 def _run_motivation(samples: list[Any], dataset: str, run_dir: Path, engine: Any, judge: Any,
@@ -53,6 +54,9 @@ def _run_motivation(samples: list[Any], dataset: str, run_dir: Path, engine: Any
 @click.option("--answer-tokens", type=int, help="Max tokens of the model's answer to a sample.")
 @click.option("--probe-tokens", type=int, help="Max tokens of the answer to the motivation question.")
 @click.option("--judge-tokens", type=int, help="Max tokens of the judge's verdict.")
+@click.option("--constrain", is_flag=True,
+              help="Hold the judge's verdicts to their JSON schema (engine-enforced), so a small "
+                   "judge writes usable verdicts; recorded in the run's settings.")
 @click.option("--no-llm-names", is_flag=True, help="Keyword labels instead of asking a model.")
 @click.option("--base-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
@@ -87,7 +91,8 @@ def _run_motivation(samples: list[Any], dataset: str, run_dir: Path, engine: Any
 @limit_options
 @verbose_option
 def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, judge_base_url,
-             answer_tokens, probe_tokens, judge_tokens, no_llm_names, label, subset, base_url, api_key_env,
+             answer_tokens, probe_tokens, judge_tokens, constrain, no_llm_names, label, subset, base_url,
+             api_key_env,
              tokenizer, dtype, enable_thinking, seed, k, k_min, k_max, k_step, k_rule,
              n_categories, algorithm, restarts, threads, artifact_threshold, scope, embedder,
              prompts_dir, name_tokens, batch_size, no_progress) -> None:
@@ -146,7 +151,8 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
         judge = judge or engine
         if dataset:
             mcfg = _method_config(seed, {"answer_tokens": answer_tokens, "probe_tokens": probe_tokens,
-                                         "judge_tokens": judge_tokens})
+                                         "judge_tokens": judge_tokens}, constrain,
+                                  engine.tokenizer, template_kwargs)
             summary = _run_motivation(samples, dataset, Path(run_dir), engine, judge, prompts, mcfg,
                                       batch_size, template_kwargs, not no_progress)
             calls["motivation"] = summary["_calls"]
