@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from .cli_options import label_option, limit_options, verbose_option
 from .errors import EvalAwareError
 
 # Command groups that live in other modules; attached when the module is present.
@@ -77,20 +78,19 @@ def data() -> None:
 
 @data.command("validate")
 @click.argument("path")
-@click.option("--text-label", type=click.Choice(["eval", "deploy"]), default="eval",
-              help="Label given to every prompt of a .txt file.")
-def data_validate(path: str, text_label: str) -> None:
+@label_option
+def data_validate(path: str, label: str | None) -> None:
     """Check a dataset file and print counts. `demo` names the bundled dataset.
 
     \b
     Examples:
       evalaware data validate demo
       evalaware data validate needham_dataset.json
-      evalaware data validate my_prompts.txt --text-label eval
+      evalaware data validate my_prompts.txt --label deploy
     """
     from .datasets import load_dataset, resolve_dataset, summarize
 
-    samples = load_dataset(path, text_label=text_label)
+    samples = load_dataset(path, label=label)
     click.echo(f"{resolve_dataset(path)}: OK")
     for line in summarize(samples).lines():
         click.echo("  " + line)
@@ -108,7 +108,6 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--methods", default="binary", show_default=True,
               help="Comma-separated: binary, probability, motivation, reasoning, logprob.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
-@click.option("--limit", type=int, help="Only the first N samples.")
 @click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn", show_default=True)
 @click.option("--person", type=click.Choice(["first", "third"]), default="first", show_default=True)
 @click.option("--n-votes", type=int, help="Questions per sample (default: one per prompt variant).")
@@ -157,7 +156,10 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--judge-base-url", help="Judge server URL (openai backend).")
 @click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code.")
 @click.option("--no-progress", is_flag=True)
-def run(model, backend, dataset, methods, out, limit, view, person, n_votes, temperature, top_p,
+@label_option
+@limit_options
+@verbose_option
+def run(model, backend, dataset, methods, out, label, subset, view, person, n_votes, temperature, top_p,
         seed, answer_tokens, probe_tokens, constrain, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, data_parallel_size,
         distributed_executor_backend, gpu_memory_utilization,
@@ -175,49 +177,82 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
       evalaware run --model smollm2 --backend openai --base-url http://10.0.0.1:8000 \\
           --base-url http://10.0.0.2:8000 --max-concurrency 16 --dataset demo --methods logprob --out runs/s
     """
+    from contextlib import ExitStack
+
     from .datasets import load_dataset, resolve_dataset
     from .methods import MethodConfig
-    from .metrics import per_class_accuracy
     from .prompts import PromptLibrary
-    from .runner import make_backend, run_methods
+    from .run_lock import run_dir_lock
+    from .runner import check_backend, check_methods, open_backend, run_methods
     from .store import Store
     from .token_limits import default_token_limits
 
-    samples = load_dataset(dataset)
-    if limit:
-        samples = samples[:limit]
+    # Everything that can be checked without a model, before any engine starts (exit 2).
+    method_list = check_methods(_methods_option(methods))
+    _check_run_numbers(n_votes=n_votes, answer_tokens=answer_tokens, probe_tokens=probe_tokens,
+                       judge_tokens=judge_tokens, batch_size=batch_size, hf_batch_size=hf_batch_size)
     opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
                 pipeline_parallel_size=pipeline_parallel_size, data_parallel_size=data_parallel_size,
                 distributed_executor_backend=distributed_executor_backend, max_concurrency=max_concurrency,
                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                 base_url=list(base_urls) or None, top_logprobs=top_logprobs, api_key=os.environ.get(api_key_env) if backend == "openai" else None,
                 trust_remote_code=trust_remote_code or None)
-    method_list = _methods_option(methods)
-    engine = make_backend(backend, model, **opts)
-    judge = None
-    if judge_model and (judge_model != model or (judge_backend and judge_backend != backend)):
-        judge = make_backend(judge_backend or backend, judge_model, base_url=judge_base_url,
-                             api_key=os.environ.get(api_key_env))
-    elif any(m in ("motivation", "reasoning") for m in method_list):
-        judge = engine
+    check_backend(backend, model, opts)
+    judge_spec = _judge_spec(method_list, model, backend, judge_model, judge_backend, judge_base_url,
+                             api_key_env)
+    samples = subset(load_dataset(dataset, label=label))
+    prompts = PromptLibrary(prompts_dir)
     template_kwargs = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
-    limits = default_token_limits(engine.tokenizer, template_kwargs, answer_tokens=answer_tokens,
-                                  probe_tokens=probe_tokens, judge_tokens=judge_tokens)
-    config = MethodConfig(view=view, person=person, n_votes=n_votes, temperature=temperature,
-                          top_p=top_p, seed=seed, aware_tol=aware_tol, constrain=constrain, **limits)
-    try:
+    # Every backend opened here is closed on every way out (errors, Ctrl-C).
+    with run_dir_lock(out, command="evalaware run"), ExitStack() as backends:
+        engine = backends.enter_context(open_backend(backend, model, **opts))
+        judge = None
+        if judge_spec == "model":
+            judge = engine
+        elif judge_spec is not None:
+            judge = backends.enter_context(open_backend(judge_spec[0], judge_spec[1], role="judge",
+                                                        **judge_spec[2]))
+        limits = default_token_limits(engine.tokenizer, template_kwargs, answer_tokens=answer_tokens,
+                                      probe_tokens=probe_tokens, judge_tokens=judge_tokens)
+        config = MethodConfig(view=view, person=person, n_votes=n_votes, temperature=temperature,
+                              top_p=top_p, seed=seed, aware_tol=aware_tol, constrain=constrain, **limits)
         summary = run_methods(samples, method_list, engine, out, config=config,
-                              prompts=PromptLibrary(prompts_dir), template_kwargs=template_kwargs,
+                              prompts=prompts, template_kwargs=template_kwargs,
                               judge=judge, batch_size=batch_size,
                               dataset_path=resolve_dataset(dataset), progress=not no_progress)
-    finally:
-        engine.close()
     store = Store(out, create=False)
     click.echo(f"\nrun directory: {out}")
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
     _print_summary(store, method_list)
     n = store.export_jsonl(Path(out) / "results.jsonl")
     click.echo(f"{n} records exported to {Path(out) / 'results.jsonl'}")
+
+
+def _check_run_numbers(**values: int | None) -> None:
+    """Counts that must be positive when given."""
+    bad = [k for k, v in values.items() if v is not None and v < 1]
+    if bad:
+        raise click.UsageError(", ".join("--" + k.replace("_", "-") for k in bad) + " must be at least 1")
+
+
+def _judge_spec(methods: list[str], model: str, backend: str, judge_model: str | None,
+                judge_backend: str | None, judge_base_url: str | None, api_key_env: str):
+    """None (no method needs a judge), "model" (the model under test judges), or the
+    (backend, model, options) of a separate judge, checked without loading it."""
+    from . import console
+    from .runner import check_backend, needs_judge
+
+    if not needs_judge(methods):
+        if judge_model or judge_backend or judge_base_url:
+            console.status("note: no method of this run needs a judge; the --judge-* options are not used")
+        return None
+    kind = judge_backend or backend
+    if (judge_model or model) == model and kind == backend and not judge_base_url:
+        return "model"
+    opts = dict(base_url=judge_base_url, api_key=os.environ.get(api_key_env))
+    check_backend(kind, judge_model or model, opts,
+                  flags={"base_url": "--judge-base-url", "top_logprobs": "--top-logprobs"})
+    return kind, judge_model or model, opts
 
 
 def _print_summary(store, methods) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from .errors import DatasetError
 from .sample import LABELS, ROLES, Message, Sample, SampleMeta, ToolCall
+from .textio import read_utf8
 
 DEMO_DATASET = "demo"
 
@@ -198,7 +199,15 @@ def _check_unique(samples: list[Sample], path: Path) -> None:
         seen[s.id] = i
 
 
-def load_text(path: Path, label: str = "eval") -> list[Sample]:
+UNLABELLED_DEFAULT = "eval"
+"""Label of inputs without labels (.txt) when no ``--label`` is given: a prompt set handed to the
+tool is usually a benchmark's."""
+
+LABEL_LESS_SUFFIXES = (".txt",)
+"""Formats whose records carry no label; ``--label`` names theirs."""
+
+
+def load_text(path: Path, label: str = UNLABELLED_DEFAULT) -> list[Sample]:
     """Plain text: one user prompt per non-empty line, all with `label` (default: eval).
 
     Meant for a benchmark designer's own prompt set (the taxonomy tool); the category is the
@@ -207,7 +216,7 @@ def load_text(path: Path, label: str = "eval") -> list[Sample]:
     if label not in LABELS:
         raise DatasetError(str(path), f"label must be 'eval' or 'deploy', got {label!r}")
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(read_utf8(path).splitlines(), start=1):
         if line.strip():
             out.append(Sample(id=f"{path.stem}:{n}", label=label,
                               messages=(Message("user", line.strip()),),
@@ -217,17 +226,21 @@ def load_text(path: Path, label: str = "eval") -> list[Sample]:
     return out
 
 
-def load_dataset(path: str | Path, text_label: str = "eval") -> list[Sample]:
-    """Load a dataset by extension: .jsonl (ours), .json (Needham array or ours), .txt."""
+def load_dataset(path: str | Path, label: str | None = None) -> list[Sample]:
+    """Load a dataset by extension: .jsonl (ours), .json (Needham array or ours), .txt.
+
+    Every format is read as UTF-8 with or without a BOM (:mod:`harness.textio`). `label` is the
+    label of inputs without labels (.txt; default eval); a file with its own labels refuses it.
+    """
     path = resolve_dataset(path)
     if not path.exists():
         raise DatasetError(str(path), "no such file")
-    if path.suffix == ".txt":
-        return load_text(path, text_label)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise DatasetError(str(path), f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if path.suffix in LABEL_LESS_SUFFIXES:
+        return load_text(path, label or UNLABELLED_DEFAULT)
+    if label is not None:
+        raise DatasetError(str(path), f"--label is for inputs without labels "
+                           f"({', '.join(LABEL_LESS_SUFFIXES)}); this file has its own labels")
+    text = read_utf8(path)
     samples: list[Sample] = []
     if path.suffix == ".jsonl":
         # JSON Lines records end at "\n" only: str.splitlines would also split on U+2028 etc.,

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .assets import MARKER, home, sha256_file
+from .assets import MARKER, home, resolve_model, sha256_file
+from .errors import BackendError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 
@@ -27,6 +28,16 @@ def local_model_dir(name_or_path: str) -> Path | None:
         return Path(snapshot_download(name_or_path, local_files_only=True))
     except Exception:
         return None
+
+
+def local_model_path(model: str) -> str:
+    """What engines load for `model` (asset name, local path, or hub id in the local Hugging Face
+    cache); a model not on this machine is a :class:`BackendError` (no downloads are made)."""
+    path = resolve_model(model)
+    if local_model_dir(path) is None:
+        raise BackendError(f"model {model!r} is neither a local directory nor in the local "
+                           f"Hugging Face cache (no downloads are made)")
+    return path
 
 
 def _weights_hash_uncached(files: list[Path]) -> str:

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import EvalAwareError
+from .textio import read_utf8
 
 BUILTIN = Path(str(resources.files("harness") / "prompts"))
 
@@ -51,7 +52,7 @@ class PromptLibrary:
         p = self._path(name + ".txt")
         if not p.exists():
             raise EvalAwareError(f"prompt {name!r} not found ({p})")
-        prompt = Prompt(name, p.read_text(encoding="utf-8").strip())
+        prompt = Prompt(name, read_utf8(p).strip())
         self.used[name] = prompt.sha256
         if p.parent != BUILTIN and not p.is_relative_to(BUILTIN):
             self.overridden.add(name)

@@ -8,18 +8,23 @@ arguments skips finished (method, sample) pairs and gets every finished call fro
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
+from . import console
 from .backends.base import Backend
+from .backends.vllm import refuse_data_parallel  # imports vllm itself only when an engine starts
 from .cache import CachedBackend
 from .errors import EvalAwareError, StoreError
+from .fingerprint import local_model_path
 from .manifest import base_manifest
 from .methods import MethodConfig, RunContext, available
 from .prompts import PromptLibrary
 from .render import Renderer
+from .run_lock import writes_run_dir
 from .run_monitor import JUDGED_METHODS, RunMonitor, default_say
 from .sample import Sample
 from .store import Store
@@ -49,6 +54,65 @@ def make_backend(kind: str, model: str, **opts: Any) -> Backend:
     raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
 
 
+ENGINE_OPTIONS = {"tensor_parallel_size": "vllm", "pipeline_parallel_size": "vllm",
+                  "gpu_memory_utilization": "vllm", "max_model_len": "vllm",
+                  "data_parallel_size": "vllm", "distributed_executor_backend": "vllm",
+                  "base_url": "openai", "top_logprobs": "openai", "max_concurrency": "openai"}
+"""Options that only one backend takes (a value given for another backend is refused)."""
+
+
+def check_backend(kind: str, model: str, opts: dict[str, Any],
+                  flags: dict[str, str] | None = None) -> None:
+    """Refuse without loading anything what cannot work: an unknown backend, another backend's
+    option, openai without a server URL, a model that is not on this machine (hf, vllm).
+    `flags` names the command-line options in messages (default ``--option-name``)."""
+    flag = lambda k: (flags or {}).get(k) or "--" + k.replace("_", "-")  # noqa: E731
+    if kind not in BACKENDS:
+        raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
+    wrong = sorted(k for k, v in opts.items() if v not in (None, (), []) and
+                   ENGINE_OPTIONS.get(k, kind) != kind)
+    if wrong:
+        raise EvalAwareError("; ".join(f"{flag(k)} applies to the {ENGINE_OPTIONS[k]} backend"
+                                       for k in wrong) + f", not to {kind}")
+    if kind == "openai" and not opts.get("base_url"):
+        raise EvalAwareError(f"the openai backend needs {flag('base_url')} (the server's URL)")
+    if kind == "vllm":
+        refuse_data_parallel(opts.get("data_parallel_size"))
+    if kind in ("hf", "vllm"):
+        local_model_path(model)
+
+
+def open_backend(kind: str, model: str, role: str = "model", **opts: Any) -> Backend:
+    """:func:`make_backend`, timed, with one line of our own: what was loaded, where, how fast."""
+    t0 = time.perf_counter()
+    backend = make_backend(kind, model, **opts)
+    dtype = backend.identity.get("dtype")
+    console.status(f"{role}: {model} ({kind}, {backend.device}" + (f", {dtype}" if dtype else "")
+                   + f") ready in {time.perf_counter() - t0:.1f} s")
+    return backend
+
+
+def check_methods(methods: Sequence[str]) -> list[str]:
+    """The method names, checked without a model: unknown or repeated names are refused."""
+    registry = available()
+    unknown = [m for m in methods if m not in registry]
+    if unknown:
+        raise EvalAwareError(f"unknown method(s) {', '.join(unknown)}; available: "
+                             f"{', '.join(sorted(registry))}")
+    if not methods:
+        raise EvalAwareError("no method given; available: " + ", ".join(sorted(registry)))
+    repeated = sorted({m for m in methods if list(methods).count(m) > 1})
+    if repeated:
+        raise EvalAwareError(f"method(s) named twice: {', '.join(repeated)}")
+    return list(methods)
+
+
+def needs_judge(methods: Sequence[str]) -> bool:
+    """Whether any of these methods asks a judge model (motivation, reasoning)."""
+    registry = available()
+    return any(registry[m].needs_judge for m in methods)
+
+
 def _check_same(store: Store, key: str, value: Any, what: str) -> None:
     old = store.get_meta(key)
     if old is None:
@@ -62,13 +126,15 @@ def chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+@writes_run_dir("run_dir")
 def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend, run_dir: str | Path,
                 config: MethodConfig | None = None, prompts: PromptLibrary | None = None,
                 template_kwargs: dict[str, Any] | None = None, judge: Backend | None = None,
                 batch_size: int = 16, dataset_path: str | Path | None = None,
                 progress: bool = True, extra_manifest: dict[str, Any] | None = None,
                 say: Any = default_say) -> dict[str, Any]:
-    """Run `methods` on `samples`, storing into `run_dir`; returns per-method counts.
+    """Run `methods` on `samples`, storing into `run_dir` (held for writing, see
+    :mod:`harness.run_lock`); returns per-method counts.
 
     Judge independence: when a judged method (motivation, reasoning) runs with the model under
     test as its judge (`judge` None, the same backend, or the same weights), the run says so
@@ -77,10 +143,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
     config = config or MethodConfig()
     prompts = prompts or PromptLibrary()
     registry = available()
-    unknown = [m for m in methods if m not in registry]
-    if unknown:
-        raise EvalAwareError(f"unknown method(s) {', '.join(unknown)}; available: "
-                             f"{', '.join(sorted(registry))}")
+    check_methods(methods)
     store = Store(run_dir)
     cached = CachedBackend(backend, store)
     judge_cached = CachedBackend(judge, store) if judge is not None else None

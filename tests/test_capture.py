@@ -14,7 +14,7 @@ from torch import nn
 from harness.errors import EvalAwareError, StoreError
 from harness.methods.base import MethodConfig
 from probes.activation_store import ActivationStore
-from probes.capture import HFEngine, capture, parse_layers
+from probes.capture import HFEngine, capture, parse_layers, run_capture
 from probes.hooks import capture_hidden, decoder_parts, layer_hooks
 from probes.pooling import (SequenceSpans, char_spans_to_tokens, find_quote, pooling_weights,
                             token_char_offsets)
@@ -262,6 +262,22 @@ def test_capture_run_with_answers_and_evidence(tiny_run, hf_tiny):
     assert st["samples"] == 8 and st["vectors_per_pooling"]["mean_answer"] == 8
     assert st["theoretical_per_pooling"] == 3 * 64 * 2
     store.close()
+
+
+def test_capture_limit_takes_the_stratified_subset(tiny_run, hf_tiny):
+    """`activations capture --limit N` captures the same samples `run --limit N` would choose."""
+    from harness.store import Store
+    from harness.subset import select
+
+    run, samples, _ = tiny_run
+    s = run_capture(run, layers="0", poolings="last_prompt", name="limited", backend=hf_tiny,
+                    progress=False, subset=lambda xs: select(xs, limit=4))
+    assert s.samples_total == s.samples_captured == 4
+    store = Store(run, create=False)
+    ids, _ = ActivationStore(store, "limited").load("last_prompt")
+    store.close()
+    assert ids == [x.id for x in select(samples, limit=4)]
+    assert {x.label for x in samples if x.id in ids} == {"eval", "deploy"}
 
 
 def test_answers_fall_back_to_record_text(tiny_run, hf_tiny):

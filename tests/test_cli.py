@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
@@ -50,6 +51,107 @@ def test_missing_model_is_a_clean_error(tmp_path):
                         "--backend", "hf", "--dataset", "demo", "--out", str(tmp_path / "r")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "neither a local directory nor in the local" in r.stderr
+
+
+# --- early refusal and backend lifecycle ----------------------------------------------------
+def _spy_backends(monkeypatch):
+    """Record every backend the CLI constructs and whether it was closed."""
+    from harness import runner
+
+    opened = []
+    real = runner.make_backend
+
+    def spy(kind, model, **opts):
+        b = real(kind, model, **opts)
+        b.closed = False
+        close = b.close
+
+        def closing():
+            b.closed = True
+            close()
+        b.close = closing
+        opened.append((model, b))
+        return b
+    monkeypatch.setattr(runner, "make_backend", spy)
+    return opened
+
+
+def test_bad_options_refused_before_any_engine(tmp_path, tiny_model_dir, monkeypatch):
+    import subprocess
+    import sys
+
+    from harness import runner
+
+    monkeypatch.setattr(runner, "make_backend", lambda *a, **k: pytest.fail("engine started"))
+    base = ["run", "--model", str(tiny_model_dir), "--backend", "hf", "--dataset", "demo",
+            "--out", str(tmp_path / "r")]
+    for extra, message in [
+        (["--methods", "binary,nosuch"], "unknown method(s) nosuch"),
+        (["--methods", "binary,binary"], "named twice: binary"),
+        (["--tensor-parallel-size", "2"], "--tensor-parallel-size applies to the vllm backend, not to hf"),
+        (["--methods", "motivation", "--judge-backend", "openai"], "the openai backend needs --judge-base-url"),
+        (["--methods", "motivation", "--judge-model", str(tmp_path / "none")], "neither a local directory"),
+        (["--prompts", str(tmp_path / "none")], "prompt override directory does not exist"),
+        (["--dataset", str(tmp_path / "none.jsonl")], "no such file"),
+        (["--n-votes", "0"], "--n-votes must be at least 1"),
+    ]:
+        res = CliRunner().invoke(cli, base + extra)
+        assert res.exit_code != 0 and message in str(res.exception) + res.output, (extra, res.output)
+    assert not (tmp_path / "r").exists()  # nothing written either
+    # The order holds outside the test process too: the method is refused before the (missing)
+    # model is even looked for; exit code 2.
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tmp_path / "none"),
+                        "--backend", "vllm", "--dataset", "demo", "--methods", "nosuch",
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown method(s) nosuch" in r.stderr
+
+
+def test_judge_only_for_judging_methods_and_every_backend_closed(tmp_path, tiny_model_dir,
+                                                                 monkeypatch):
+    from harness import runner
+
+    judge_dir = tmp_path / "judge"
+    judge_dir.symlink_to(tiny_model_dir)  # another name: a separate judge backend
+    opened = _spy_backends(monkeypatch)
+    fast = ["--answer-tokens", "2", "--probe-tokens", "2", "--judge-tokens", "2", "--no-progress",
+            "--backend", "hf", "--dataset", "demo", "--limit", "2", "--model", str(tiny_model_dir)]
+    res = CliRunner().invoke(cli, ["run", "--methods", "binary", "--judge-model", str(judge_dir),
+                                   "--out", str(tmp_path / "a"), *fast])
+    assert res.exit_code == 0, res.output
+    assert [m for m, _ in opened] == [str(tiny_model_dir)]  # no judge for binary
+    assert all(b.closed for _, b in opened)
+    opened.clear()
+    res = CliRunner().invoke(cli, ["run", "--methods", "motivation", "--judge-model", str(judge_dir),
+                                   "--out", str(tmp_path / "b"), *fast])
+    assert res.exit_code == 0, res.output
+    assert [m for m, _ in opened] == [str(tiny_model_dir), str(judge_dir)]
+    assert all(b.closed for _, b in opened)
+    # Ctrl-C in the middle of the run: both closed too.
+    opened.clear()
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(runner, "run_methods", interrupted)
+    res = CliRunner().invoke(cli, ["run", "--methods", "motivation", "--judge-model", str(judge_dir),
+                                   "--out", str(tmp_path / "c"), *fast])
+    assert res.exit_code != 0 and len(opened) == 2 and all(b.closed for _, b in opened)
+
+
+def test_quiet_by_default_one_line_per_engine_verbose_restores(tmp_path, tiny_model_dir):
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir), "--backend",
+            "hf", "--dataset", "demo", "--limit", "2", "--methods", "binary", "--answer-tokens", "2",
+            "--probe-tokens", "2"]
+    quiet = subprocess.run(args + ["--out", str(tmp_path / "q")], capture_output=True, text=True)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Loading weights" not in quiet.stderr
+    ready = [ln for ln in quiet.stderr.splitlines() if " ready in " in ln]
+    assert len(ready) == 1 and ready[0].startswith(f"model: {tiny_model_dir} (hf, cpu, float32)")
+    assert "binary" in quiet.stderr  # our own progress bar stays
+    verbose = subprocess.run(args + ["--out", str(tmp_path / "v"), "-v"], capture_output=True, text=True)
+    assert verbose.returncode == 0 and "Loading weights" in verbose.stderr
 
 
 def test_run_constrain_end_to_end(tmp_path, tiny_model_dir):

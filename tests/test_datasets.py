@@ -99,7 +99,58 @@ def test_text_prompts(tmp_path):
     p = _write(tmp_path, "bench.txt", "first prompt\n\nsecond prompt\n")
     s = load_dataset(p)
     assert [x.id for x in s] == ["bench:1", "bench:3"] and all(x.label == "eval" for x in s)
-    assert load_dataset(p, text_label="deploy")[0].label == "deploy"
+    assert load_dataset(p, label="deploy")[0].label == "deploy"
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("name, body", [
+    ("d.jsonl", (json.dumps(GOOD, ensure_ascii=False) + "\r\n").encode()),
+    ("d.json", json.dumps([GOOD]).encode()),
+    ("d.txt", "hi\r\n".encode()),
+])
+def test_utf8_with_bom_loads_like_without(tmp_path, name, body):
+    plain, bom = tmp_path / "plain", tmp_path / "bom"
+    plain.mkdir(), bom.mkdir()
+    (plain / name).write_bytes(body)
+    (bom / name).write_bytes(BOM + body)
+    a, b = load_dataset(plain / name), load_dataset(bom / name)
+    assert a == b and a[0].messages[0].content == "hi"
+
+
+def test_undecodable_byte_names_file_line_and_offset(tmp_path):
+    good = (json.dumps(GOOD) + "\n").encode()
+    p = tmp_path / "d.jsonl"
+    p.write_bytes(BOM + good + b'{"id": "caf\xe9"}\n')  # Latin-1 e-acute inside line 2
+    with pytest.raises(DatasetError) as e:
+        load_dataset(p)
+    offset = len(BOM) + len(good) + len(b'{"id": "caf')
+    assert str(e.value) == (f"{p}: line 2: not UTF-8 (byte offset {offset}: e9, invalid "
+                            f"continuation byte); save the file as UTF-8")
+    assert p.read_bytes()[offset] == 0xE9
+    t = tmp_path / "p.txt"
+    t.write_bytes("first\nsecond\n".encode("utf-16"))
+    with pytest.raises(DatasetError, match=r"p.txt: the file is UTF-16 \(byte-order mark ff fe\)"):
+        load_dataset(t)
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", str(p)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "line 2" in r.stderr
+
+
+def test_label_option_for_label_less_inputs_only(tmp_path):
+    txt = _write(tmp_path, "bench.txt", "one\ntwo\n")
+    cli = [sys.executable, "-m", "harness.cli", "data", "validate"]
+    for flag in ("--label", "--text-label"):  # the old name stays as a hidden alias
+        r = subprocess.run(cli + [str(txt), flag, "deploy"], capture_output=True, text=True)
+        assert r.returncode == 0 and "labels: deploy=2" in r.stdout, r.stderr
+    r = subprocess.run(cli + [str(txt), "--label", "eval", "--text-label", "deploy"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "disagree" in r.stderr
+    helptext = subprocess.run(cli + ["--help"], capture_output=True, text=True).stdout
+    assert "--label" in helptext and "--text-label" not in helptext
+    r = subprocess.run(cli + ["demo", "--label", "eval"], capture_output=True, text=True)
+    assert r.returncode == 2 and "this file has its own labels" in r.stderr
 
 
 def test_cli_validate_errors_one_line_nonzero(tmp_path):

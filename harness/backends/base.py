@@ -99,6 +99,7 @@ class Backend(ABC):
     """A model behind one of the engines. Subclasses set `kind`, `tokenizer`, `identity`."""
 
     kind: str = "base"
+    device: str = "-"  # where the model runs: cpu, cuda, or a server URL (for our start-up line)
     tokenizer: Any  # a transformers PreTrainedTokenizerBase (None for chat-only servers)
 
     @property
@@ -138,6 +139,12 @@ class Backend(ABC):
     def close(self) -> None:
         """Free the engine (GPU memory, worker processes)."""
 
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # --- shared helpers -------------------------------------------------------------------
     def _decode_generation(self, token_ids: Sequence[int], finish_reason: str) -> Generation:
         """Decode with special tokens kept, split reasoning, then drop special-token strings."""
@@ -156,6 +163,7 @@ class WrappedBackend(Backend):
 
     def __init__(self, inner: Backend) -> None:
         self.inner, self.kind, self.tokenizer = inner, inner.kind, inner.tokenizer
+        self.device = inner.device
 
     def __getattr__(self, name: str) -> Any:  # model_info, settings, ... (for the manifest)
         if name == "inner":

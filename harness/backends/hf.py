@@ -11,7 +11,7 @@ import numpy as np
 
 from ..assets import resolve_model
 from ..errors import BackendError
-from ..fingerprint import local_model_dir, model_identity
+from ..fingerprint import local_model_path, model_identity
 from .base import Backend, Generation, GenerationRequest, StructuredOutput, TokenIds
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -35,10 +35,7 @@ class HFBackend(Backend):
 
         self.torch = torch
         self.model_name = model
-        path = resolve_model(model)
-        if local_model_dir(path) is None:
-            raise BackendError(f"model {model!r} is neither a local directory nor in the local "
-                               f"Hugging Face cache (no downloads are made)")
+        path = local_model_path(model)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if dtype == "auto":
             dtype = "bfloat16" if self.device.startswith("cuda") else "float32"
@@ -227,6 +224,8 @@ class HFBackend(Backend):
         return res
 
     def close(self) -> None:
+        if not hasattr(self, "model"):  # closed already
+            return
         del self.model
         if self.device.startswith("cuda"):
             self.torch.cuda.empty_cache()

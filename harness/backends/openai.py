@@ -128,6 +128,7 @@ class OpenAIBackend(Backend):
             raise BackendError(f"--base-url: {e}") from None
         self.base_urls = [s.url for s in self.pool.servers]
         self.base_url = self.base_urls[0]
+        self.device = ", ".join(self.base_urls)
         self.max_concurrency = max_concurrency
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)

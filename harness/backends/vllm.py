@@ -23,9 +23,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import console
 from ..assets import resolve_model
 from ..errors import BackendError
-from ..fingerprint import local_model_dir, model_identity
+from ..fingerprint import local_model_dir, local_model_path, model_identity
 from .base import Backend, Generation, GenerationRequest, TokenIds
 
 MAX_LOGPROB_TOKEN_IDS = 128
@@ -40,6 +41,16 @@ def _on_cpu() -> bool:
         return True
 
 
+def refuse_data_parallel(data_parallel_size: int | None) -> None:
+    """vLLM's offline engine takes no data parallelism: name the recipe that does."""
+    if (data_parallel_size or 1) > 1:
+        raise BackendError(
+            f"--data-parallel-size {data_parallel_size}: vLLM's offline engine does not take data "
+            f"parallelism; serve the model with `vllm serve MODEL --data-parallel-size "
+            f"{data_parallel_size}` (or start one `vllm serve` per replica) and run with "
+            f"--backend openai --base-url URL (one --base-url per replica)")
+
+
 class VLLMBackend(Backend):
     """vLLM offline engine over a local model directory (or a hub id already in the HF cache)."""
 
@@ -51,12 +62,8 @@ class VLLMBackend(Backend):
                  tokenizer: str | None = None, enforce_eager: bool | None = None,
                  data_parallel_size: int = 1, distributed_executor_backend: str | None = None,
                  **engine_kwargs: Any) -> None:
-        if data_parallel_size > 1:
-            raise BackendError(
-                f"--data-parallel-size {data_parallel_size}: vLLM's offline engine does not take data "
-                f"parallelism; serve the model with `vllm serve MODEL --data-parallel-size "
-                f"{data_parallel_size}` (or start one `vllm serve` per replica) and run with "
-                f"--backend openai --base-url URL (one --base-url per replica)")
+        refuse_data_parallel(data_parallel_size)
+        path = local_model_path(model)  # before importing vLLM (seconds)
         try:
             from vllm import LLM
         except ImportError as e:
@@ -67,10 +74,6 @@ class VLLMBackend(Backend):
         if distributed_executor_backend is not None:
             engine_kwargs["distributed_executor_backend"] = distributed_executor_backend
         self.model_name = model
-        path = resolve_model(model)
-        if local_model_dir(path) is None:
-            raise BackendError(f"model {model!r} is neither a local directory nor in the local "
-                               f"Hugging Face cache (no downloads are made)")
         cpu = _on_cpu()
         if gpu_memory_utilization is None:
             gpu_memory_utilization = 0.3 if cpu else 0.9
@@ -93,11 +96,13 @@ class VLLMBackend(Backend):
                              max_model_len=max_model_len, seed=seed, **engine_kwargs)
         if enforce_eager is not None:
             self.settings["enforce_eager"] = enforce_eager
+        self.device = "cpu" if cpu else "cuda"
         try:
             # xgrammar, named rather than "auto", so constrained answers follow the same library
             # the hf backend uses (harness.backends.base.StructuredOutput).
             self.llm = LLM(model=path, tokenizer=tok_path, max_logprobs=-1,
                            trust_remote_code=trust_remote_code,
+                           use_tqdm_on_load=console.engine_progress(),
                            structured_outputs_config={"backend": "xgrammar"}, **self.settings)
         except Exception as e:  # engine start-up errors are many and varied
             raise BackendError(f"vLLM could not start {model!r}: {type(e).__name__}: {e}") from e
@@ -202,6 +207,8 @@ class VLLMBackend(Backend):
         return res
 
     def close(self) -> None:
+        if not hasattr(self, "llm"):  # closed already
+            return
         try:
             self.llm.llm_engine.engine_core.shutdown()
         except Exception:

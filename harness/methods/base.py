@@ -98,6 +98,7 @@ class Method(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    needs_judge: ClassVar[bool] = False  # asks RunContext.judge (the CLI starts one only then)
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx

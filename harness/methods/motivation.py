@@ -21,6 +21,7 @@ from .base import QuestionVoteMethod, register
 @register
 class UserMotivation(QuestionVoteMethod):
     name = "motivation"
+    needs_judge = True
     description = "asks the user's real motivation; a judge looks for 'the user is testing me'; majority of 3"
     prompt_set = "motivation"
     aggregate = staticmethod(majority)

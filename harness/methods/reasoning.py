@@ -60,6 +60,7 @@ def choose_sources(answers: Sequence[Generation | None], mode: str) -> list[str]
 @register
 class ReasoningTrace(Method):
     name = "reasoning"
+    needs_judge = True
     description = "a judge reads the reasoning (native, or elicited with <think>) for awareness cues"
 
     def __init__(self, ctx: RunContext, source: str = "auto") -> None:

@@ -4,22 +4,18 @@ taxonomy of the cues the model cites as evidence of a test. Attached by harness/
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import click
 
 from .. import errors
+from ..cli_options import label_option, limit_options, verbose_option
 from .cluster import ALGORITHMS, K_RULES, PAPER_K_RANGE
 from .extract import SCOPES
 
 METHOD = "motivation"
-
-
-def _backend(kind: str, model: str, **opts: Any) -> Any:
-    from ..runner import make_backend
-
-    return make_backend(kind, model, **opts)
 
 
 def _method_config(seed: int, tokens: dict[str, int | None], constrain: bool = False,
@@ -33,15 +29,12 @@ def _method_config(seed: int, tokens: dict[str, int | None], constrain: bool = F
                         **default_token_limits(tokenizer, template_kwargs, **tokens))
 
 
-def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompts: Any,
-                    limit: int | None, config: Any, batch_size: int,
+def _run_motivation(samples: list[Any], dataset: str, run_dir: Path, engine: Any, judge: Any,
+                    prompts: Any, config: Any, batch_size: int,
                     template_kwargs: dict[str, Any], progress: bool) -> dict[str, Any]:
-    from ..datasets import load_dataset, resolve_dataset
+    from ..datasets import resolve_dataset
     from ..runner import run_methods
 
-    samples = load_dataset(dataset)
-    if limit:
-        samples = samples[:limit]
     return run_methods(samples, [METHOD], engine, run_dir, config=config,
                        prompts=prompts, template_kwargs=template_kwargs, judge=judge,
                        batch_size=batch_size, dataset_path=resolve_dataset(dataset), progress=progress)
@@ -65,7 +58,6 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
               help="Hold the judge's verdicts to their JSON schema (engine-enforced), so a small "
                    "judge writes usable verdicts; recorded in the run's settings.")
 @click.option("--no-llm-names", is_flag=True, help="Keyword labels instead of asking a model.")
-@click.option("--limit", type=int, help="Only the first N samples of --dataset.")
 @click.option("--base-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai).")
@@ -95,8 +87,12 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
 @click.option("--name-tokens", type=int, default=128, show_default=True, help="Max tokens per name.")
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--no-progress", is_flag=True)
+@label_option
+@limit_options
+@verbose_option
 def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, judge_base_url,
-             answer_tokens, probe_tokens, judge_tokens, constrain, no_llm_names, limit, base_url, api_key_env,
+             answer_tokens, probe_tokens, judge_tokens, constrain, no_llm_names, label, subset, base_url,
+             api_key_env,
              tokenizer, dtype, enable_thinking, seed, k, k_min, k_max, k_step, k_rule,
              n_categories, algorithm, restarts, threads, artifact_threshold, scope, embedder,
              prompts_dir, name_tokens, batch_size, no_progress) -> None:
@@ -108,7 +104,10 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
       evalaware taxonomy --run runs/qwen3 --judge /models/Qwen3-32B --out runs/qwen3-tax
       evalaware taxonomy --run runs/qwen3 --no-llm-names --k 120 --out runs/qwen3-tax-k120
     """
+    from ..datasets import load_dataset
     from ..prompts import PromptLibrary
+    from ..run_lock import run_dir_lock
+    from ..runner import check_backend, open_backend
     from .artifacts import DEFAULT_THRESHOLD
     from .build import TaxonomyConfig
     from .embed import DEFAULT_EMBEDDER
@@ -127,33 +126,41 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
     api_key = os.environ.get(api_key_env)
     opts = dict(dtype=dtype, tokenizer=tokenizer, base_url=base_url,
                 api_key=api_key if backend == "openai" else None)
+    judge_opts = dict(base_url=judge_base_url, api_key=api_key, dtype=dtype)
+    separate_judge = bool(judge_model) and (judge_model != model or (judge_backend or backend) != backend)
+    # Checked before any engine starts: the inputs, and every backend this command will open.
+    samples = subset(load_dataset(dataset, label=label)) if dataset else None
+    if dataset or (model and not separate_judge and not no_llm_names):
+        check_backend(backend, model, opts)
+    if separate_judge:
+        check_backend(judge_backend or backend, judge_model, judge_opts,
+                      flags={"base_url": "--judge-base-url"})
     template_kwargs = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
     out_dir = Path(out)
-    engine = judge = None
+    run_dir = str(out_dir / "run") if dataset else run_dir
     calls: dict[str, Any] = {}
-    try:
+    with run_dir_lock(out_dir, command="evalaware taxonomy"), \
+            run_dir_lock(run_dir, command="evalaware taxonomy", create=bool(dataset)), \
+            ExitStack() as backends:
+        engine = judge = None
         if dataset:
-            engine = _backend(backend, model, **opts)
-        if judge_model and (judge_model != model or (judge_backend or backend) != backend):
-            judge = _backend(judge_backend or backend, judge_model, base_url=judge_base_url,
-                             api_key=api_key, dtype=dtype)
+            engine = backends.enter_context(open_backend(backend, model, **opts))
+        if separate_judge:
+            judge = backends.enter_context(open_backend(judge_backend or backend, judge_model,
+                                                        role="judge", **judge_opts))
         judge = judge or engine
         if dataset:
-            run_dir = str(out_dir / "run")
             mcfg = _method_config(seed, {"answer_tokens": answer_tokens, "probe_tokens": probe_tokens,
                                          "judge_tokens": judge_tokens}, constrain,
                                   engine.tokenizer, template_kwargs)
-            summary = _run_motivation(dataset, Path(run_dir), engine, judge, prompts, limit, mcfg,
+            summary = _run_motivation(samples, dataset, Path(run_dir), engine, judge, prompts, mcfg,
                                       batch_size, template_kwargs, not no_progress)
             calls["motivation"] = summary["_calls"]
         elif model and not judge and not no_llm_names:
-            judge = engine = _backend(backend, model, **opts)
+            judge = engine = backends.enter_context(open_backend(backend, model, **opts))
         namer = None if no_llm_names else judge
         tax, paths = _build(Path(run_dir), out_dir, cfg, namer, prompts, name_tokens, batch_size,
                             template_kwargs, calls, not no_progress)
-    finally:
-        for b in {id(x): x for x in (engine, judge) if x is not None}.values():
-            b.close()
     _summary(tax, calls, paths)
 
 

@@ -1,0 +1,70 @@
+"""Click options shared by several commands (run, taxonomy, data validate, activations capture).
+
+Each decorator adds its options and hands the command one ready value, so every command spells
+and checks them the same way:
+
+- :func:`verbose_option`: ``-v/--verbose``; the engines' logs are hidden without it
+  (:mod:`harness.console`). Applied while the command line is parsed, before any engine exists.
+- :func:`label_option`: ``--label eval|deploy`` for inputs without labels (``--text-label`` is a
+  hidden alias kept for old scripts); the command gets ``label`` (None when not given).
+- :func:`limit_options`: ``--limit N`` (stratified, :mod:`harness.subset`) or ``--first N``
+  (file order); the command gets ``subset``, a function from the loaded samples to the chosen ones.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import click
+
+from . import console
+from .sample import LABELS, Sample
+
+F = Callable[..., Any]
+
+
+def _set_verbosity(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    root = ctx.find_root()
+    if value:
+        root.meta["evalaware.verbose"] = True
+    console.configure(bool(root.meta.get("evalaware.verbose")))
+
+
+def verbose_option(f: F) -> F:
+    return click.option("-v", "--verbose", is_flag=True, is_eager=True, expose_value=False,
+                        callback=_set_verbosity,
+                        help="Show the engines' own logs (vLLM, transformers) and warnings.")(f)
+
+
+def label_option(f: F) -> F:
+    @click.option("--label", type=click.Choice(LABELS), default=None,
+                  help="Label of every sample of an input without labels (.txt); default eval. "
+                       "A file with its own labels refuses it.")
+    @click.option("--text-label", type=click.Choice(LABELS), default=None, hidden=True)
+    @functools.wraps(f)
+    def wrapper(*args: Any, label: str | None, text_label: str | None, **kwargs: Any) -> Any:
+        if label and text_label and label != text_label:
+            raise click.UsageError("--label and --text-label (its old name) disagree")
+        return f(*args, label=label or text_label, **kwargs)
+    return wrapper
+
+
+def limit_options(f: F) -> F:
+    @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+                  help="Run N samples chosen deterministically: labels balanced, categories "
+                       "spread, the same N samples on every re-run and for every method and "
+                       "model (a smaller N's samples are among a larger N's).")
+    @click.option("--first", type=click.IntRange(min=1), default=None, metavar="N",
+                  help="Run the first N samples in file order instead.")
+    @functools.wraps(f)
+    def wrapper(*args: Any, limit: int | None, first: int | None, **kwargs: Any) -> Any:
+        from .subset import select
+
+        if limit is not None and first is not None:
+            raise click.UsageError("give --limit (stratified) or --first (file order), not both")
+
+        def subset(samples: Sequence[Sample]) -> list[Sample]:
+            return select(samples, limit=limit, first=first)
+        return f(*args, subset=subset, **kwargs)
+    return wrapper
