@@ -72,25 +72,48 @@ def assets_list() -> None:
 # --- data -----------------------------------------------------------------------------------
 @cli.group()
 def data() -> None:
-    """Validate and inspect datasets (our JSONL, Needham et al. JSON, plain text)."""
+    """Validate and inspect datasets (our JSONL, Needham et al. JSON, plain text, Inspect logs)."""
+
+
+def _label_options(f):
+    """`--label` / `--label-field`: labels for data that carry none (.txt prompts, Inspect logs)."""
+    f = click.option("--label-field", help="Inspect logs: take each sample's label (eval/deploy, or "
+                                           "a boolean, true = eval) from this sample-metadata field.")(f)
+    return click.option("--label", type=click.Choice(["eval", "deploy"]),
+                        help="Label of every sample of a .txt file or an Inspect log (default: eval; "
+                             "with --label-field, the label of samples without the field).")(f)
+
+
+def _read_dataset(path: str, label: str | None, label_field: str | None, text_label: str = "eval"):
+    """Samples of a dataset; notes (e.g. samples an unfinished Inspect log lacks) go to stderr."""
+    from .datasets import read_dataset
+
+    got = read_dataset(path, text_label=text_label, label=label, label_field=label_field)
+    for note in got.notes:
+        click.echo(f"note: {note}", err=True)
+    return got.samples
 
 
 @data.command("validate")
 @click.argument("path")
 @click.option("--text-label", type=click.Choice(["eval", "deploy"]), default="eval",
               help="Label given to every prompt of a .txt file.")
-def data_validate(path: str, text_label: str) -> None:
-    """Check a dataset file and print counts. `demo` names the bundled dataset.
+@_label_options
+def data_validate(path: str, text_label: str, label: str | None, label_field: str | None) -> None:
+    """Check a dataset file (or a directory of Inspect logs) and print counts. `demo` names the
+    bundled dataset.
 
     \b
     Examples:
       evalaware data validate demo
       evalaware data validate needham_dataset.json
       evalaware data validate my_prompts.txt --text-label eval
+      evalaware data validate logs/2025-01-01T00-00-00_my-task_abc.eval --label eval
+      evalaware data validate logs/ --label-field split
     """
-    from .datasets import load_dataset, resolve_dataset, summarize
+    from .datasets import resolve_dataset, summarize
 
-    samples = load_dataset(path, text_label=text_label)
+    samples = _read_dataset(path, label, label_field, text_label)
     click.echo(f"{resolve_dataset(path)}: OK")
     for line in summarize(samples).lines():
         click.echo("  " + line)
@@ -104,7 +127,7 @@ def _methods_option(value: str) -> list[str]:
 @cli.command()
 @click.option("--model", required=True, help="Asset name (smollm2), local path, or hub id in the local HF cache.")
 @click.option("--backend", type=click.Choice(["vllm", "hf", "openai"]), default="vllm", show_default=True)
-@click.option("--dataset", required=True, help="Dataset file, or `demo`.")
+@click.option("--dataset", required=True, help="Dataset file, directory of Inspect logs, or `demo`.")
 @click.option("--methods", default="binary", show_default=True,
               help="Comma-separated: binary, probability, motivation, reasoning, logprob.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
@@ -143,11 +166,12 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--judge-base-url", help="Judge server URL (openai backend).")
 @click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code.")
 @click.option("--no-progress", is_flag=True)
+@_label_options
 def run(model, backend, dataset, methods, out, limit, view, person, n_votes, temperature, top_p,
         seed, answer_tokens, probe_tokens, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, gpu_memory_utilization,
         max_model_len, base_url, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
-        trust_remote_code, no_progress) -> None:
+        trust_remote_code, no_progress, label, label_field) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
     \b
@@ -157,15 +181,17 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
           --dataset needham.json --methods binary,probability,motivation,reasoning,logprob --out runs/qwen3
       evalaware run --model qwen3 --backend openai --base-url http://127.0.0.1:8000/v1 \\
           --tokenizer /models/Qwen3-32B --dataset demo --methods binary --out runs/q
+      evalaware run --model smollm2 --backend hf --dataset logs/ --view full --person third \\
+          --methods binary --out runs/inspect
     """
-    from .datasets import load_dataset, resolve_dataset
+    from .datasets import resolve_dataset
     from .methods import MethodConfig
     from .metrics import per_class_accuracy
     from .prompts import PromptLibrary
     from .runner import make_backend, run_methods
     from .store import Store
 
-    samples = load_dataset(dataset)
+    samples = _read_dataset(dataset, label, label_field)
     if limit:
         samples = samples[:limit]
     config = MethodConfig(view=view, person=person, n_votes=n_votes, answer_tokens=answer_tokens,

@@ -9,7 +9,7 @@ Sections: runs; summary per method (the paper's two shares, AUROC with bootstrap
 |.|-Brier, ECE); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
 and all pairs); excluded answers; the vote-count experiment (runs with >= 25 votes per sample
 for binary and probability); error vs number of turns; calibration; judge evidence; slices
-(chat vs agentic, capability vs alignment, category); logprob and probe sections when present.
+(chat vs agentic, capability vs alignment, category, Inspect task); logprob and probe sections when present.
 """
 
 from __future__ import annotations
@@ -504,8 +504,11 @@ class ReportBuilder:
             "n = samples in the slice. On the Needham et al. data (and the demo set) each category holds "
             "one label.")
         titles = {"setting": "Chat vs agentic", "eval_type": "Capability vs alignment",
-                  "category": "Per category"}
+                  "category": "Per category", "task": "Per task (Inspect logs)"}
+        has_task = any(x.get("task") for r in self.runs for recs in r.records.values() for x in recs)
         for by, title in titles.items():
+            if by == "task" and not has_task:
+                continue
             d.h(3, title)
             for r in self.runs:
                 ms = [m for m in self.methods if m in r.records]
