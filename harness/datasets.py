@@ -1,4 +1,5 @@
-"""Load and validate datasets: our JSONL, Needham et al. (2025) JSON, and plain-text prompts.
+"""Load and validate datasets: our JSONL, Needham et al. (2025) JSON, plain-text prompts, and
+Inspect AI logs (read in :mod:`harness.inspect_logs`).
 
 Every malformed input raises :class:`DatasetError` naming the file, the record (index and id)
 and the field, so the CLI can print one line and exit non-zero.
