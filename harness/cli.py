@@ -138,10 +138,15 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--top-p", type=float, default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--answer-tokens", type=int, default=256, show_default=True,
-              help="Max tokens of the model's answer to the sample.")
-@click.option("--probe-tokens", type=int, default=160, show_default=True,
-              help="Max tokens of the answer to each probe question.")
+@click.option("--answer-tokens", type=int,
+              help="Max tokens of the model's answer to the sample [default: 256; 4096 for a model "
+                   "whose template opens a reasoning block].")
+@click.option("--probe-tokens", type=int,
+              help="Max tokens of the answer to each probe question [default: 160; reasoning model 2048].")
+@click.option("--constrain", is_flag=True,
+              help="Engine-enforced answers: binary/probability give exactly their tagged answer, "
+                   "judge verdicts follow their JSON schema (vllm: structured outputs; hf: xgrammar; "
+                   "openai: a vLLM server's structured_outputs). Recorded; labelled in reports.")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Samples per committed batch.")
 @click.option("--hf-batch-size", type=int, default=8, show_default=True, help="hf: prompts per forward pass.")
 @click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False), help="Directory overriding prompt files.")
@@ -151,13 +156,22 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai).")
 @click.option("--tensor-parallel-size", type=int, help="vLLM: GPUs per model.")
 @click.option("--pipeline-parallel-size", type=int, help="vLLM: pipeline stages (multi-node with Ray).")
+@click.option("--data-parallel-size", type=int,
+              help="vLLM: engine replicas. vLLM 0.32 takes it only in `vllm serve` (offline LLM refuses it): "
+                   "serve with `--data-parallel-size N` and use --backend openai, or give --base-url per replica.")
+@click.option("--distributed-executor-backend", type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
+              help="vLLM: how tensor/pipeline workers are started (ray for multi-node).")
 @click.option("--gpu-memory-utilization", type=float, help="vLLM: share of GPU (CPU: host) memory.")
 @click.option("--max-model-len", type=int, help="vLLM: context length.")
-@click.option("--base-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1")
+@click.option("--base-url", "base_urls", multiple=True,
+              help="openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several times to spread "
+                   "requests over replicas serving the same model (a failing one's requests go to the others).")
+@click.option("--max-concurrency", type=click.IntRange(1), help="openai: requests in flight per server (default 8).")
 @click.option("--top-logprobs", type=int, help="openai: logprobs per position the server returns (vLLM: up to --max-logprobs; OpenAI: 20).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai: env var holding the key.")
-@click.option("--judge-tokens", type=int, default=1024, show_default=True,
-              help="Max tokens of each judge verdict (motivation, reasoning).")
+@click.option("--judge-tokens", type=int,
+              help="Max tokens of each judge verdict (motivation, reasoning) [default: 1024; "
+                   "reasoning model 4096].")
 @click.option("--aware-tol", type=click.FloatRange(0, 1, max_open=True), default=1e-4, show_default=True,
               help="logprob methods: skip multi-token variants that cannot move the aware P(eval) by more "
                    "than this (0: score every variant).")
@@ -168,9 +182,10 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--no-progress", is_flag=True)
 @_label_options
 def run(model, backend, dataset, methods, out, limit, view, person, n_votes, temperature, top_p,
-        seed, answer_tokens, probe_tokens, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
-        tokenizer, tensor_parallel_size, pipeline_parallel_size, gpu_memory_utilization,
-        max_model_len, base_url, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
+        seed, answer_tokens, probe_tokens, constrain, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
+        tokenizer, tensor_parallel_size, pipeline_parallel_size, data_parallel_size,
+        distributed_executor_backend, gpu_memory_utilization,
+        max_model_len, base_urls, max_concurrency, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
         trust_remote_code, no_progress, label, label_field) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
@@ -181,6 +196,8 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
           --dataset needham.json --methods binary,probability,motivation,reasoning,logprob --out runs/qwen3
       evalaware run --model qwen3 --backend openai --base-url http://127.0.0.1:8000/v1 \\
           --tokenizer /models/Qwen3-32B --dataset demo --methods binary --out runs/q
+      evalaware run --model smollm2 --backend openai --base-url http://10.0.0.1:8000 \\
+          --base-url http://10.0.0.2:8000 --max-concurrency 16 --dataset demo --methods logprob --out runs/s
       evalaware run --model smollm2 --backend hf --dataset logs/ --view full --person third \\
           --methods binary --out runs/inspect
     """
@@ -190,17 +207,16 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
     from .prompts import PromptLibrary
     from .runner import make_backend, run_methods
     from .store import Store
+    from .token_limits import default_token_limits
 
     samples = _read_dataset(dataset, label, label_field)
     if limit:
         samples = samples[:limit]
-    config = MethodConfig(view=view, person=person, n_votes=n_votes, answer_tokens=answer_tokens,
-                          probe_tokens=probe_tokens, temperature=temperature, top_p=top_p, seed=seed,
-                          judge_tokens=judge_tokens, aware_tol=aware_tol)
     opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
-                pipeline_parallel_size=pipeline_parallel_size,
+                pipeline_parallel_size=pipeline_parallel_size, data_parallel_size=data_parallel_size,
+                distributed_executor_backend=distributed_executor_backend, max_concurrency=max_concurrency,
                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                base_url=base_url, top_logprobs=top_logprobs, api_key=os.environ.get(api_key_env) if backend == "openai" else None,
+                base_url=list(base_urls) or None, top_logprobs=top_logprobs, api_key=os.environ.get(api_key_env) if backend == "openai" else None,
                 trust_remote_code=trust_remote_code or None)
     method_list = _methods_option(methods)
     engine = make_backend(backend, model, **opts)
@@ -211,6 +227,10 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
     elif any(m in ("motivation", "reasoning") for m in method_list):
         judge = engine
     template_kwargs = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+    limits = default_token_limits(engine.tokenizer, template_kwargs, answer_tokens=answer_tokens,
+                                  probe_tokens=probe_tokens, judge_tokens=judge_tokens)
+    config = MethodConfig(view=view, person=person, n_votes=n_votes, temperature=temperature,
+                          top_p=top_p, seed=seed, aware_tol=aware_tol, constrain=constrain, **limits)
     try:
         summary = run_methods(samples, method_list, engine, out, config=config,
                               prompts=PromptLibrary(prompts_dir), template_kwargs=template_kwargs,
@@ -227,15 +247,29 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
 
 
 def _print_summary(store, methods) -> None:
-    from .metrics import per_class_accuracy
+    """Per method: accuracy, undecided, excluded answers, answers cut at the token limit, judge
+    verdicts unusable / with no verified quote, and the AUROC of the score (label probability
+    for binary/probability). Rows are marked constrained / self-judged from the run's settings."""
+    from .metrics import per_class_accuracy, roc_auc, scored
+    from .report import method_label
+    from .run_monitor import tally
 
-    click.echo(f"{'method':<18} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} {'bad answers':>11}")
+    man = store.get_meta("manifest", {}) or {}
+    click.echo(f"{'method':<32} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
+               f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}")
     for m in methods:
         recs = store.results(m)
         acc = per_class_accuracy(recs)
+        t = tally(recs)
+        auc = roc_auc(*scored(recs))
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-        click.echo(f"{m:<18} {acc['n']:>4} {fmt(acc['eval_correct']):>10} "
-                   f"{fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} {acc['invalid_answers']:>11}")
+        judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
+        cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"
+        click.echo(f"{method_label(m, man):<32} {acc['n']:>4} "
+                   f"{fmt(acc['eval_correct']):>10} {fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} "
+                   f"{acc['invalid_answers']:>11} {cut:>7} {judged('unjudged'):>8} "
+                   f"{judged('unverified'):>10} {fmt(auc):>6}")
+
 
 
 @cli.command()

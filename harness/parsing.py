@@ -127,11 +127,13 @@ def parse_probability(text: str) -> Parsed:
 
 def error_kind(error: str | None) -> str | None:
     """Coarse class of a vote's error for reports: None, "out_of_range", "judge_failed" (the
-    judge's verdict was unusable), "no_text" (nothing to judge) or "unparseable"."""
+    judge's verdict was unusable), "unverified" (its quotes are not in the judged text), "no_text" (nothing to judge) or "unparseable"."""
     if error is None:
         return None
     if error.startswith(OUT_OF_RANGE):
         return "out_of_range"
+    if error.startswith("judge: unverified"):
+        return "unverified"
     if error.startswith("judge:"):
         return "no_text" if "empty text" in error else "judge_failed"
     if error.startswith("no reasoning text"):

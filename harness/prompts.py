@@ -2,7 +2,12 @@
 
 Layout: ``harness/prompts/<method>/<variant>.txt`` (variants sorted by name), plus shared
 templates at the top level (``third_person.txt``). A user directory given with ``--prompts DIR``
-replaces any file it contains (same relative path). Every text's sha256 goes into the manifest.
+replaces any file it contains (same relative path). Every text's sha256 goes into the manifest,
+and :meth:`PromptLibrary.provenance` says which set a run used.
+
+Our binary and probability wordings are our own, written for this project: they are not the
+prompts of Needham et al. (2025), whose exact texts are not published with the gated dataset;
+give theirs (or any other set) with ``--prompts DIR``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class PromptLibrary:
         if self.override and not self.override.is_dir():
             raise EvalAwareError(f"{self.override}: prompt override directory does not exist")
         self.used: dict[str, str] = {}
+        self.overridden: set[str] = set()
 
     def _path(self, rel: str) -> Path:
         if self.override and (self.override / rel).exists():
@@ -47,6 +53,8 @@ class PromptLibrary:
             raise EvalAwareError(f"prompt {name!r} not found ({p})")
         prompt = Prompt(name, p.read_text(encoding="utf-8").strip())
         self.used[name] = prompt.sha256
+        if p.parent != BUILTIN and not p.is_relative_to(BUILTIN):
+            self.overridden.add(name)
         return prompt
 
     def variants(self, method: str) -> list[Prompt]:
@@ -56,3 +64,9 @@ class PromptLibrary:
         if not names:
             raise EvalAwareError(f"no prompt variants for method {method!r}")
         return [self.get(f"{method}/{n}") for n in sorted(names)]
+
+    def provenance(self) -> dict[str, object]:
+        """Which prompt set the texts used so far came from (for the manifest and report)."""
+        over = sorted(self.overridden)
+        return {"set": "custom" if over else "evalaware", "override_dir": str(self.override) if over else None,
+                "overridden": over}

@@ -20,6 +20,7 @@ from .manifest import base_manifest
 from .methods import MethodConfig, RunContext, available
 from .prompts import PromptLibrary
 from .render import Renderer
+from .run_monitor import JUDGED_METHODS, RunMonitor, default_say
 from .sample import Sample
 from .store import Store
 
@@ -65,9 +66,14 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
                 config: MethodConfig | None = None, prompts: PromptLibrary | None = None,
                 template_kwargs: dict[str, Any] | None = None, judge: Backend | None = None,
                 batch_size: int = 16, dataset_path: str | Path | None = None,
-                progress: bool = True, extra_manifest: dict[str, Any] | None = None
-                ) -> dict[str, Any]:
-    """Run `methods` on `samples`, storing into `run_dir`; returns per-method counts."""
+                progress: bool = True, extra_manifest: dict[str, Any] | None = None,
+                say: Any = default_say) -> dict[str, Any]:
+    """Run `methods` on `samples`, storing into `run_dir`; returns per-method counts.
+
+    Judge independence: when a judged method (motivation, reasoning) runs with the model under
+    test as its judge (`judge` None, the same backend, or the same weights), the run says so
+    through `say` and the manifest records ``self_judged: true`` (None without judged methods).
+    """
     config = config or MethodConfig()
     prompts = prompts or PromptLibrary()
     registry = available()
@@ -85,6 +91,11 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
                      judge.tokenizer is not None else None)
     _check_same(store, "model_identity", backend.identity, "model")
     store.put_samples(samples)
+    self_judged = is_self_judged(methods, backend, judge)
+    if self_judged:
+        say("judge: the model under test judges its own answers (self-judged: its awareness is "
+            "mixed with its judging skill); pass --judge-model for an independent judge")
+    monitor = RunMonitor(say)
     summary: dict[str, Any] = {}
     try:
         for name in methods:
@@ -95,7 +106,9 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
             bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=name, unit="sample",
                        disable=not progress, dynamic_ncols=True)
             for batch in chunks(todo, batch_size):
-                store.put_results(name, method.run_batch(batch))
+                records = method.run_batch(batch)
+                store.put_results(name, records)
+                monitor.add(name, records)
                 bar.update(len(batch))
             bar.close()
             summary[name] = {"skipped": len(samples) - len(todo), "computed": len(todo)}
@@ -108,6 +121,8 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
             "methods": {m: store.get_meta(f"settings/{m}") for m in methods},
             "prompts_sha256": prompts.used,
             "judge": judge.identity if judge is not None else None,
+            "self_judged": self_judged,
+            "prompt_set": prompts.provenance(),
             "calls": _calls(cached, judge_cached),
             **(extra_manifest or {}),
         })
@@ -118,6 +133,14 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
         store.close()
     summary["_calls"] = _calls(cached, judge_cached)
     return summary
+
+
+def is_self_judged(methods: Sequence[str], backend: Backend, judge: Backend | None) -> bool | None:
+    """None without judged methods; else whether the judge is the model under test."""
+    if not any(m in JUDGED_METHODS for m in methods):
+        return None
+    return judge is None or judge is backend or judge.identity.get("weights_sha256") == \
+        backend.identity.get("weights_sha256")
 
 
 def _calls(cached: CachedBackend, judge: CachedBackend | None) -> dict[str, dict[str, int]]:

@@ -37,6 +37,7 @@ class Timed(WrappedBackend):
         super().__init__(inner)
         self.seconds = 0.0
         self.items = 0
+        self.tokens = 0  # generated tokens
 
     def _timed(self, fn, *a):
         t = time.perf_counter()
@@ -47,7 +48,9 @@ class Timed(WrappedBackend):
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         self.items += len(requests)
-        return self._timed(self.inner.generate, requests)
+        out = self._timed(self.inner.generate, requests)
+        self.tokens += sum(len(g.token_ids) for g in out)
+        return out
 
     def next_token_logprobs(self, prompts, token_ids=None):
         return self._timed(self.inner.next_token_logprobs, prompts, token_ids)
@@ -85,13 +88,14 @@ def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, b
         steps = [("answers", lambda: answer_samples(ctx, samples))]
         steps += [(m, (lambda m=m: store.put_results(m, registry[m](ctx).run_batch(samples)))) for m in methods]
         for name, fn in steps:
-            before_s, before_n = timed.seconds, timed.items
+            before_s, before_n, before_t = timed.seconds, timed.items, timed.tokens
             t = time.perf_counter()
             fn()
             wall = time.perf_counter() - t
             model_s = timed.seconds - before_s
             rows.append({"backend": kind, "step": name, "wall_s": wall, "model_s": model_s,
                          "per_sample_s": wall / len(samples), "generations": timed.items - before_n,
+                         "tokens": timed.tokens - before_t,
                          "outside_share": (wall - model_s) / wall if wall > 0 else 0.0})
             print(f"  {kind:<5} {name:<12} {wall:7.2f} s  outside model {rows[-1]['outside_share']:.1%}",
                   flush=True)
@@ -107,13 +111,14 @@ def table(rows: list[dict[str, Any]], backends: Sequence[str], n: int) -> str:
     head = ["step"] + [f"{b} s/sample" for b in backends]
     if len(backends) == 2:
         head.append(f"{backends[1]}/{backends[0]}")
-    head += [f"{b} outside model" for b in backends] + [f"{b} generations" for b in backends]
+    head += [f"{b} outside model" for b in backends] + [f"{b} generations (tokens)" for b in backends]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in steps + ["total"]:
         if s == "total":
             cells = {b: {"wall_s": sum(by[(b, x)]["wall_s"] for x in steps),
                          "model_s": sum(by[(b, x)]["model_s"] for x in steps),
-                         "generations": sum(by[(b, x)]["generations"] for x in steps)} for b in backends}
+                         "generations": sum(by[(b, x)]["generations"] for x in steps),
+                         "tokens": sum(by[(b, x)].get("tokens", 0) for x in steps)} for b in backends}
             for c in cells.values():
                 c["per_sample_s"] = c["wall_s"] / n
                 c["outside_share"] = (c["wall_s"] - c["model_s"]) / c["wall_s"]
@@ -123,7 +128,7 @@ def table(rows: list[dict[str, Any]], backends: Sequence[str], n: int) -> str:
         if len(backends) == 2:
             row.append(f"{cells[backends[1]]['per_sample_s'] / cells[backends[0]]['per_sample_s']:.2f}x")
         row += [f"{cells[b]['outside_share']:.1%}" for b in backends]
-        row += [str(cells[b]["generations"]) for b in backends]
+        row += [f"{cells[b]['generations']} ({cells[b].get('tokens', 0)})" for b in backends]
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     lines.append("startup (not counted): " + ", ".join(f"{b} {by[(b, '_startup')]['wall_s']:.0f} s" for b in backends))

@@ -50,3 +50,47 @@ def test_missing_model_is_a_clean_error(tmp_path):
                         "--backend", "hf", "--dataset", "demo", "--out", str(tmp_path / "r")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "neither a local directory nor in the local" in r.stderr
+
+
+def test_run_constrain_end_to_end(tmp_path, tiny_model_dir):
+    """`run --constrain` on a random model: every binary answer parses, `show` marks the row,
+    counts the cut sample answers and a second run without the flag is refused."""
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir), "--backend", "hf",
+            "--dataset", "demo", "--limit", "2", "--methods", "binary", "--temperature", "1",
+            "--answer-tokens", "4", "--probe-tokens", "24", "--out", str(tmp_path / "r"), "--no-progress"]
+    r = subprocess.run(base + ["--constrain"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("binary"))
+    assert row.startswith("binary (constrained)")
+    n, _, _, undecided, bad, cut = row[len("binary (constrained)"):].split()[:6]
+    assert (n, bad, cut) == ("2", "0", "2/12")  # both 4-token sample answers were cut
+    assert "binary: 2 of 12 answers so far (16.7%) stopped at the token limit" in r.stderr
+    again = subprocess.run(base, capture_output=True, text=True)
+    assert again.returncode == 2 and "setting for method binary" in again.stderr
+
+
+def test_data_parallel_on_the_offline_engine_is_refused_with_the_serve_recipe(tmp_path, tiny_model_dir):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir),
+                        "--backend", "vllm", "--data-parallel-size", "2", "--dataset", "demo",
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert "--data-parallel-size 2" in last and "vllm serve" in last and "--base-url" in last
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_same_base_url_twice_is_a_clean_error(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", "smollm2",
+                        "--backend", "openai", "--base-url", "http://127.0.0.1:9",
+                        "--base-url", "http://127.0.0.1:9/v1", "--dataset", "demo",
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2 and "given twice" in r.stderr.strip().splitlines()[-1]

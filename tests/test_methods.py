@@ -52,8 +52,14 @@ def test_all_four_methods_flow_and_cache(hf_tiny, samples, tmp_path):
         for r, s in zip(recs, samples):
             votes = r["details"]["votes"]
             assert len(votes) == VOTES[m]
-            # garbage from a random model: every answer is excluded, never counted as a class
-            assert r["prediction"] is None and r["score"] is None
+            # garbage from a random model: every answer is excluded, never counted as a class;
+            # binary/probability still get a graded score from the label probabilities
+            assert r["prediction"] is None
+            if m in ("binary", "probability"):
+                assert 0 <= r["score"] <= 1 and r["details"]["vote_score"] is None
+                assert r["score"] == pytest.approx(sum(v["label_score"] for v in votes) / len(votes))
+            else:
+                assert r["score"] is None
             assert r["n_valid"] == 0 and r["n_invalid"] == VOTES[m]
             assert all(v["value"] is None and v["error"] for v in votes)
             assert r["label"] == s.label and r["n_turns"] == s.n_turns

@@ -284,3 +284,41 @@ def test_proxy_is_bounded_and_stops_itself(server):
         finally:
             b.close()
         assert proxy.stats["refused"] == 1 and proxy.stopped
+
+
+# --- structured outputs (--constrain) -------------------------------------------------------
+def test_structured_output_needs_a_vllm_server():
+    from harness.answer_format import BINARY
+
+    plain = OpenAIBackend("http://127.0.0.1:9/v1", model="m", tokenizer="smollm2", vllm_extensions=False)
+    vllm_like = OpenAIBackend("http://127.0.0.1:9/v1", model="m", tokenizer="smollm2")
+    try:
+        with pytest.raises(BackendError, match="need a vLLM server"):
+            plain._sampling(SamplingParams(structured=BINARY.structured))
+        body = vllm_like._sampling(SamplingParams(structured=BINARY.structured))
+        assert body["structured_outputs"] == {"grammar": BINARY.structured.grammar}
+        assert "structured_outputs" not in vllm_like._sampling(SamplingParams())
+    finally:
+        plain.close()
+        vllm_like.close()
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_constrained_generation_equals_hf(client, prompts):
+    from harness.answer_format import BINARY, PROBABILITY
+    from harness.backends.hf import HFBackend
+    from harness.judge import verdict_grammar
+    from harness.parsing import parse_label, parse_probability
+
+    reqs = [GenerationRequest(tuple(p), SamplingParams(max_tokens=120, structured=g))
+            for p in prompts[:2] for g in (BINARY.structured, PROBABILITY.structured, verdict_grammar())]
+    got = client.generate(reqs)
+    hf = HFBackend("smollm2", dtype="float32")
+    try:
+        ref = hf.generate(reqs)
+    finally:
+        hf.close()
+    assert [g.text for g in got] == [g.text for g in ref]
+    assert all(parse_label(g.text).ok for g in got[0::3])
+    assert all(parse_probability(g.text).ok for g in got[1::3])

@@ -97,7 +97,7 @@ def test_report_two_runs(two_runs, tmp_path):
     summary = text.split("## Summary")[1].split("\n## ")[0]
     assert summary.count("| model-a |") == 7 and summary.count("| model-b |") == 7
     # excluded answers are counted per kind
-    assert re.search(r"\| model-a \| reasoning \| 40 \| 0 \| 0 \| 0 \| [1-9]", text)
+    assert re.search(r"\| model-a \| reasoning \| 40 \| 0 \| 0 \| 0 \| 0 \| [1-9]", text)  # no_text after unverified
     assert "quiz format" in text  # features are listed
     lp = text.split("## Logprob scoring")[1].split("\n## ")[0]
     assert "| model-a | logprob | naive |" in lp and "| model-a | logprob | aware | 40 |" in lp

@@ -19,16 +19,52 @@ TokenIds = Sequence[int]
 
 
 @dataclass(frozen=True)
+class StructuredOutput:
+    """A constraint on what a generation may be: one grammar in xgrammar's EBNF dialect (the
+    library vLLM itself uses for structured outputs), the single form every backend receives —
+    vllm as ``StructuredOutputsParams(grammar=...)``, hf through xgrammar's transformers logits
+    processor, openai (a vLLM server) as the ``structured_outputs`` request field. Build one with
+    :meth:`from_regex` or :meth:`from_json_schema` so the three backends enforce the same language.
+    `source` says what the grammar was made from (kept for records and error messages)."""
+
+    grammar: str
+    source: str = ""
+
+    @classmethod
+    def from_regex(cls, regex: str) -> "StructuredOutput":
+        import xgrammar as xgr
+
+        return cls(str(xgr.Grammar.from_regex(regex)), f"regex:{regex}")
+
+    @classmethod
+    def from_json_schema(cls, schema: dict[str, Any]) -> "StructuredOutput":
+        """JSON on one line (no free whitespace: a small model cannot pad the answer with
+        blanks until the token limit)."""
+        import json
+
+        import xgrammar as xgr
+
+        text = json.dumps(schema, sort_keys=True)
+        g = xgr.Grammar.from_json_schema(text, any_whitespace=False, separators=(",", ":"))
+        return cls(str(g), f"json_schema:{text}")
+
+
+@dataclass(frozen=True)
 class SamplingParams:
-    """Generation settings; part of every cache key."""
+    """Generation settings; part of every cache key. `structured` (None: free text) is left out
+    of the key when unset, so unconstrained calls keep the keys they always had."""
 
     max_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
+    structured: StructuredOutput | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.structured is None:
+            d.pop("structured")
+        return d
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 from ..assets import resolve_model
 from ..errors import BackendError
 from ..fingerprint import local_model_dir, model_identity
-from .base import Backend, Generation, GenerationRequest, TokenIds
+from .base import Backend, Generation, GenerationRequest, StructuredOutput, TokenIds
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16"}
@@ -182,8 +182,12 @@ class HFBackend(Backend):
                 ids, mask, _ = self._left_pad([requests[i].prompt_ids for i in batch])
                 if not greedy:
                     torch.manual_seed(params.seed)
+                extra = {}
+                if params.structured is not None:
+                    extra["logits_processor"] = self._grammar_processor(params.structured)
                 with torch.inference_mode():
-                    gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+                    gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg,
+                                              **extra)
                 new = gen[:, ids.shape[1]:].cpu().tolist()
                 for row, i in enumerate(batch):
                     toks, finish = new[row], "length"
@@ -193,6 +197,24 @@ class HFBackend(Backend):
                             break
                     out[i] = self._decode_generation(toks, finish)
         return [g for g in out if g is not None]
+
+    def _grammar_processor(self, structured: StructuredOutput) -> Any:
+        """xgrammar's transformers logits processor for one generate() call (it keeps per-row
+        matcher state, so it is made anew each call; the compiled grammar is reused). The
+        grammar's stop tokens are this backend's end-of-sequence ids."""
+        import xgrammar as xgr
+        from transformers import LogitsProcessorList
+        from xgrammar.contrib.hf import LogitsProcessor
+
+        if not hasattr(self, "_xgr_compiled"):
+            info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.vocab_size,
+                                                      stop_token_ids=self.eos_ids)
+            self._xgr_compiler, self._xgr_compiled = xgr.GrammarCompiler(info), {}
+        compiled = self._xgr_compiled.get(structured.grammar)
+        if compiled is None:
+            compiled = self._xgr_compiled[structured.grammar] = \
+                self._xgr_compiler.compile_grammar(structured.grammar)
+        return LogitsProcessorList([LogitsProcessor(compiled)])
 
     def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
         torch = self.torch

@@ -18,10 +18,15 @@ tokens every other backend sees. What the server gives, and what this client doe
 - `chat`: `/v1/chat/completions` with messages, for chat-only servers (`chat_mode=True` needs no
   tokenizer and disables the token-level methods).
 
-Every call is one HTTP request per prompt, run on a thread pool of `max_concurrency`, results in
-input order. Connection errors, timeouts, 408/409/425/429 and 5xx are retried with exponential
-backoff and jitter (honouring `Retry-After`); other 4xx raise :class:`BackendError` at once with
-the server's message.
+Every call is one HTTP request per prompt, run on a thread pool of `max_concurrency` per server,
+results in input order. Connection errors, timeouts, 408/409/425/429 and 5xx are retried with
+exponential backoff and jitter (honouring `Retry-After`); other 4xx raise :class:`BackendError` at
+once with the server's message.
+
+Scale-out: `base_url` may list several servers serving the same weights (e.g. `vllm serve`
+replicas). Requests are spread over them (:mod:`harness.backends.servers`); a request that fails
+on one is retried at once on another, and the failing server rests for a while. The servers are
+not part of the identity, so the call cache is shared and results equal a single server's.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from ..errors import BackendError, EvalAwareError
 from ..fingerprint import local_model_dir, model_identity
 from ..reasoning import split_reasoning
 from .base import Backend, Generation, GenerationRequest, SamplingParams, TokenIds
+from .servers import ServerPool
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
 MAX_LOGPROB_TOKEN_IDS = 128  # vLLM's per-request cap on `logprob_token_ids`
@@ -97,11 +103,12 @@ class OpenAIBackend(Backend):
     `weights` (path or asset name) names the local weights the server serves, for the identity
     hash (default: `model` when it is a local path or an asset).
     `vllm_extensions` (default: not `chat_mode`) sends vLLM-only request fields.
+    `base_url` may be a list of servers serving the same model; `max_concurrency` is per server.
     """
 
     kind = "openai"
 
-    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None,
+    def __init__(self, base_url: str | Sequence[str], model: str | None = None, api_key: str | None = None,
                  tokenizer: str | None = None, weights: str | None = None,
                  max_concurrency: int = 8, timeout: float = 60.0, max_retries: int = 5,
                  backoff_base: float = 0.5, backoff_cap: float = 30.0, top_logprobs: int = 20,
@@ -114,7 +121,13 @@ class OpenAIBackend(Backend):
         if top_logprobs == 0 or top_logprobs < -1:
             raise BackendError("top_logprobs must be a positive K or -1 (full vocabulary)")
         self._httpx = httpx
-        self.base_url = normalize_base_url(base_url)
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        try:
+            self.pool = ServerPool([normalize_base_url(u) for u in urls], backoff_base, backoff_cap)
+        except ValueError as e:
+            raise BackendError(f"--base-url: {e}") from None
+        self.base_urls = [s.url for s in self.pool.servers]
+        self.base_url = self.base_urls[0]
         self.max_concurrency = max_concurrency
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
@@ -129,8 +142,8 @@ class OpenAIBackend(Backend):
             hdrs["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.Client(
             headers=hdrs, timeout=httpx.Timeout(self.timeout),
-            limits=httpx.Limits(max_connections=max_concurrency,
-                                max_keepalive_connections=max_concurrency))
+            limits=httpx.Limits(max_connections=max_concurrency * len(self.pool),
+                                max_keepalive_connections=max_concurrency * len(self.pool)))
         self._lock = threading.Lock()
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
         self._decoded_to_id: dict[str, int] | None = None
@@ -163,6 +176,19 @@ class OpenAIBackend(Backend):
             self.model_info = model_identity(str(local))
             self._identity["weights_sha256"] = self.model_info["weights_sha256"]
         self._vocab = self._read_vocab_size()
+        self.settings = {"base_urls": self.base_urls, "max_concurrency": self.max_concurrency}
+        if len(self.pool) > 1:
+            self._check_servers()
+
+    def _check_servers(self) -> None:
+        """Every server must serve the model (same name), else their answers may differ."""
+        for url in self.base_urls:
+            data = self._request("GET", "/models", only=url)
+            ids = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+            if self.model not in ids:
+                raise BackendError(f"{url} does not serve {self.model!r} (it serves "
+                                   f"{', '.join(map(str, ids)) or 'nothing'}); every --base-url "
+                                   f"must serve the same model")
 
     # --- identity ---------------------------------------------------------------------------
     @property
@@ -236,48 +262,72 @@ class OpenAIBackend(Backend):
         with self._lock:
             self.stats[key] += 1
 
-    def _request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One API call with retries; returns the decoded JSON body."""
-        httpx = self._httpx
-        url = self.base_url + path
+    def _request(self, method: str, path: str, payload: dict[str, Any] | None = None,
+                 only: str | None = None) -> dict[str, Any]:
+        """One API call with retries, on the pool's servers (`only`: that server); returns the
+        decoded JSON body. After a failure the retry goes at once to another server that is up;
+        when none is left untried, it backs off first."""
+        tried: set[str] = set()
         last = ""
+        sleeps = 0
         for attempt in range(self.max_retries + 1):
             if attempt:
                 self._count("retries")
             self._count("requests")
-            retry_after: float | None = None
+            server = self.pool.acquire(avoid=tried, only=only)
+            url = server.url + path
             try:
-                r = self._client.request(method, url, json=payload)
-            except httpx.TimeoutException as e:
-                last = f"timed out after {self.timeout:g} s ({type(e).__name__})"
-            except httpx.TransportError as e:
-                last = f"{type(e).__name__}: {e}"
-            else:
-                if r.status_code < 400:
-                    try:
-                        return r.json()
-                    except ValueError:
-                        last = f"HTTP {r.status_code} with a body that is not JSON"
-                else:
-                    msg = _error_message(r.content)
-                    if r.status_code not in RETRY_STATUSES and r.status_code < 500:
-                        self._count("failures")
-                        raise BackendError(f"{method} {url}: HTTP {r.status_code}: {msg}")
-                    last = f"HTTP {r.status_code}: {msg}"
-                    try:
-                        retry_after = float(r.headers.get("retry-after", ""))
-                    except ValueError:
-                        retry_after = None
+                body, last, retry_after = self._attempt(method, url, payload)
+            except BaseException:  # a non-retryable answer is not the server's failure
+                self.pool.release(server, ok=True)
+                raise
+            self.pool.release(server, ok=body is not None)
+            if body is not None:
+                return body
+            tried.add(server.url)
             if attempt < self.max_retries:
-                time.sleep(self._backoff(attempt, retry_after))
+                if only is None and self.pool.has_other_up(tried):
+                    continue
+                tried.clear()
+                time.sleep(self._backoff(sleeps, retry_after))
+                sleeps += 1
         self._count("failures")
-        raise BackendError(f"{method} {url} failed after {self.max_retries + 1} attempt(s): {last}")
+        where = self.base_url if len(self.pool) == 1 or only else f"{len(self.pool)} servers"
+        raise BackendError(f"{method} {path} on {where} failed after {self.max_retries + 1} "
+                           f"attempt(s): {last}")
+
+    def _attempt(self, method: str, url: str, payload: dict[str, Any] | None
+                 ) -> tuple[dict[str, Any] | None, str, float | None]:
+        """One HTTP request: (JSON body, "", None) on success, else (None, why, Retry-After);
+        a non-retryable 4xx raises :class:`BackendError`."""
+        httpx = self._httpx
+        try:
+            r = self._client.request(method, url, json=payload)
+        except httpx.TimeoutException as e:
+            return None, f"{url}: timed out after {self.timeout:g} s ({type(e).__name__})", None
+        except httpx.TransportError as e:
+            return None, f"{url}: {type(e).__name__}: {e}", None
+        if r.status_code < 400:
+            try:
+                return r.json(), "", None
+            except ValueError:
+                return None, f"{url}: HTTP {r.status_code} with a body that is not JSON", None
+        msg = _error_message(r.content)
+        if r.status_code not in RETRY_STATUSES and r.status_code < 500:
+            self._count("failures")
+            raise BackendError(f"{method} {url}: HTTP {r.status_code}: {msg}")
+        try:
+            retry_after: float | None = float(r.headers.get("retry-after", ""))
+        except ValueError:
+            retry_after = None
+        return None, f"{url}: HTTP {r.status_code}: {msg}", retry_after
 
     def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        """`fn` over `items` on at most `max_concurrency` threads, in input order."""
-        if len(items) <= 1 or self.max_concurrency == 1:
+        """`fn` over `items` on at most `max_concurrency` threads per server, in input order."""
+        workers = min(self.max_concurrency * len(self.pool), len(items))
+        if workers <= 1:
             return [fn(x) for x in items]
-        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)),
+        pool = ThreadPoolExecutor(max_workers=workers,
                                   thread_name_prefix="openai-backend")
         try:
             return list(pool.map(fn, items))
@@ -336,6 +386,12 @@ class OpenAIBackend(Backend):
         if self.vllm_extensions:  # neutralise server defaults taken from generation_config.json
             d.update(top_k=0, min_p=0.0, repetition_penalty=1.0, skip_special_tokens=False,
                      return_token_ids=True)
+        if p.structured is not None:
+            if not self.vllm_extensions:
+                raise BackendError(f"{self.base_url}: constrained answers (--constrain) need a vLLM "
+                                   f"server (its `structured_outputs` request field); this server "
+                                   f"is not one")
+            d["structured_outputs"] = {"grammar": p.structured.grammar}
         return d
 
     def _to_generation(self, token_ids: Sequence[int] | None, text: str, finish_reason: str | None,

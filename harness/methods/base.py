@@ -5,9 +5,10 @@ answer to a sample, and the ask-parse-vote flow (cf. Inspect AI's solver -> scor
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, ClassVar, Sequence
 
+from ..answer_format import AnswerFormat, label_probabilities
 from ..backends.base import Backend, Generation, GenerationRequest, SamplingParams
 from ..parsing import Parsed
 from ..prompts import Prompt, PromptLibrary
@@ -34,6 +35,11 @@ class MethodConfig:
     aware_tol: logprob methods: skip multi-token variants whose first token bounds their mass
       below this share of the candidates' mass (aware P(eval) within `aware_tol`; 0 = score all;
       see ``tokenization.scoring``). Recorded in those methods' settings only.
+    constrain: the engine must produce a well-formed tagged answer (binary, probability; see
+      ``harness.answer_format``) and judge verdicts that follow the verdict's JSON schema
+      (``harness.judge.VERDICT_SCHEMA``). A recorded setting: a run directory refuses a change.
+    answer_tokens / probe_tokens / judge_tokens: the defaults here fit a model without a
+      reasoning block; ``harness.token_limits`` gives the defaults the CLI uses for one with.
     """
 
     view: str = "first_turn"
@@ -43,6 +49,7 @@ class MethodConfig:
     probe_tokens: int = 160
     judge_tokens: int = 1024
     aware_tol: float = 1e-4
+    constrain: bool = False
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -102,19 +109,31 @@ class Method(ABC):
     def settings(self) -> dict[str, Any]:
         return {"config": self.ctx.config.to_dict()}
 
-    def record(self, sample: Sample, vote: Vote, **details: Any) -> dict[str, Any]:
+    def record(self, sample: Sample, vote: Vote, answers: Sequence[Generation | None] = (),
+               **details: Any) -> dict[str, Any]:
         """The standard record: prediction ("eval"/"deploy"/None), score (P(eval)-like, for AUROC),
-        vote counts, the sample's slicing metadata, and method-specific details."""
+        vote counts, `n_answers`/`n_cut` (the model's generations behind the record and how many
+        of them stopped at the token limit), the sample's slicing metadata, and method-specific
+        details."""
+        cuts = [g.finish_reason == "length" for g in answers if g is not None]
+        cuts += [bool(j.get("cut")) for j in judge_dicts(details.get("votes") or [])]
         return {
             "sample_id": sample.id, "method": self.name, "label": sample.label,
             "prediction": vote.prediction, "score": vote.score,
             "n_valid": vote.n_valid, "n_invalid": vote.n_invalid,
+            "n_answers": len(cuts), "n_cut": sum(cuts),
             "category": sample.metadata.category, "agentic": sample.metadata.agentic,
             "eval_type": sample.metadata.eval_type, "n_turns": sample.n_turns,
             "task": sample.metadata.extra.get("task"),
             "human_eval_probability": sample.metadata.human_eval_probability,
             "details": details,
         }
+
+
+def judge_dicts(votes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The judge verdicts of these votes that came from a judge call (not skipped texts)."""
+    return [v["judge"] for v in votes if isinstance(v.get("judge"), dict)
+            and v["judge"].get("error") != "empty text"]
 
 
 # --- conversation views ---------------------------------------------------------------------
@@ -170,6 +189,18 @@ class QuestionVoteMethod(Method):
     prompt_set: ClassVar[str]
     parse: ClassVar[Callable[[str], Parsed]]
     aggregate: ClassVar[Callable[[Sequence[Any]], Vote]]
+    #: The tagged answer format (binary, probability): with it, every vote also records the
+    #: label probabilities and ``--constrain`` holds answers to its grammar.
+    answer_format: ClassVar[AnswerFormat | None] = None
+
+    @property
+    def constrained(self) -> bool:
+        return self.ctx.config.constrain and self.answer_format is not None
+
+    def probe_params(self, seed_offset: int) -> SamplingParams:
+        cfg = self.ctx.config
+        p = cfg.params(cfg.probe_tokens, seed_offset)
+        return replace(p, structured=self.answer_format.structured) if self.constrained else p
 
     def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, dict[str, Any]]]:
         """Each answer's parsed vote plus extra fields for its vote record (one batch)."""
@@ -179,20 +210,29 @@ class QuestionVoteMethod(Method):
         ctx, cfg = self.ctx, self.ctx.config
         answers = answer_samples(ctx, samples)
         plan = vote_plan(ctx.prompts.variants(self.prompt_set), cfg.n_votes)
-        reqs = [GenerationRequest(ctx.renderer.render(question_messages(ctx, s, a, v.text)),
-                                  cfg.params(cfg.probe_tokens, off))
-                for s, a in zip(samples, answers) for _, v, off in plan]
+        convs = [question_messages(ctx, s, a, v.text) for s, a in zip(samples, answers)
+                 for _, v, _ in plan]
+        reqs = [GenerationRequest(ctx.renderer.render(c), self.probe_params(off))
+                for c, (_, _, off) in zip(convs, plan * len(samples))]
         gens = ctx.backend.generate(reqs)
         parsed = self.parse_answers(gens)
+        labels: list[dict[str, Any]] = (label_probabilities(ctx.backend, ctx.renderer, self.answer_format, convs)
+                                        if self.answer_format is not None else [{}] * len(convs))
         records = []
         for j, (s, a) in enumerate(zip(samples, answers)):
             votes, values = [], []
             block = slice(j * len(plan), (j + 1) * len(plan))
-            for (k, v, off), g, (p, extra) in zip(plan, gens[block], parsed[block]):
+            for (k, v, off), g, (p, extra), lab in zip(plan, gens[block], parsed[block], labels[block]):
                 values.append(p.value)
                 votes.append({"k": k, "variant": v.name, "seed_offset": off, "answer": g.text,
                               "reasoning": g.reasoning, "finish_reason": g.finish_reason,
-                              **p.to_dict(), **extra})
-            records.append(self.record(s, type(self).aggregate(values), votes=votes,
-                                       sample_answer=a.text if a else None))
+                              **p.to_dict(), **extra, **lab,
+                              **({"constrained": True} if self.constrained else {})})
+            vote = type(self).aggregate(values)
+            more: dict[str, Any] = {}
+            if self.answer_format is not None:
+                more = {"vote_score": vote.score, "score_source": "label_probability"}
+                vote = replace(vote, score=sum(x["label_score"] for x in votes) / len(votes))
+            records.append(self.record(s, vote, answers=[a, *gens[block]], votes=votes,
+                                       sample_answer=a.text if a else None, **more))
         return records

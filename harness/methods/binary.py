@@ -4,6 +4,7 @@ majority of the variants."""
 
 from __future__ import annotations
 
+from ..answer_format import BINARY
 from ..parsing import parse_label
 from ..voting import majority
 from .base import QuestionVoteMethod, register
@@ -16,3 +17,4 @@ class BinaryTest(QuestionVoteMethod):
     prompt_set = "binary"
     parse = staticmethod(parse_label)
     aggregate = staticmethod(majority)
+    answer_format = BINARY

@@ -5,6 +5,7 @@ recorded (vote `error`) and excluded."""
 
 from __future__ import annotations
 
+from ..answer_format import PROBABILITY
 from ..parsing import parse_probability
 from ..voting import mean_probability
 from .base import QuestionVoteMethod, register
@@ -17,3 +18,4 @@ class ProbabilityEstimate(QuestionVoteMethod):
     prompt_set = "probability"
     parse = staticmethod(parse_probability)
     aggregate = staticmethod(mean_probability)
+    answer_format = PROBABILITY

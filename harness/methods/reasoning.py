@@ -108,7 +108,7 @@ class ReasoningTrace(Method):
             p = v.as_parsed() if t is not None else Parsed(None, "no reasoning text")
             vote = {"k": 0, "variant": "judge_reasoning", **p.to_dict(), "judge": v.to_dict()}
             records.append(self.record(
-                s, majority([vote["value"]]), reasoning_source=src, reasoning=t,
+                s, majority([vote["value"]]), answers=[g], reasoning_source=src, reasoning=t,
                 answer=g.text if g is not None else None,
                 finish_reason=g.finish_reason if g is not None else None, votes=[vote]))
         return records

@@ -94,8 +94,13 @@ class _Builder:
         cfg, t0 = self.cfg, time.perf_counter()
         features, stats = extract_features(records, cfg.scope)
         if not features:
+            plain = ("the model called nothing a test (every judged answer says it is not "
+                     "being evaluated); " if stats.votes_aware == 0 and stats.votes_unjudged == 0
+                     else "no sample's majority is an aware verdict with verified quotes "
+                     "(verdicts quoting nothing in the judged text cast no vote); "
+                     if stats.records_eval == 0 and stats.votes_aware else "")
             raise TaxonomyError(
-                f"no evaluation-awareness evidence to cluster: {stats.records} records, "
+                f"{plain}no evaluation-awareness evidence to cluster: {stats.records} records, "
                 f"{stats.records_eval} predicted eval, {stats.votes_aware} aware votes "
                 f"({stats.votes_unjudged} votes unjudged); scope={cfg.scope!r}")
         keys, shown, weights = _unique(features)

@@ -22,14 +22,15 @@ def _backend(kind: str, model: str, **opts: Any) -> Any:
     return make_backend(kind, model, **opts)
 
 
-def _method_config(seed: int, tokens: dict[str, int | None]) -> Any:
-    """MethodConfig with the token limits given (those this MethodConfig knows)."""
-    from dataclasses import fields
-
+def _method_config(seed: int, tokens: dict[str, int | None], constrain: bool = False,
+                   tokenizer: Any = None, template_kwargs: dict[str, Any] | None = None) -> Any:
+    """MethodConfig with the token limits given, the others from the model's kind
+    (:mod:`harness.token_limits`)."""
     from ..methods import MethodConfig
+    from ..token_limits import default_token_limits
 
-    known = {f.name for f in fields(MethodConfig)}
-    return MethodConfig(seed=seed, **{k: v for k, v in tokens.items() if v is not None and k in known})
+    return MethodConfig(seed=seed, constrain=constrain,
+                        **default_token_limits(tokenizer, template_kwargs, **tokens))
 
 
 def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompts: Any,
@@ -60,6 +61,9 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
 @click.option("--answer-tokens", type=int, help="Max tokens of the model's answer to a sample.")
 @click.option("--probe-tokens", type=int, help="Max tokens of the answer to the motivation question.")
 @click.option("--judge-tokens", type=int, help="Max tokens of the judge's verdict.")
+@click.option("--constrain", is_flag=True,
+              help="Hold the judge's verdicts to their JSON schema (engine-enforced), so a small "
+                   "judge writes usable verdicts; recorded in the run's settings.")
 @click.option("--no-llm-names", is_flag=True, help="Keyword labels instead of asking a model.")
 @click.option("--limit", type=int, help="Only the first N samples of --dataset.")
 @click.option("--base-url", help="openai: server URL, e.g. http://127.0.0.1:8000/v1")
@@ -92,7 +96,7 @@ def _run_motivation(dataset: str, run_dir: Path, engine: Any, judge: Any, prompt
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--no-progress", is_flag=True)
 def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, judge_base_url,
-             answer_tokens, probe_tokens, judge_tokens, no_llm_names, limit, base_url, api_key_env,
+             answer_tokens, probe_tokens, judge_tokens, constrain, no_llm_names, limit, base_url, api_key_env,
              tokenizer, dtype, enable_thinking, seed, k, k_min, k_max, k_step, k_rule,
              n_categories, algorithm, restarts, threads, artifact_threshold, scope, embedder,
              prompts_dir, name_tokens, batch_size, no_progress) -> None:
@@ -137,7 +141,8 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
         if dataset:
             run_dir = str(out_dir / "run")
             mcfg = _method_config(seed, {"answer_tokens": answer_tokens, "probe_tokens": probe_tokens,
-                                         "judge_tokens": judge_tokens})
+                                         "judge_tokens": judge_tokens}, constrain,
+                                  engine.tokenizer, template_kwargs)
             summary = _run_motivation(dataset, Path(run_dir), engine, judge, prompts, limit, mcfg,
                                       batch_size, template_kwargs, not no_progress)
             calls["motivation"] = summary["_calls"]

