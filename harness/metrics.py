@@ -439,12 +439,14 @@ SLICES: dict[str, Callable[[Record], str]] = {
     "setting": lambda r: "agentic" if r.get("agentic") else "chat",
     "eval_type": lambda r: r.get("eval_type") or ("(deploy)" if r["label"] == "deploy" else "(none)"),
     "category": lambda r: str(r.get("category")),
+    "task": lambda r: str(r.get("task") or "(none)"),
 }
 
 
 def slice_summaries(records: Sequence[Record], by: str) -> dict[str, dict[str, Any]]:
     """`method_summary` (without bootstrap) per value of a slice: setting (chat vs agentic),
-    eval_type (capability vs alignment; deploy samples have none) or category."""
+    eval_type (capability vs alignment; deploy samples have none), category, or task (the
+    Inspect task a sample came from)."""
     groups: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         groups[SLICES[by](r)].append(r)

@@ -9,6 +9,9 @@ Decisions (documented here because the paper leaves them open):
 - A tokenizer without a chat template gets a plain "System:/User:/Assistant:" transcript with the
   BOS token (base models such as Gemma-3-270M need BOS).
 - The rendered text is encoded without adding special tokens, so BOS is never doubled.
+- An assistant message's reasoning (e.g. Inspect logs' reasoning blocks) is written before its
+  answer as ``<think>\n...\n</think>\n\n``, the convention :mod:`harness.reasoning` splits
+  completions on, so it stays marked as reasoning in every view and template.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ PLAIN_ROLES = {"system": "System", "user": "User", "assistant": "Assistant", "to
 
 
 def message_text(m: Message) -> str:
-    """The message's text with tool calls written inline."""
-    parts = [m.content] if m.content else []
+    """The message's text with reasoning (in ``<think>`` tags) and tool calls written inline."""
+    parts = [f"<think>\n{m.reasoning}\n</think>\n"] if m.reasoning else []
+    parts += [m.content] if m.content else []
     for c in m.tool_calls:
         parts.append("<tool_call>" + json.dumps({"name": c.name, "arguments": c.arguments},
                                                 ensure_ascii=False) + "</tool_call>")

@@ -9,8 +9,8 @@ Sections: runs; summary per method (the paper's two shares, AUROC, Brier, |.|-Br
 with a bootstrap CI that resamples whole categories by default, `--ci-by`); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
 and all pairs); excluded answers; the vote-count experiment (runs with >= 25 votes per sample
 for binary and probability); error vs number of turns; calibration; judge evidence; slices
-(chat vs agentic, capability vs alignment, category); logprob and probe sections when present;
-the low base-rate view (TPR at 1%/5% FPR, precision at `--base-rate`).
+(chat vs agentic, capability vs alignment, category, Inspect task); logprob and probe sections when
+present; the low base-rate view (TPR at 1%/5% FPR, precision at `--base-rate`).
 """
 
 from __future__ import annotations
@@ -608,8 +608,11 @@ class ReportBuilder:
             "n = samples in the slice. On the Needham et al. data (and the demo set) each category holds "
             "one label.")
         titles = {"setting": "Chat vs agentic", "eval_type": "Capability vs alignment",
-                  "category": "Per category"}
+                  "category": "Per category", "task": "Per task (Inspect logs)"}
+        has_task = any(x.get("task") for r in self.runs for recs in r.records.values() for x in recs)
         for by, title in titles.items():
+            if by == "task" and not has_task:
+                continue
             d.h(3, title)
             for r in self.runs:
                 ms = [m for m in self.methods if m in r.records]

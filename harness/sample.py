@@ -23,12 +23,17 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Message:
-    """One chat message; `content` is plain text (content blocks are joined on load)."""
+    """One chat message; `content` is plain text (content blocks are joined on load).
+
+    `reasoning` holds an assistant's reasoning (thinking) blocks, kept apart from the answer in
+    `content`; renderers show it as ``<think>...</think>`` before the answer (see render.py).
+    """
 
     role: str
     content: str | None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    reasoning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -39,6 +44,8 @@ class Message:
             ]
         if self.tool_call_id is not None:
             d["tool_call_id"] = self.tool_call_id
+        if self.reasoning is not None:
+            d["reasoning"] = self.reasoning
         return d
 
 

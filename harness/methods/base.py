@@ -125,6 +125,7 @@ class Method(ABC):
             "n_answers": len(cuts), "n_cut": sum(cuts),
             "category": sample.metadata.category, "agentic": sample.metadata.agentic,
             "eval_type": sample.metadata.eval_type, "n_turns": sample.n_turns,
+            "task": sample.metadata.extra.get("task"),
             "human_eval_probability": sample.metadata.human_eval_probability,
             "details": details,
         }

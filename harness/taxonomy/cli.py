@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from .. import errors
-from ..cli_options import label_option, limit_options, verbose_option
+from ..cli_options import label_option, limit_options, read_samples, verbose_option
 from .cluster import ALGORITHMS, K_RULES, PAPER_K_RANGE
 from .extract import SCOPES
 
@@ -91,7 +91,7 @@ def _run_motivation(samples: list[Any], dataset: str, run_dir: Path, engine: Any
 @limit_options
 @verbose_option
 def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, judge_base_url,
-             answer_tokens, probe_tokens, judge_tokens, constrain, no_llm_names, label, subset, base_url,
+             answer_tokens, probe_tokens, judge_tokens, constrain, no_llm_names, label, label_field, subset, base_url,
              api_key_env,
              tokenizer, dtype, enable_thinking, seed, k, k_min, k_max, k_step, k_rule,
              n_categories, algorithm, restarts, threads, artifact_threshold, scope, embedder,
@@ -104,7 +104,6 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
       evalaware taxonomy --run runs/qwen3 --judge /models/Qwen3-32B --out runs/qwen3-tax
       evalaware taxonomy --run runs/qwen3 --no-llm-names --k 120 --out runs/qwen3-tax-k120
     """
-    from ..datasets import load_dataset
     from ..prompts import PromptLibrary
     from ..run_lock import run_dir_lock
     from ..runner import check_backend, open_backend
@@ -129,7 +128,7 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
     judge_opts = dict(base_url=judge_base_url, api_key=api_key, dtype=dtype)
     separate_judge = bool(judge_model) and (judge_model != model or (judge_backend or backend) != backend)
     # Checked before any engine starts: the inputs, and every backend this command will open.
-    samples = subset(load_dataset(dataset, label=label)) if dataset else None
+    samples = subset(read_samples(dataset, label, label_field)) if dataset else None
     if dataset or (model and not separate_judge and not no_llm_names):
         check_backend(backend, model, opts)
     if separate_judge:
