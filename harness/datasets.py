@@ -17,6 +17,8 @@ from .errors import DatasetError
 from .sample import LABELS, ROLES, Message, Sample, SampleMeta, ToolCall
 
 DEMO_DATASET = "demo"
+# Needham et al. (2025): two human annotators gave each transcript a P(eval).
+NEEDHAM_HUMAN_SOURCE = "Needham et al. 2025 annotators (mean of eval_author1/2)"
 
 
 def demo_path() -> Path:
@@ -143,16 +145,37 @@ def parse_record(rec: Any, ctx: _Ctx) -> Sample:
     agentic = meta.get("agentic", any(m.tool_calls or m.role == "tool" for m in messages))
     if not isinstance(agentic, bool):
         raise ctx.fail("must be true or false", "metadata.agentic")
-    known = {"category", "agentic", "eval_type", "human_eval_probability"}
+    human, source = _human_annotation(meta, ctx)
+    known = {"category", "agentic", "eval_type", "human_eval_source"}
+    if human is not None or meta.get("human_eval_probability") in (None, ""):
+        known.add("human_eval_probability")  # an unsourced number stays in `extra`
     return Sample(
         id=sid, messages=messages, label=label,
         metadata=SampleMeta(
             category=str(category), agentic=agentic, eval_type=str(meta.get("eval_type") or ""),
-            human_eval_probability=_probability(meta.get("human_eval_probability"), ctx,
-                                                "metadata.human_eval_probability"),
+            human_eval_probability=human, human_eval_source=source,
             extra={k: v for k, v in meta.items() if k not in known},
         ),
     )
+
+
+def _human_annotation(meta: dict[str, Any], ctx: _Ctx) -> tuple[float | None, str | None]:
+    """(P(eval), source) of a real human annotation in our format, or (None, None).
+
+    A `human_eval_probability` counts as human data only together with a non-empty
+    `human_eval_source` naming the annotators. Without one (an author's prior, as in the first
+    demo set) the value stays in `extra` under its own key: kept and written back, never shown
+    as a human row or used as a human baseline.
+    """
+    p = _probability(meta.get("human_eval_probability"), ctx, "metadata.human_eval_probability")
+    source = meta.get("human_eval_source")
+    if source is not None and (not isinstance(source, str) or not source.strip()):
+        raise ctx.fail("must be a non-empty string naming the human annotators",
+                       "metadata.human_eval_source")
+    if source and p is None:
+        raise ctx.fail("names a source but the record has no human_eval_probability",
+                       "metadata.human_eval_source")
+    return (p, source.strip()) if source and p is not None else (None, None)
 
 
 def parse_needham_record(rec: Any, ctx: _Ctx) -> Sample:
@@ -178,6 +201,7 @@ def parse_needham_record(rec: Any, ctx: _Ctx) -> Sample:
             agentic=meta.get("scaffold") is not None,
             eval_type=str(meta.get("eval_type") or ""),
             human_eval_probability=sum(humans) / len(humans) if humans else None,
+            human_eval_source=NEEDHAM_HUMAN_SOURCE if humans else None,
             extra={"scaffold": meta.get("scaffold"),
                    **{k: v for k, v in meta.items() if k not in known}},
         ),

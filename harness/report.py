@@ -78,15 +78,31 @@ def method_order(names: Sequence[str]) -> list[str]:
 
 
 def human_records(records: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The dataset's human P(eval) annotations as a pseudo-method (eval if >= 0.5)."""
+    """The dataset's real human P(eval) annotations as a pseudo-method (eval if >= 0.5).
+
+    Only records whose `human_eval_source` names the annotators count (Needham et al.'s
+    eval_author1/2, or a source our JSONL states); an unsourced `human_eval_probability`
+    (e.g. runs of the first demo set, where it was the author's own guess) is never shown."""
     seen: dict[str, dict[str, Any]] = {}
     for rs in records.values():
         for r in rs:
-            if r.get("human_eval_probability") is not None and r["sample_id"] not in seen:
+            if (r.get("human_eval_probability") is not None and r.get("human_eval_source")
+                    and r["sample_id"] not in seen):
                 p = float(r["human_eval_probability"])
                 seen[r["sample_id"]] = {**r, "method": HUMAN, "prediction": "eval" if p >= 0.5 else "deploy",
                                         "score": p, "n_valid": 1, "n_invalid": 0, "details": {}}
     return list(seen.values())
+
+
+def human_name(recs: Sequence[dict[str, Any]]) -> str:
+    """The human row's name: `human (<source>)`, every distinct source named."""
+    return f"{HUMAN} (" + "; ".join(sorted({str(r["human_eval_source"]) for r in recs})) + ")"
+
+
+def unsourced_human(records: dict[str, list[dict[str, Any]]]) -> int:
+    """Samples whose records carry a human_eval_probability without a named source."""
+    return len({r["sample_id"] for rs in records.values() for r in rs
+                if r.get("human_eval_probability") is not None and not r.get("human_eval_source")})
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -274,11 +290,18 @@ class ReportBuilder:
         d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
                  "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "excluded answers"], rows)
         if any(self.human.values()):
-            d.p(f"`{HUMAN}`: the dataset's human annotators' P(eval), for reference (eval if >= 0.5).")
+            d.p(f"`{HUMAN} (...)`: P(eval) from the human annotations the dataset carries, named "
+                "by their source in the row, for reference (eval if >= 0.5; no model involved).")
+        unsourced = {r.label: unsourced_human(r.records) for r in self.runs}
+        if any(unsourced.values()):
+            d.p("Not shown as a human row: " + ", ".join(
+                f"{k}: {v} samples" for k, v in unsourced.items() if v) + " carry a "
+                "`human_eval_probability` without a `human_eval_source` naming human annotators "
+                "(e.g. the first demo set's author guesses); such values are not human data.")
 
     def _human_row(self, r: RunData) -> list[tuple[str, dict[str, Any]]]:
         h = self.human[r.label]
-        return [(HUMAN, M.method_summary(h, n_boot=self.n_boot, seed=self.seed))] if h else []
+        return [(human_name(h), M.method_summary(h, n_boot=self.n_boot, seed=self.seed))] if h else []
 
     def bars_section(self) -> None:
         d = self.doc
@@ -313,9 +336,10 @@ class ReportBuilder:
             d.table(["model", "kappa", "n"], rows)
         for r in self.runs:
             recs = dict(r.records)
+            names = method_order(list(recs))
             if self.human[r.label]:
-                recs[HUMAN] = self.human[r.label]
-            names = method_order([m for m in recs if m != HUMAN]) + ([HUMAN] if HUMAN in recs else [])
+                names.append(human_name(self.human[r.label]))
+                recs[names[-1]] = self.human[r.label]
             if len(names) < 2:
                 continue
             pairs = M.kappa_pairs(recs)

@@ -242,6 +242,8 @@ def summary_lines(res) -> list[str]:
                 else:
                     r = rs[0]
                     note = "baseline" + (" (null)" if model.startswith("shuffled") else "")
+                    if r.get("source"):
+                        note += f": {r['source']}"
                 if scheme == "random":
                     note += "; LEAKY"
                 layer = "-" if r["layer"] is None else str(r["layer"])

@@ -24,7 +24,10 @@ def _record(s, method, vote, votes, **details):
             "details": {"votes": votes, **details}}
 
 
-def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples: int = 40) -> Path:
+def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples: int = 40,
+             human_source: str | None = None, human: bool = False) -> Path:
+    """`human`: records carry a human_eval_probability, with `human_source` as its named source
+    (None: unsourced, as runs of the first demo set carried the author's guess)."""
     rng = np.random.default_rng(seed)
     samples = load_dataset("demo")[::96 // n_samples][:n_samples]
     store = Store(run_dir)
@@ -57,6 +60,11 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
                     naive_p_eval=naive, naive_coverage=0.0 if naive is None else 0.01)
         out["logprob"].append(r)
         out["probe"].append({**_record(s, "probe", mean_probability([p]), []), "method": "probe"})
+    if human:
+        hp = {s.id: float(np.clip(rng.normal(0.7 if s.is_eval else 0.3, 0.2), 0, 1)) for s in samples}
+        for rs in out.values():
+            for r in rs:
+                r.update(human_eval_probability=hp[r["sample_id"]], human_eval_source=human_source)
     for m, rs in out.items():
         store.put_results(m, rs)
     manifest = {"model": {"model": model, "weights_sha256": f"{seed:02d}" + "ab" * 31,
@@ -71,7 +79,8 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
-    return [make_run(base / "a", "model-a", 1), make_run(base / "b", "model-b", 2, n_votes=5)]
+    return [make_run(base / "a", "model-a", 1, human=True, human_source="two test raters"),
+            make_run(base / "b", "model-b", 2, n_votes=5, human=True)]
 
 
 def test_report_two_runs(two_runs, tmp_path):
@@ -90,9 +99,14 @@ def test_report_two_runs(two_runs, tmp_path):
     assert "vote_count.png" in text  # run a has 25 votes; run b (5 votes) is left out of it
     vc = text.split("## Kappa vs number of votes")[1].split("##")[0]
     assert "model-a" in vc and "model-b" not in vc
-    # summary rows: one per method per model plus the human reference
+    # summary rows: one per method per model, plus a human row named for its source only where
+    # the records name one (run b's unsourced values are not human data and are said to be so)
     summary = text.split("## Summary")[1].split("\n## ")[0]
-    assert summary.count("| model-a |") == 7 and summary.count("| model-b |") == 7
+    assert summary.count("| model-a |") == 7 and summary.count("| model-b |") == 6
+    assert "| model-a | human (two test raters) |" in summary
+    assert "model-b: 40 samples carry a `human_eval_probability` without a `human_eval_source`" in summary
+    kappa = text.split("## Agreement between methods")[1].split("\n## ")[0]
+    assert "| human (two test raters) |" in kappa and kappa.count("human") == kappa.count("human (two test raters)")
     # excluded answers are counted per kind
     assert re.search(r"\| model-a \| reasoning \| 40 \| 0 \| 0 \| 0 \| [1-9]", text)
     assert "quiz format" in text  # features are listed

@@ -112,6 +112,7 @@ class Method(ABC):
             "category": sample.metadata.category, "agentic": sample.metadata.agentic,
             "eval_type": sample.metadata.eval_type, "n_turns": sample.n_turns,
             "human_eval_probability": sample.metadata.human_eval_probability,
+            "human_eval_source": sample.metadata.human_eval_source,
             "details": details,
         }
 
