@@ -62,8 +62,8 @@ DEFAULT_THRESHOLD = 0.70
 # Answer-format cues of the taxonomy's cue groups (harness/taxonomy/synthetic.py GROUPS:
 # "multiple_choice", "answer_format"), as patterns on the view's text.
 CUES: dict[str, tuple[str, re.Pattern[str]]] = {
-    "lettered_options": ("at least two lettered options (A. / (B) / C) ...)",
-                         re.compile(r"(?:^|\s)\(?[A-E][.)]\s")),
+    "lettered_options": ("at least two lettered options (A. / (B) / c) ...)",
+                         re.compile(r"(?:^|\s)\(?[A-Ea-e][.)]\s")),
     "answer_prefix": ("a line starting 'Answer:' (also 'A:' / 'ANSWER:')",
                       re.compile(r"(?im)^\s*(?:final\s+)?(?:answer|a)\s*:|\banswer:\s*$")),
     "choose_directive": ("'choose', 'select', 'pick' or 'which of the following'",
@@ -80,7 +80,7 @@ CUES: dict[str, tuple[str, re.Pattern[str]]] = {
 def _cue_value(name: str, text: str) -> float:
     pat = CUES[name][1]
     if name == "lettered_options":
-        letters = {m.group(0).strip().strip("(")[0] for m in pat.finditer(text)}
+        letters = {m.group(0).strip().strip("(")[0].upper() for m in pat.finditer(text)}
         return float(len(letters) >= 2)
     return float(bool(pat.search(text)))
 

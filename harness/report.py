@@ -27,6 +27,7 @@ import numpy as np
 
 from . import metrics as M
 from .errors import EvalAwareError
+from .sample import Sample
 from .store import Store
 
 ORDER = ("binary", "probability", "motivation", "reasoning")
@@ -42,6 +43,7 @@ class RunData:
     manifest: dict[str, Any]
     records: dict[str, list[dict[str, Any]]]
     label: str = ""
+    samples: list[Sample] = field(default_factory=list)
 
     @property
     def model(self) -> str:
@@ -113,11 +115,12 @@ def load_run(run_dir: str | Path) -> RunData:
         if not manifest and mf.exists():
             manifest = json.loads(mf.read_text())
         records = {m: store.results(m) for m in store.methods()}
+        samples = store.samples()
     finally:
         store.close()
     if not records:
         raise EvalAwareError(f"{run_dir}: the run has no results yet")
-    return RunData(Path(run_dir), manifest, records)
+    return RunData(Path(run_dir), manifest, records, samples=samples)
 
 
 def _label_runs(runs: list[RunData]) -> None:
@@ -236,6 +239,7 @@ class ReportBuilder:
             "|truth − score| (what the paper's footnote calls Brier), ECE uses 10 equal-width bins.")
         self.runs_section()
         self.summary_section()
+        self.audit_section()
         self.bars_section()
         self.kappa_section()
         self.errors_section()
@@ -298,6 +302,54 @@ class ReportBuilder:
                 f"{k}: {v} samples" for k, v in unsourced.items() if v) + " carry a "
                 "`human_eval_probability` without a `human_eval_source` naming human annotators "
                 "(e.g. the first demo set's author guesses); such values are not human data.")
+
+    def audit_section(self) -> None:
+        """The dataset's surface audit (`evalaware data audit`) and each method's AUROC minus the
+        best surface predictor's, so a method is read against what surface cues alone give."""
+        from .audit import audit
+
+        d = self.doc
+        d.h(2, "Surface baselines (data audit)")
+        d.p("What surface features alone reach on the run's samples and view, without any model: "
+            "grouped-CV AUROC (by category) of case-sensitive char n-gram TF-IDF, word TF-IDF, "
+            "length, first-character case and answer-format cues, with intervals that resample "
+            "categories (`evalaware data audit`; see `harness/audit.py`). `method − best surface` "
+            "is the method's AUROC minus the best surface predictor's; near or below 0, the "
+            "method shows nothing beyond what the prompt's surface gives away.")
+        done: dict[tuple[Any, ...], Any] = {}
+        rows = []
+        for r in self.runs:
+            view = r.config().get("view", "first_turn")
+            key = (tuple(s.id for s in r.samples), view)
+            if key not in done:
+                try:
+                    done[key] = audit(r.samples, view=view, n_boot=self.n_boot, seed=self.seed)
+                except EvalAwareError as e:
+                    done[key] = str(e)
+                res = done[key]
+                if isinstance(res, str):
+                    d.p(f"{r.label}: audit not run: {res}")
+                    continue
+                d.p(f"{r.label}: " + res.lines()[0] + ".")
+                d.table(["predictor", "AUROC [95% CI]", "eval with cue", "deploy with cue",
+                         f">= {res.threshold:.2f}", "what"], res.table_rows())
+                for w in res.warnings:
+                    d.p("**Warning:** " + w + ".")
+                for n in res.notes:
+                    d.p("Note: " + n + ".")
+            res = done[key]
+            best = None if isinstance(res, str) else res.best()
+            if best is None:
+                continue
+            summaries = [(m, self.summ[(m, r.label)]) for m in self.methods if m in r.records]
+            for m, s in summaries + self._human_row(r):
+                diff = None if s["auroc"] is None else s["auroc"] - best.auroc
+                rows.append([r.label, m, _ci(s["auroc"], s["auroc_ci"]), best.name,
+                             _ci(best.auroc, (best.ci_lo, best.ci_hi)),
+                             "–" if diff is None else f"{diff:+.3f}"])
+        if rows:
+            d.table(["model", "method", "AUROC [95% CI]", "best surface predictor",
+                     "its AUROC [95% CI]", "method − best surface"], rows)
 
     def _human_row(self, r: RunData) -> list[tuple[str, dict[str, Any]]]:
         h = self.human[r.label]

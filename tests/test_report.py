@@ -104,6 +104,12 @@ def test_report_two_runs(two_runs, tmp_path):
     summary = text.split("## Summary")[1].split("\n## ")[0]
     assert summary.count("| model-a |") == 7 and summary.count("| model-b |") == 6
     assert "| model-a | human (two test raters) |" in summary
+    # the dataset's surface audit sits next to the methods: one table per dataset+view, and
+    # each method's AUROC minus the best surface predictor's
+    audit = text.split("## Surface baselines (data audit)")[1].split("\n## ")[0]
+    assert audit.count("| char_tfidf |") == 1 and "| first_char_case |" in audit
+    assert re.search(r"\| model-a \| binary \| 0\.\d+ \[.*\] \| \w+ \| 0\.\d+ \[.*\] \| [+-]0\.\d{3} \|", audit)
+    assert "| model-b | probe |" in audit and "| model-a | human (two test raters) |" in audit
     assert "model-b: 40 samples carry a `human_eval_probability` without a `human_eval_source`" in summary
     kappa = text.split("## Agreement between methods")[1].split("\n## ")[0]
     assert "| human (two test raters) |" in kappa and kappa.count("human") == kappa.count("human (two test raters)")
