@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -293,6 +293,8 @@ class DatasetSummary:
     categories: dict[str, int]
     eval_types: dict[str, int]
     mixed_categories: tuple[str, ...]
+    human_sources: dict[str, int] = field(default_factory=dict)  # source -> annotated samples
+    unsourced_human: int = 0  # human_eval_probability without a source: not human data
 
     def lines(self) -> list[str]:
         out = [f"samples: {self.n}",
@@ -303,6 +305,11 @@ class DatasetSummary:
                + ", ".join(f"{k}={v}" for k, v in sorted(self.categories.items()))]
         if self.mixed_categories:
             out.append("categories with both labels: " + ", ".join(self.mixed_categories))
+        out.append("human annotations: " + (", ".join(f"{v} from {k}" for k, v in sorted(self.human_sources.items()))
+                                            or "none"))
+        if self.unsourced_human:
+            out.append(f"note: {self.unsourced_human} samples carry human_eval_probability without "
+                       "human_eval_source; not used as human data")
         return out
 
 
@@ -317,4 +324,7 @@ def summarize(samples: list[Sample]) -> DatasetSummary:
         categories=dict(Counter(s.metadata.category for s in samples)),
         eval_types=dict(Counter(s.metadata.eval_type for s in samples)),
         mixed_categories=tuple(sorted(c for c, ls in by_cat.items() if len(ls) > 1)),
+        human_sources=dict(Counter(s.metadata.human_eval_source for s in samples
+                                   if s.metadata.human_eval_source)),
+        unsourced_human=sum(1 for s in samples if "human_eval_probability" in s.metadata.extra),
     )

@@ -577,8 +577,8 @@ class ReportBuilder:
         d = self.doc
         d.h(2, "Slices")
         d.p("Cells: E = share of eval samples called eval, D = share of deploy samples called deploy, "
-            "n = samples in the slice. On the Needham et al. data (and the demo set) each category holds "
-            "one label.")
+            "n = samples in the slice. On the Needham et al. data (and the first demo set) each category "
+            "holds one label; in the bundled demo set every category holds both.")
         titles = {"setting": "Chat vs agentic", "eval_type": "Capability vs alignment",
                   "category": "Per category"}
         for by, title in titles.items():

@@ -73,6 +73,10 @@ def test_human_probability_counts_only_with_a_named_source(tmp_path):
     write_jsonl([a, b], tmp_path / "r.jsonl")
     a2, b2 = load_dataset(tmp_path / "r.jsonl")
     assert a2 == a and b2 == b
+    summ = summarize([a, b])
+    assert summ.human_sources == {"3 raters, mean": 1} and summ.unsourced_human == 1
+    assert any("1 samples carry human_eval_probability without" in ln for ln in summ.lines())
+    assert "human annotations: none" in summarize(load_dataset("demo")).lines()
     bad = {**rec, "metadata": {"human_eval_source": "me"}}
     p.write_text(json.dumps(bad) + "\n")
     with pytest.raises(DatasetError, match=r"human_eval_source"):
