@@ -11,7 +11,12 @@ Conventions
   ((0.1, 0.2], ...; the first is [0, 0.1]), exactly as sklearn's ``calibration_curve``.
 - Cohen's kappa between two methods uses the samples both decided (prediction not None);
   undefined (None) when chance agreement is 1 (both methods constant and equal).
-- AUROC: Mann-Whitney U with mid-ranks for ties; None with only one class present.
+- AUROC: scikit-learn's ``roc_auc_score`` (ties count half); None with only one class present.
+  `roc_auc_rows` / `roc_auc_weighted_rows` are vectorised equivalents for permutations and
+  bootstrap resamples. Harness and probes both use these (probes/cv.py has no AUROC of its own).
+- Bootstrap: `bootstrap_weights` draws every resample as a row of draw counts, of samples or,
+  given groups, of whole groups (cluster bootstrap); `bootstrap_ci` (any statistic) and
+  `bootstrap_auroc` (vectorised) share those draws.
 """
 
 from __future__ import annotations
@@ -30,16 +35,54 @@ Y = {"eval": 1, "deploy": 0}
 
 # --- basic metrics on arrays ------------------------------------------------------------------
 
-def roc_auc(y: Sequence[int], s: Sequence[float]) -> float | None:
-    """Area under the ROC curve of scores `s` for binary truth `y` (ties count half)."""
+def roc_auc(y: Sequence[int], s: Sequence[float],
+            weights: Sequence[float] | None = None) -> float | None:
+    """Area under the ROC curve of scores `s` for binary truth `y` (ties count half), with
+    optional sample weights: scikit-learn's ``roc_auc_score``. None with only one class present
+    (the one convention for an undefined AUROC, in harness and probes alike)."""
+    from sklearn.metrics import roc_auc_score
+
     y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
-    n1, n0 = int(y.sum()), int(len(y) - y.sum())
-    if n1 == 0 or n0 == 0:
+    w = None if weights is None else np.asarray(weights, dtype=float)
+    present = y if w is None else y[w > 0]
+    if len(present) == 0 or present.min() == present.max():
         return None
+    return float(roc_auc_score(y, s, sample_weight=w))
+
+
+def roc_auc_rows(y: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """AUROC of each row of (y, s) matrices of shape (rows, n), vectorised (Mann-Whitney with
+    mid-ranks, equal to ``roc_auc_score`` per row); NaN for rows holding one class."""
     from scipy.stats import rankdata
 
-    ranks = rankdata(s)  # mid-ranks for ties
-    return float((ranks[y == 1].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
+    y, s = np.atleast_2d(np.asarray(y).astype(bool)), np.atleast_2d(np.asarray(s, dtype=float))
+    y = np.broadcast_to(y, s.shape)
+    r = rankdata(s, axis=1)
+    n1 = y.sum(1).astype(np.float64)
+    n0 = y.shape[1] - n1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = ((r * y).sum(1) - n1 * (n1 + 1) / 2.0) / (n1 * n0)
+    out[(n1 == 0) | (n0 == 0)] = np.nan
+    return out
+
+
+def roc_auc_weighted_rows(y: Sequence[int], s: Sequence[float], W: np.ndarray) -> np.ndarray:
+    """AUROC of fixed (y, s) under each row of sample weights `W` (rows, n), vectorised: the
+    bootstrap's AUROC (a resample is a weight row of draw counts). Equals
+    ``roc_auc_score(y, s, sample_weight=W[b])`` per row; NaN where a row weighs one class."""
+    y, s = np.asarray(y).astype(bool), np.asarray(s, dtype=float)
+    W = np.atleast_2d(np.asarray(W, dtype=float))
+    order = np.argsort(s, kind="mergesort")
+    ss, ys, Ws = s[order], y[order], W[:, order]
+    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])  # one column per distinct score
+    P = np.add.reduceat(Ws * ys, starts, axis=1)
+    N = np.add.reduceat(Ws * ~ys, starts, axis=1)
+    below = np.cumsum(N, axis=1) - N
+    n1, n0 = P.sum(1), N.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (P * (below + 0.5 * N)).sum(1) / (n1 * n0)
+    out[(n1 <= 0) | (n0 <= 0)] = np.nan
+    return out
 
 
 def brier(y: Sequence[int], p: Sequence[float]) -> float | None:
@@ -107,23 +150,64 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float
     return r, float(2 * stats.t.sf(abs(t), n - 2))
 
 
-def bootstrap_ci(fn: Callable[..., float | None], arrays: Sequence[Sequence[Any]], n: int = 1000,
-                 seed: int = 0, alpha: float = 0.05) -> tuple[float, float] | None:
-    """Percentile bootstrap CI of `fn(*arrays)` resampling rows; None if too few defined values."""
-    arrs = [np.asarray(a) for a in arrays]
-    m = len(arrs[0])
-    if m == 0:
-        return None
+def bootstrap_weights(n_items: int, n_boot: int, seed: int = 0,
+                      groups: Sequence[Any] | None = None) -> np.ndarray:
+    """Draw counts (n_boot, n_items) of the bootstrap: without `groups`, samples are drawn with
+    replacement; with `groups` (one label per item), whole groups are drawn with replacement and
+    each drawn group brings all its samples (the cluster bootstrap), so correlated samples of one
+    group move together and the interval reflects the number of groups, not of samples."""
     rng = np.random.default_rng(seed)
-    vals = []
-    for _ in range(n):
-        idx = rng.integers(0, m, m)
-        v = fn(*[a[idx] for a in arrs])
-        if v is not None and not (isinstance(v, float) and math.isnan(v)):
-            vals.append(v)
-    if len(vals) < n // 2:
+    if groups is None:
+        gix, n_g = np.arange(n_items), n_items
+    else:
+        if len(groups) != n_items:
+            raise ValueError("groups and samples differ in length")
+        _, gix = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+        n_g = int(gix.max()) + 1 if n_items else 0
+    if n_items == 0 or n_boot <= 0:
+        return np.zeros((max(n_boot, 0), n_items), dtype=np.int64)
+    draws = rng.integers(0, n_g, size=(n_boot, n_g))
+    counts = np.zeros((n_boot, n_g), dtype=np.int64)
+    np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
+    return counts[:, gix]
+
+
+def _interval(vals: np.ndarray, n_boot: int, alpha: float) -> tuple[float, float] | None:
+    """Percentile interval of the defined bootstrap values; None if fewer than half are defined."""
+    vals = np.asarray([v for v in vals if v is not None], dtype=float)
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < max(1, n_boot // 2):
         return None
     return float(np.quantile(vals, alpha / 2)), float(np.quantile(vals, 1 - alpha / 2))
+
+
+def bootstrap_ci(fn: Callable[..., float | None], arrays: Sequence[Sequence[Any]], n: int = 1000,
+                 seed: int = 0, alpha: float = 0.05, groups: Sequence[Any] | None = None
+                 ) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of `fn(*arrays)`, resampling rows, or whole groups when `groups`
+    are given (see `bootstrap_weights`); None if fewer than half the resamples are defined."""
+    arrs = [np.asarray(a) for a in arrays]
+    m = len(arrs[0])
+    if m == 0 or n <= 0:
+        return None
+    W = bootstrap_weights(m, n, seed, groups)
+    base = np.arange(m)
+    vals = []
+    for w in W:
+        idx = np.repeat(base, w)
+        vals.append(fn(*[a[idx] for a in arrs]))
+    return _interval(np.asarray([np.nan if v is None else v for v in vals], dtype=float), n, alpha)
+
+
+def bootstrap_auroc(y: Sequence[int], s: Sequence[float], n: int = 1000, seed: int = 0,
+                    groups: Sequence[Any] | None = None, alpha: float = 0.05
+                    ) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of AUROC, vectorised; the same resamples as `bootstrap_ci` with the
+    same seed and groups. None if undefined (one class) or too few resamples hold both classes."""
+    y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
+    if len(y) == 0 or n <= 0 or y.min() == y.max():
+        return None
+    return _interval(roc_auc_weighted_rows(y, s, bootstrap_weights(len(y), n, seed, groups)), n, alpha)
 
 
 # --- records ----------------------------------------------------------------------------------
@@ -165,7 +249,7 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0)
     y, p = scored(records)
     out["n_scored"] = int(len(y))
     out["auroc"] = roc_auc(y, p)
-    out["auroc_ci"] = bootstrap_ci(roc_auc, [y, p], n=n_boot, seed=seed) if n_boot and out["auroc"] is not None else None
+    out["auroc_ci"] = bootstrap_auroc(y, p, n=n_boot, seed=seed) if n_boot and out["auroc"] is not None else None
     probs = (p >= 0).all() and (p <= 1).all() if len(p) else False
     out["brier"] = brier(y, p) if probs else None
     out["abs_brier"] = abs_brier(y, p) if probs else None

@@ -22,7 +22,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from .cv import Split, auroc, bootstrap_auroc, oof_scores
+from harness.metrics import roc_auc
+
+from .cv import Split, auroc_ci, oof_scores
 
 BASELINES: tuple[str, ...] = ("tfidf", "length", "shuffled", "human")
 
@@ -56,8 +58,7 @@ def evaluate_baseline(name: str, splits: Sequence[Split], y: np.ndarray, texts: 
         s, folds = oof_scores(length_model, np.asarray(lengths, dtype=float)[:, None], y, splits)
     else:
         raise ValueError(name)
-    lo, hi = bootstrap_auroc(y, s, n_boot=n_boot, seed=seed)
-    return {"auroc": auroc(y, s), "ci_lo": lo, "ci_hi": hi, "fold_auroc_mean": _nanmean(folds)}
+    return {**auroc_ci(y, s, n_boot, seed), "fold_auroc_mean": _mean(folds)}
 
 
 def permute_labels(y: np.ndarray, rng: np.random.Generator,
@@ -84,8 +85,8 @@ def shuffled_null(make: Callable[[], Any], X: np.ndarray, y: np.ndarray,
     for _ in range(n_perm):
         yp = permute_labels(y, rng, groups)
         s, _ = oof_scores(make, X, yp, splits_for(yp))
-        aucs.append(auroc(yp, s))
-    a = np.asarray(aucs)
+        aucs.append(roc_auc(yp, s))
+    a = np.asarray([np.nan if v is None else v for v in aucs], dtype=float)
     return {"auroc": float(np.mean(a)), "ci_lo": float(np.quantile(a, 0.025)),
             "ci_hi": float(np.quantile(a, 0.975)), "n_perm": n_perm}
 
@@ -94,10 +95,10 @@ def human_baseline(y: np.ndarray, human: np.ndarray, n_boot: int, seed: int) -> 
     ok = np.isfinite(human)
     if ok.sum() < 2 or len(set(y[ok].tolist())) < 2:
         return None
-    lo, hi = bootstrap_auroc(y[ok], human[ok], n_boot=n_boot, seed=seed)
-    return {"auroc": auroc(y[ok], human[ok]), "ci_lo": lo, "ci_hi": hi, "n": int(ok.sum())}
+    return {**auroc_ci(y[ok], human[ok], n_boot, seed), "n": int(ok.sum())}
 
 
-def _nanmean(v: Sequence[float]) -> float:
-    a = np.asarray(v, dtype=float)
-    return float(np.nanmean(a)) if np.isfinite(a).any() else float("nan")
+def _mean(v: Sequence[float | None]) -> float | None:
+    """Mean of the defined values (None if none is)."""
+    a = [x for x in v if x is not None]
+    return float(np.mean(a)) if a else None

@@ -3,7 +3,6 @@ the final probe on all samples."""
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
@@ -14,8 +13,8 @@ from harness.errors import EvalAwareError
 from harness.store import Store
 
 from .activation_store import ActivationStore
-from .baselines import BASELINES, evaluate_baseline, human_baseline, shuffled_null
-from .cv import SCHEMES, auroc, bootstrap_auroc, make_splits, oof_scores
+from .baselines import BASELINES, _mean, evaluate_baseline, human_baseline, shuffled_null
+from .cv import SCHEMES, auroc_ci, make_splits, oof_scores
 from .data import ProbeData, probe_data
 from .models import PROBES, make_probe
 
@@ -60,7 +59,7 @@ class SweepResult:
     def best(self, pooling: str, probe: str = "logreg", scheme: str = "grouped") -> dict[str, Any]:
         """The row with the highest AUROC for (pooling, probe, scheme)."""
         cand = [r for r in self.rows if r["pooling"] == pooling and r["model"] == probe
-                and r["scheme"] == scheme and r["layer"] is not None and not math.isnan(r["auroc"])]
+                and r["scheme"] == scheme and r["layer"] is not None and r["auroc"] is not None]
         if not cand:
             raise EvalAwareError(f"no {probe}/{scheme} rows for pooling {pooling!r}")
         return max(cand, key=lambda r: (r["auroc"], -r["layer"]))
@@ -131,10 +130,9 @@ def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: Ev
             for layer in layers:
                 s, folds = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), X[layer],
                                       data.y, splits)
-                lo, hi = bootstrap_auroc(data.y, s, cfg.n_boot, cfg.seed)
                 out.rows.append(_row(pooling, layer, probe, scheme, data, {
-                    "auroc": auroc(data.y, s), "ci_lo": lo, "ci_hi": hi,
-                    "fold_auroc_mean": _nanmean(folds), "n_folds": len(splits)}))
+                    **auroc_ci(data.y, s, cfg.n_boot, cfg.seed),
+                    "fold_auroc_mean": _mean(folds), "n_folds": len(splits)}))
                 bar.update(1)
         bar.close()
         out.timing["probes_s"] += time.perf_counter() - t0
@@ -196,7 +194,3 @@ def oof_for(store: Store, capture: str, pooling: str, layer: int, probe: str = "
             fold[int(i)] = k
     return data, s, fold
 
-
-def _nanmean(v: Sequence[float]) -> float:
-    a = np.asarray(v, dtype=float)
-    return float(np.nanmean(a)) if np.isfinite(a).any() else float("nan")

@@ -152,3 +152,59 @@ def test_bootstrap_ci_brackets_estimate():
     p = np.clip(rng.normal(0.3 + 0.3 * y, 0.2), 0, 1)
     lo, hi = M.bootstrap_ci(M.roc_auc, [y, p], n=300, seed=0)
     assert lo < M.roc_auc(y, p) < hi and not math.isnan(lo)
+
+
+def test_roc_auc_rows_and_weighted_rows_equal_sklearn():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, (6, 40))
+    s = np.round(rng.normal(size=(6, 40)) + y, 1)  # with ties
+    got = M.roc_auc_rows(y, s)
+    assert got == pytest.approx([roc_auc_score(a, b) for a, b in zip(y, s)], abs=1e-12)
+    W = M.bootstrap_weights(40, 50, seed=3, groups=[i % 7 for i in range(40)])
+    wr = M.roc_auc_weighted_rows(y[0], s[0], W)
+    for w, v in zip(W, wr):
+        ref = M.roc_auc(y[0], s[0], weights=w)
+        assert (ref is None and np.isnan(v)) or v == pytest.approx(ref, abs=1e-12)
+    assert np.isnan(M.roc_auc_rows([[1, 1, 1]], [[0.1, 0.2, 0.3]])[0])
+
+
+def test_bootstrap_weights_draw_whole_groups():
+    groups = ["a"] * 3 + ["b"] * 2 + ["c"] * 4
+    W = M.bootstrap_weights(9, 200, seed=0, groups=groups)
+    assert W.shape == (200, 9)
+    for w in W:  # members of one group are drawn together
+        assert len(set(w[:3])) == 1 and len(set(w[3:5])) == 1 and len(set(w[5:])) == 1
+        assert w[0] + w[3] + w[5] == 3  # three groups drawn per resample
+    Ws = M.bootstrap_weights(9, 200, seed=0)
+    assert (Ws.sum(1) == 9).all() and any(len(set(w[:3])) > 1 for w in Ws)
+
+
+def _two_correlated_categories(n: int = 50) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Category A: every eval sample scores 0.9 and every deploy 0.1 (perfectly right);
+    category B: eval 0.2, deploy 0.8 (perfectly wrong). Samples of a category are copies."""
+    y = np.array([1] * n + [0] * n + [1] * n + [0] * n)
+    s = np.array([0.9] * n + [0.1] * n + [0.2] * n + [0.8] * n)
+    return y, s, ["A"] * (2 * n) + ["B"] * (2 * n)
+
+
+def test_category_bootstrap_wider_than_sample_bootstrap_on_correlated_categories():
+    y, s, cats = _two_correlated_categories()
+    assert M.roc_auc(y, s) == pytest.approx(0.75)
+    lo_s, hi_s = M.bootstrap_auroc(y, s, 1000, seed=0)
+    lo_c, hi_c = M.bootstrap_auroc(y, s, 1000, seed=0, groups=cats)
+    assert hi_s - lo_s < 0.2 and (lo_c, hi_c) == (0.0, 1.0)
+    acc = lambda yy, ss: float(np.mean((ss >= 0.5) == yy))  # noqa: E731
+    lo_s, hi_s = M.bootstrap_ci(acc, [y, s], 1000, seed=0)
+    lo_c, hi_c = M.bootstrap_ci(acc, [y, s], 1000, seed=0, groups=cats)
+    assert hi_s - lo_s < 0.2 and (lo_c, hi_c) == (0.0, 1.0)
+
+
+def test_category_and_sample_bootstrap_agree_on_independent_samples():
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 2, 400)
+    s = rng.normal(size=400) + 0.8 * y
+    cats = [f"c{i}" for i in rng.integers(0, 40, 400)]  # categories carry no structure
+    lo_s, hi_s = M.bootstrap_auroc(y, s, 2000, seed=0)
+    lo_c, hi_c = M.bootstrap_auroc(y, s, 2000, seed=1, groups=cats)
+    assert abs(lo_s - lo_c) < 0.02 and abs(hi_s - hi_c) < 0.02
+    assert abs((hi_c - lo_c) / (hi_s - lo_s) - 1) < 0.2
