@@ -4,7 +4,8 @@ Before believing any evaluation-awareness figure on a dataset, check what a mode
 the prompt's surface without any awareness. Each predictor below is trained and scored with
 grouped cross-validation (by category, or ``group_by``; held-out categories are never seen in
 training) and its pooled out-of-fold AUROC gets a bootstrap interval that resamples whole groups
-(samples of one source are correlated; resampling them one by one makes intervals too narrow).
+(samples of one source are correlated; resampling them one by one makes intervals too narrow;
+the bootstrap is harness.metrics.bootstrap_auroc with groups, the project's one bootstrap).
 
 Predictors (all on the text of the run's view: system prompt + first user message by default,
 as ``format_transcript`` writes it):
@@ -40,7 +41,6 @@ in training) it falls back to stratified random CV, and says so.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
@@ -49,7 +49,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from probes.baselines import char_tfidf_model, tfidf_model
-from probes.cv import auroc, bootstrap_auroc, make_splits, oof_scores
+from probes.cv import auroc_ci, make_splits, oof_scores
 from probes.data import meta_value
 
 from .errors import EvalAwareError
@@ -114,9 +114,9 @@ def _cue_model() -> LogisticRegression:
 class AuditRow:
     name: str
     description: str
-    auroc: float
-    ci_lo: float
-    ci_hi: float
+    auroc: float | None  # None: undefined (one class in the scores)
+    ci_lo: float | None
+    ci_hi: float | None
     share_eval: float | None = None  # indicators: share of eval samples with the cue
     share_deploy: float | None = None
 
@@ -139,7 +139,7 @@ class AuditResult:
     notes: list[str] = field(default_factory=list)
 
     def best(self) -> AuditRow | None:
-        ok = [r for r in self.rows if not math.isnan(r.auroc)]
+        ok = [r for r in self.rows if r.auroc is not None]
         return max(ok, key=lambda r: r.auroc) if ok else None
 
     def row(self, name: str) -> AuditRow:
@@ -150,7 +150,10 @@ class AuditResult:
 
     def table_rows(self) -> list[list[Any]]:
         return [[r.name, _fmt_ci(r), _pct(r.share_eval), _pct(r.share_deploy),
-                 "yes" if r.auroc >= self.threshold else "", r.description] for r in self.rows]
+                 "yes" if self.flagged(r) else "", r.description] for r in self.rows]
+
+    def flagged(self, r: AuditRow) -> bool:
+        return r.auroc is not None and r.auroc >= self.threshold
 
     def lines(self) -> list[str]:
         head = (f"{self.n} samples ({self.n_eval} eval, {self.n - self.n_eval} deploy), view "
@@ -162,7 +165,7 @@ class AuditResult:
         out.append(f"{'predictor':<{w}}  {'AUROC [95% CI]':<20} {'eval':>5} {'deploy':>6}")
         for r in self.rows:
             out.append(f"{r.name:<{w}}  {_fmt_ci(r):<20} {_pct(r.share_eval):>5} "
-                       f"{_pct(r.share_deploy):>6}" + ("  <- above threshold" if r.auroc >= self.threshold else ""))
+                       f"{_pct(r.share_deploy):>6}" + ("  <- above threshold" if self.flagged(r) else ""))
         out += [""] + [f"WARNING: {x}" for x in self.warnings] + [f"note: {x}" for x in self.notes]
         return out
 
@@ -172,9 +175,9 @@ def _pct(v: float | None) -> str:
 
 
 def _fmt_ci(r: AuditRow) -> str:
-    if math.isnan(r.auroc):
+    if r.auroc is None:
         return "–"
-    ci = "" if math.isnan(r.ci_lo) else f" [{r.ci_lo:.2f}, {r.ci_hi:.2f}]"
+    ci = "" if r.ci_lo is None else f" [{r.ci_lo:.2f}, {r.ci_hi:.2f}]"
     return f"{r.auroc:.3f}{ci}"
 
 
@@ -227,8 +230,7 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
     def add(name: str, description: str, make: Callable[[], Any], X: Any,
             indicator: np.ndarray | None = None) -> None:
         s, _ = oof_scores(make, X, y, splits)
-        lo, hi = bootstrap_auroc(y, s, n_boot=n_boot, seed=seed, groups=boot_groups)
-        row = AuditRow(name, description, auroc(y, s), lo, hi)
+        row = AuditRow(name, description, **auroc_ci(y, s, n_boot, seed, groups=boot_groups))
         if indicator is not None:
             row.share_eval = float(indicator[y == 1].mean())
             row.share_deploy = float(indicator[y == 0].mean())
@@ -246,7 +248,7 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
         indicator=cues.max(axis=1))
 
     for r in res.rows:
-        if r.auroc >= threshold:
+        if res.flagged(r):
             res.warnings.append(f"{r.name} separates the labels with AUROC {r.auroc:.3f} >= "
                                 f"{threshold:.2f} on surface alone: an awareness figure on this "
                                 f"dataset may measure this cue")

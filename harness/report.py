@@ -345,7 +345,7 @@ class ReportBuilder:
             for m, s in summaries + self._human_row(r):
                 diff = None if s["auroc"] is None else s["auroc"] - best.auroc
                 rows.append([r.label, m, _ci(s["auroc"], s["auroc_ci"]), best.name,
-                             _ci(best.auroc, (best.ci_lo, best.ci_hi)),
+                             _ci(best.auroc, None if best.ci_lo is None else (best.ci_lo, best.ci_hi)),
                              "–" if diff is None else f"{diff:+.3f}"])
         if rows:
             d.table(["model", "method", "AUROC [95% CI]", "best surface predictor",
