@@ -40,7 +40,8 @@ def train_and_save(store: Store, capture: str, pooling: str, layer: int | str, o
         raise EvalAwareError(f"{store.run_dir}: no capture named {capture!r}")
     selection = "given"
     if layer == "best":
-        selection = "best grouped-CV AUROC (optimistic: chosen on the same folds)"
+        selection = ("best grouped-CV AUROC (optimistic: chosen on the same folds; "
+                     "`probes eval` gives its max-over-layers null)")
         sweep = evaluate(store, capture, EvalConfig(**{**asdict(cfg), "poolings": [pooling],
                                                        "probes": (probe,), "schemes": ("grouped",),
                                                        "baselines": (), "n_boot": 0}),
@@ -114,14 +115,16 @@ def apply_probe(probe: LinearProbe, store: Store, capture: str = "default",
 
 def write_oof_records(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",
                       scheme: str = "grouped", cfg: EvalConfig | None = None,
-                      method: str = "probe") -> int:
+                      method: str = "probe", selection: dict[str, Any] | None = None) -> int:
     """Out-of-fold scores of one probe configuration as method records (honest: every sample is
-    scored by a probe that did not see it, nor its group under grouped CV)."""
+    scored by a probe that did not see it, nor its group under grouped CV). `selection` (how the
+    layer was chosen, and its null) goes into every record's details."""
     cfg = cfg or EvalConfig()
     data, dec, fold = oof_for(store, capture, pooling, layer, probe, scheme, cfg)
     proba = 1.0 / (1.0 + np.exp(-dec))
     details = {"probe": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,
-               "capture": capture, "scores": f"out-of-fold ({scheme} CV)", "cv": scheme}
+               "capture": capture, "scores": f"out-of-fold ({scheme} CV)", "cv": scheme,
+               **(selection or {"layer_selection": "given"})}
     recs = probe_records(store, data.ids, proba, dec, details,
                          per_sample=[{"fold": f} for f in fold], method=method)
     return write_records(store, recs, method)

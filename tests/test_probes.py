@@ -241,7 +241,11 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     d = run / "probes" / "default"
     assert (d / "auroc_by_layer.png").stat().st_size > 1000 and (d / "eval.csv").exists()
     assert "LEAKY" in out.output and "tfidf" in out.output
-    assert len(Store(run, create=False).results("probe")) == 24
+    recs = Store(run, create=False).results("probe")
+    assert len(recs) == 24 and "tfidf_char" in out.output and "best-layer null p=" in out.output
+    det = recs[0]["details"]
+    assert det["layer_selection"].startswith("best of ") and det["selection_n_perm"] == 2
+    assert 0 < det["selection_p"] <= 1
     out = r.invoke(cli, ["probes", "train", "--run", str(run), "--pooling", "mean_prompt",
                          "--layer", "1", "--out", str(tmp_path / "p"), "--n-boot", "50"])
     assert out.exit_code == 0, out.output + repr(out.exception)
@@ -293,7 +297,7 @@ def test_label_pure_folds_do_not_bias_uninformative_features():
 
 
 def test_group_level_permutation_keeps_groups_pure():
-    from probes.baselines import permute_labels
+    from probes.selection import permute_labels
 
     groups = [f"c{i // 4}" for i in range(40)]
     y = np.array([int((i // 4) % 2 == 0) for i in range(40)])
@@ -302,5 +306,5 @@ def test_group_level_permutation_keeps_groups_pure():
         yp = permute_labels(y, rng, groups)
         assert all(len({yp[i] for i in range(40) if groups[i] == g}) == 1 for g in set(groups))
         assert yp.sum() == y.sum()
-    mixed = permute_labels(y, rng, ["a"] * 40)  # impure groups: plain permutation
+    mixed = permute_labels(y, rng, ["a"] * 40)  # a mixed group: shuffled within itself
     assert sorted(mixed.tolist()) == sorted(y.tolist())
