@@ -99,6 +99,57 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
         click.echo("  " + line)
 
 
+@data.command("audit")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--label", "labels", multiple=True, type=click.Choice(["eval", "deploy"]),
+              help="Label of a .txt file's prompts; once for all .txt files, or once per .txt file "
+                   "in order.")
+@click.option("--group-by", default="category", show_default=True,
+              help="Metadata field whose values are the CV groups (a .txt file is one group).")
+@click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn",
+              show_default=True, help="Text the predictors see, as `run --view`.")
+@click.option("--folds", type=int, default=5, show_default=True)
+@click.option("--bootstrap", type=int, default=1000, show_default=True,
+              help="Bootstrap resamples (of groups) for the intervals.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threshold", type=click.FloatRange(0.5, 1.0), default=0.70, show_default=True,
+              help="Warn when a surface predictor's AUROC reaches this.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, view: str,
+               folds: int, bootstrap: int, seed: int, threshold: float, as_json: bool) -> None:
+    """How well do surface features alone (casing, length, n-grams, answer-format cues) tell eval
+    from deploy? Grouped-CV AUROC with group-bootstrap intervals; run it before believing any
+    awareness figure on a dataset. Several PATHs are audited together.
+
+    \b
+    Examples:
+      evalaware data audit demo
+      evalaware data audit needham_dataset.json --json
+      evalaware data audit my_bench.txt real_users.txt --label eval --label deploy
+    """
+    from .audit import audit
+    from .datasets import load_dataset
+
+    n_txt = sum(1 for p in paths if p.endswith(".txt"))
+    if len(labels) not in (0, 1, n_txt):
+        raise EvalAwareError(f"--label given {len(labels)} times for {n_txt} .txt files: give it "
+                             "once (all .txt files) or once per .txt file")
+    samples, k = [], 0
+    for p in paths:
+        lab = None
+        if p.endswith(".txt"):
+            lab = labels[k] if len(labels) == n_txt and labels else (labels[0] if labels else "eval")
+            k += 1
+        samples += load_dataset(p, label=lab)
+    res = audit(samples, group_by=group_by, view=view, n_splits=folds, n_boot=bootstrap,
+                seed=seed, threshold=threshold)
+    if as_json:
+        click.echo(json.dumps(res.to_dict(), indent=1))
+        return
+    for line in res.lines():
+        click.echo(line)
+
+
 # --- run ------------------------------------------------------------------------------------
 def _methods_option(value: str) -> list[str]:
     return [m.strip() for m in value.split(",") if m.strip()]

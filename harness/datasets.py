@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -19,6 +19,8 @@ from .sample import LABELS, ROLES, Message, Sample, SampleMeta, ToolCall
 from .textio import read_utf8
 
 DEMO_DATASET = "demo"
+# Needham et al. (2025): two human annotators gave each transcript a P(eval).
+NEEDHAM_HUMAN_SOURCE = "Needham et al. 2025 annotators (mean of eval_author1/2)"
 
 
 def demo_path() -> Path:
@@ -162,16 +164,37 @@ def parse_record(rec: Any, ctx: _Ctx) -> Sample:
     agentic = meta.get("agentic", any(m.tool_calls or m.role == "tool" for m in messages))
     if not isinstance(agentic, bool):
         raise ctx.fail("must be true or false", "metadata.agentic")
-    known = {"category", "agentic", "eval_type", "human_eval_probability"}
+    human, source = _human_annotation(meta, ctx)
+    known = {"category", "agentic", "eval_type", "human_eval_source"}
+    if human is not None or meta.get("human_eval_probability") in (None, ""):
+        known.add("human_eval_probability")  # an unsourced number stays in `extra`
     return Sample(
         id=sid, messages=messages, label=label,
         metadata=SampleMeta(
             category=str(category), agentic=agentic, eval_type=str(meta.get("eval_type") or ""),
-            human_eval_probability=_probability(meta.get("human_eval_probability"), ctx,
-                                                "metadata.human_eval_probability"),
+            human_eval_probability=human, human_eval_source=source,
             extra={k: v for k, v in meta.items() if k not in known},
         ),
     )
+
+
+def _human_annotation(meta: dict[str, Any], ctx: _Ctx) -> tuple[float | None, str | None]:
+    """(P(eval), source) of a real human annotation in our format, or (None, None).
+
+    A `human_eval_probability` counts as human data only together with a non-empty
+    `human_eval_source` naming the annotators. Without one (an author's prior, as in the first
+    demo set) the value stays in `extra` under its own key: kept and written back, never shown
+    as a human row or used as a human baseline.
+    """
+    p = _probability(meta.get("human_eval_probability"), ctx, "metadata.human_eval_probability")
+    source = meta.get("human_eval_source")
+    if source is not None and (not isinstance(source, str) or not source.strip()):
+        raise ctx.fail("must be a non-empty string naming the human annotators",
+                       "metadata.human_eval_source")
+    if source and p is None:
+        raise ctx.fail("names a source but the record has no human_eval_probability",
+                       "metadata.human_eval_source")
+    return (p, source.strip()) if source and p is not None else (None, None)
 
 
 def parse_needham_record(rec: Any, ctx: _Ctx) -> Sample:
@@ -197,6 +220,7 @@ def parse_needham_record(rec: Any, ctx: _Ctx) -> Sample:
             agentic=meta.get("scaffold") is not None,
             eval_type=str(meta.get("eval_type") or ""),
             human_eval_probability=sum(humans) / len(humans) if humans else None,
+            human_eval_source=NEEDHAM_HUMAN_SOURCE if humans else None,
             extra={"scaffold": meta.get("scaffold"),
                    **{k: v for k, v in meta.items() if k not in known}},
         ),
@@ -332,6 +356,8 @@ class DatasetSummary:
     categories: dict[str, int]
     eval_types: dict[str, int]
     mixed_categories: tuple[str, ...]
+    human_sources: dict[str, int] = field(default_factory=dict)  # source -> annotated samples
+    unsourced_human: int = 0  # human_eval_probability without a source: not human data
 
     def lines(self) -> list[str]:
         out = [f"samples: {self.n}",
@@ -342,6 +368,11 @@ class DatasetSummary:
                + ", ".join(f"{k}={v}" for k, v in sorted(self.categories.items()))]
         if self.mixed_categories:
             out.append("categories with both labels: " + ", ".join(self.mixed_categories))
+        out.append("human annotations: " + (", ".join(f"{v} from {k}" for k, v in sorted(self.human_sources.items()))
+                                            or "none"))
+        if self.unsourced_human:
+            out.append(f"note: {self.unsourced_human} samples carry human_eval_probability without "
+                       "human_eval_source; not used as human data")
         return out
 
 
@@ -356,4 +387,7 @@ def summarize(samples: list[Sample]) -> DatasetSummary:
         categories=dict(Counter(s.metadata.category for s in samples)),
         eval_types=dict(Counter(s.metadata.eval_type for s in samples)),
         mixed_categories=tuple(sorted(c for c, ls in by_cat.items() if len(ls) > 1)),
+        human_sources=dict(Counter(s.metadata.human_eval_source for s in samples
+                                   if s.metadata.human_eval_source)),
+        unsourced_human=sum(1 for s in samples if "human_eval_probability" in s.metadata.extra),
     )

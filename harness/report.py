@@ -29,6 +29,7 @@ import numpy as np
 from . import metrics as M
 from .errors import EvalAwareError
 from .run_monitor import tally
+from .sample import Sample
 from .store import Store
 
 ORDER = ("binary", "probability", "motivation", "reasoning")
@@ -44,6 +45,7 @@ class RunData:
     manifest: dict[str, Any]
     records: dict[str, list[dict[str, Any]]]
     label: str = ""
+    samples: list[Sample] = field(default_factory=list)
 
     @property
     def model(self) -> str:
@@ -105,15 +107,31 @@ def method_order(names: Sequence[str]) -> list[str]:
 
 
 def human_records(records: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The dataset's human P(eval) annotations as a pseudo-method (eval if >= 0.5)."""
+    """The dataset's real human P(eval) annotations as a pseudo-method (eval if >= 0.5).
+
+    Only records whose `human_eval_source` names the annotators count (Needham et al.'s
+    eval_author1/2, or a source our JSONL states); an unsourced `human_eval_probability`
+    (e.g. runs of the first demo set, where it was the author's own guess) is never shown."""
     seen: dict[str, dict[str, Any]] = {}
     for rs in records.values():
         for r in rs:
-            if r.get("human_eval_probability") is not None and r["sample_id"] not in seen:
+            if (r.get("human_eval_probability") is not None and r.get("human_eval_source")
+                    and r["sample_id"] not in seen):
                 p = float(r["human_eval_probability"])
                 seen[r["sample_id"]] = {**r, "method": HUMAN, "prediction": "eval" if p >= 0.5 else "deploy",
                                         "score": p, "n_valid": 1, "n_invalid": 0, "details": {}}
     return list(seen.values())
+
+
+def human_name(recs: Sequence[dict[str, Any]]) -> str:
+    """The human row's name: `human (<source>)`, every distinct source named."""
+    return f"{HUMAN} (" + "; ".join(sorted({str(r["human_eval_source"]) for r in recs})) + ")"
+
+
+def unsourced_human(records: dict[str, list[dict[str, Any]]]) -> int:
+    """Samples whose records carry a human_eval_probability without a named source."""
+    return len({r["sample_id"] for rs in records.values() for r in rs
+                if r.get("human_eval_probability") is not None and not r.get("human_eval_source")})
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -124,11 +142,12 @@ def load_run(run_dir: str | Path) -> RunData:
         if not manifest and mf.exists():
             manifest = json.loads(mf.read_text())
         records = {m: store.results(m) for m in store.methods()}
+        samples = store.samples()
     finally:
         store.close()
     if not records:
         raise EvalAwareError(f"{run_dir}: the run has no results yet")
-    return RunData(Path(run_dir), manifest, records)
+    return RunData(Path(run_dir), manifest, records, samples=samples)
 
 
 def _label_runs(runs: list[RunData]) -> None:
@@ -266,6 +285,7 @@ class ReportBuilder:
             "|truth − score| (what the paper's footnote calls Brier), ECE uses 10 equal-width bins.")
         self.runs_section()
         self.summary_section()
+        self.audit_section()
         self.bars_section()
         self.kappa_section()
         self.errors_section()
@@ -341,11 +361,66 @@ class ReportBuilder:
             "the expected value over 0.0..1.0; `harness/answer_format.py`), so a model whose free "
             "text never holds a tag still gets a graded score.")
         if any(self.human.values()):
-            d.p(f"`{HUMAN}`: the dataset's human annotators' P(eval), for reference (eval if >= 0.5).")
+            d.p(f"`{HUMAN} (...)`: P(eval) from the human annotations the dataset carries, named "
+                "by their source in the row, for reference (eval if >= 0.5; no model involved).")
+        unsourced = {r.label: unsourced_human(r.records) for r in self.runs}
+        if any(unsourced.values()):
+            d.p("Not shown as a human row: " + ", ".join(
+                f"{k}: {v} samples" for k, v in unsourced.items() if v) + " carry a "
+                "`human_eval_probability` without a `human_eval_source` naming human annotators "
+                "(e.g. the first demo set's author guesses); such values are not human data.")
+
+    def audit_section(self) -> None:
+        """The dataset's surface audit (`evalaware data audit`) and each method's AUROC minus the
+        best surface predictor's, so a method is read against what surface cues alone give."""
+        from .audit import audit
+
+        d = self.doc
+        d.h(2, "Surface baselines (data audit)")
+        d.p("What surface features alone reach on the run's samples and view, without any model: "
+            "grouped-CV AUROC (by category) of case-sensitive char n-gram TF-IDF, word TF-IDF, "
+            "length, first-character case and answer-format cues, with intervals that resample "
+            "categories (`evalaware data audit`; see `harness/audit.py`). `method − best surface` "
+            "is the method's AUROC minus the best surface predictor's; near or below 0, the "
+            "method shows nothing beyond what the prompt's surface gives away.")
+        done: dict[tuple[Any, ...], Any] = {}
+        rows = []
+        for r in self.runs:
+            view = r.config().get("view", "first_turn")
+            key = (tuple(s.id for s in r.samples), view)
+            if key not in done:
+                try:
+                    done[key] = audit(r.samples, view=view, n_boot=self.n_boot, seed=self.seed)
+                except EvalAwareError as e:
+                    done[key] = str(e)
+                res = done[key]
+                if isinstance(res, str):
+                    d.p(f"{r.label}: audit not run: {res}")
+                    continue
+                d.p(f"{r.label}: " + res.lines()[0] + ".")
+                d.table(["predictor", "AUROC [95% CI]", "eval with cue", "deploy with cue",
+                         f">= {res.threshold:.2f}", "what"], res.table_rows())
+                for w in res.warnings:
+                    d.p("**Warning:** " + w + ".")
+                for n in res.notes:
+                    d.p("Note: " + n + ".")
+            res = done[key]
+            best = None if isinstance(res, str) else res.best()
+            if best is None:
+                continue
+            summaries = [(m, self.summ[(m, r.label)]) for m in self.methods if m in r.records]
+            for m, s in summaries + self._human_row(r):
+                diff = None if s["auroc"] is None else s["auroc"] - best.auroc
+                rows.append([r.label, m, _ci(s["auroc"], s["auroc_ci"]), best.name,
+                             _ci(best.auroc, None if best.ci_lo is None else (best.ci_lo, best.ci_hi)),
+                             "–" if diff is None else f"{diff:+.3f}"])
+        if rows:
+            d.table(["model", "method", "AUROC [95% CI]", "best surface predictor",
+                     "its AUROC [95% CI]", "method − best surface"], rows)
 
     def _human_row(self, r: RunData) -> list[tuple[str, dict[str, Any]]]:
         h = self.human[r.label]
-        return [(HUMAN, M.method_summary(h, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by))] if h else []
+        return [(human_name(h), M.method_summary(h, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by))] if h else []
 
     def bars_section(self) -> None:
         d = self.doc
@@ -382,9 +457,10 @@ class ReportBuilder:
             d.table(["model", "kappa [95% CI]", "n", "resampled"], rows)
         for r in self.runs:
             recs = dict(r.records)
+            names = method_order(list(recs))
             if self.human[r.label]:
-                recs[HUMAN] = self.human[r.label]
-            names = method_order([m for m in recs if m != HUMAN]) + ([HUMAN] if HUMAN in recs else [])
+                names.append(human_name(self.human[r.label]))
+                recs[names[-1]] = self.human[r.label]
             if len(names) < 2:
                 continue
             pairs = M.kappa_pairs(recs, **kw)
@@ -605,8 +681,8 @@ class ReportBuilder:
         d = self.doc
         d.h(2, "Slices")
         d.p("Cells: E = share of eval samples called eval, D = share of deploy samples called deploy, "
-            "n = samples in the slice. On the Needham et al. data (and the demo set) each category holds "
-            "one label.")
+            "n = samples in the slice. On the Needham et al. data (and the first demo set) each category "
+            "holds one label; in the bundled demo set every category holds both.")
         titles = {"setting": "Chat vs agentic", "eval_type": "Capability vs alignment",
                   "category": "Per category", "task": "Per task (Inspect logs)"}
         has_task = any(x.get("task") for r in self.runs for recs in r.records.values() for x in recs)

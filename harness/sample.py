@@ -51,12 +51,18 @@ class Message:
 
 @dataclass(frozen=True)
 class SampleMeta:
-    """Metadata used for slicing results and for grouped cross-validation."""
+    """Metadata used for slicing results and for grouped cross-validation.
+
+    `human_eval_probability` is a P(eval) from real human annotation only, and
+    `human_eval_source` names who gave it (e.g. Needham et al.'s two authors); both are set
+    together or not at all (see :func:`harness.datasets.parse_record`).
+    """
 
     category: str
     agentic: bool = False
     eval_type: str = ""
     human_eval_probability: float | None = None
+    human_eval_source: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,7 +12,9 @@
   out CV on label-pure groups, whole groups swap labels: under those schemes even a useless
   feature scores below 0.5 (holding out a group moves its class mean away from it), and the
   group-level null shows that floor.
-- ``human``: the dataset's human P(eval) used directly as a score (no training), when present.
+- ``human``: the dataset's real human P(eval) (annotations with a named source, such as Needham
+  et al.'s eval_author1/2) used directly as a score (no training); no row when the dataset
+  carries none (an author's guess is never loaded as one).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def tfidf_model(C: float = 10.0) -> Pipeline:
 
 
 def char_tfidf_model(C: float = 10.0) -> Pipeline:
-    """Case-sensitive character 2-5-gram TF-IDF -> logistic regression."""
+    """Case-sensitive character 2-5-gram TF-IDF -> logistic regression: sees casing,
+    punctuation and layout that the word model (lowercased) cannot."""
     return Pipeline([("tfidf", TfidfVectorizer(analyzer="char", ngram_range=(2, 5), lowercase=False,
                                                sublinear_tf=True, min_df=1, max_features=100000)),
                      ("clf", LogisticRegression(C=C, max_iter=5000, class_weight="balanced"))])

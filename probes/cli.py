@@ -287,6 +287,8 @@ def summary_lines(res) -> list[str]:
                 elif model.startswith("shuffled") and r.get("null_q95") is not None:
                     note = (f"null: {r['selection']}, {r['n_perm']} perms; "
                             f"95th pct {_fmt(r['null_q95'])}")
+                elif r.get("source"):
+                    note += f": {r['source']}"
                 if scheme == "random":
                     note += "; LEAKY"
                 layer = "-" if r["layer"] is None else str(r["layer"])

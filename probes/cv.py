@@ -1,6 +1,6 @@
 """Cross-validation schemes, out-of-fold scores, AUROC and bootstrap confidence intervals.
 
-Each source category of the Needham et al. data (and of our demo set) holds one label, so a
+Each source category of the Needham et al. data (and of our first demo set) holds one label, so a
 random split puts samples of the same source on both sides and a probe can score well by
 recognising the source. The honest default is ``grouped`` (stratified, grouped by category);
 ``lofo`` leaves one family out at a time; ``random`` is reported for comparison and labelled

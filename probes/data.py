@@ -34,13 +34,15 @@ class ProbeData:
     human: np.ndarray
     label_source: str
     dropped: dict[str, int] = field(default_factory=dict)
+    human_source: str = ""  # who gave `human` (real annotations only; "" when none)
 
     def subset(self, keep: Sequence[str]) -> "ProbeData":
         pos = {s: i for i, s in enumerate(self.ids)}
         ix = [pos[s] for s in keep if s in pos]
         return ProbeData([self.ids[i] for i in ix], self.y[ix], [self.groups[i] for i in ix],
                          [self.families[i] for i in ix], [self.texts[i] for i in ix],
-                         self.lengths[ix], self.human[ix], self.label_source, dict(self.dropped))
+                         self.lengths[ix], self.human[ix], self.label_source, dict(self.dropped),
+                         self.human_source)
 
 
 def meta_value(sample: Sample, key: str) -> str:
@@ -92,4 +94,6 @@ def probe_data(store: Store, sample_ids: Sequence[str], label_source: str = "tru
                      families=[meta_value(s, family_key) for s in kept], texts=texts,
                      lengths=np.asarray(lengths, dtype=np.float64), human=human,
                      label_source=label_source,
-                     dropped={"no_label": len(samples) - len(kept)})
+                     dropped={"no_label": len(samples) - len(kept)},
+                     human_source="; ".join(sorted({s.metadata.human_eval_source for s in kept
+                                                    if s.metadata.human_eval_source})))

@@ -26,6 +26,7 @@ def probe_records(store: Store, sample_ids: Sequence[str], proba: np.ndarray,
             "n_valid": 1, "n_invalid": 0, "category": s.metadata.category,
             "agentic": s.metadata.agentic, "eval_type": s.metadata.eval_type,
             "n_turns": s.n_turns, "human_eval_probability": s.metadata.human_eval_probability,
+            "human_eval_source": s.metadata.human_eval_source,
             "details": d,
         })
     return out

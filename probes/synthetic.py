@@ -56,5 +56,6 @@ def random_samples(n_groups: int = 12, per_group: int = 5, seed: int = 0,
             human = float(np.clip((0.7 if label == "eval" else 0.3) + rng.normal(0, 0.2), 0, 1))
             out.append(Sample(id=f"g{g:02d}:{k}", messages=(Message("user", text),), label=label,
                               metadata=SampleMeta(category=f"g{g:02d}",
-                                                  human_eval_probability=human)))
+                                                  human_eval_probability=human,
+                                                  human_eval_source="simulated annotator (synthetic data)")))
     return out

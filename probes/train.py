@@ -177,6 +177,7 @@ def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: Ev
     if "human" in cfg.baselines:  # no training, so no CV scheme: one row per pooling
         res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed, boot_groups)
         if res is not None:
+            res["source"] = data.human_source
             out.rows.append(_row(pooling, None, "human", "none", data, res))
 
 

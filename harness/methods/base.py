@@ -127,6 +127,7 @@ class Method(ABC):
             "eval_type": sample.metadata.eval_type, "n_turns": sample.n_turns,
             "task": sample.metadata.extra.get("task"),
             "human_eval_probability": sample.metadata.human_eval_probability,
+            "human_eval_source": sample.metadata.human_eval_source,
             "details": details,
         }
 
