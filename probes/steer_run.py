@@ -126,11 +126,16 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
             "model_identity": backend.identity,
             "conditions": [{"name": c.name, "control": c.control, "alpha": c.alpha} for c in conds]}
     old = out / PLAN_FILE
-    if old.exists():
+    if old.exists():  # a later call may add alphas or methods; nothing else may change
         prev = json.loads(old.read_text())
         for k in ("vector_sha256", "layers", "positions", "random_seed", "samples"):
             if prev.get(k) != json.loads(json.dumps(plan[k])):
                 raise EvalAwareError(f"{out}: made with a different {k}; use a new --out")
+        known = {c["name"]: c for c in prev["conditions"] + plan["conditions"]}
+        plan["conditions"] = list(known.values())
+        plan["alphas"] = sorted(set(prev["alphas"]) | set(plan["alphas"]))
+        plan["methods"] = list(dict.fromkeys(prev["methods"] + plan["methods"]))
+    plan["conditions"].sort(key=lambda c: (c["control"] != "none", c["alpha"], c["control"]))
     old.write_text(json.dumps(plan, indent=1, sort_keys=True))
     steered = {c.name: steering_for(vec, c, layers, positions, seed) for c in conds}
     for s in steered.values():  # refuse bad layers / positions before any work

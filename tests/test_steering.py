@@ -252,7 +252,7 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=run, progress=False)
     plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **kw)
     names = [c["name"] for c in plan["conditions"]]
-    assert names == ["unsteered_0", "vector_-0.5", "random_-0.5", "vector_+0.5", "random_+0.5"]
+    assert names == ["unsteered_0", "random_-0.5", "vector_-0.5", "random_+0.5", "vector_+0.5"]
     ident = {n: Store(out / n, create=False).get_meta("model_identity") for n in names}
     assert ident["unsteered_0"] == hf_tiny4.identity
     assert len({json.dumps(v, sort_keys=True) for v in ident.values()}) == len(names)
@@ -272,6 +272,10 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     md = (rd / "steering.md").read_text()
     assert "logprob_question" in md and "random" in md and "neutral perplexity" in md
     assert (rd / "dose_response_logprob_question.png").stat().st_size > 1000
+    # a later call adds alphas to the same directory
+    plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **{**kw, "alphas": [1.0]})
+    assert [c["name"] for c in plan["conditions"]][-2:] == ["random_+1", "vector_+1"]
+    assert len(plan["conditions"]) == 7 and plan["alphas"] == [-0.5, 0.0, 0.5, 1.0]
     # a different layer set in the same directory is refused
     with pytest.raises(EvalAwareError, match="different layers"):
         steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **{**kw, "layers": [1]})
