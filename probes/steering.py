@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from harness.errors import EvalAwareError
 
@@ -107,19 +107,10 @@ class SteeringVector:
 
 def load_vector(path: str | Path) -> SteeringVector:
     """Load a vector directory (or either of its files)."""
-    p = Path(path)
-    d = p if p.is_dir() else p.parent
-    meta_file, tensor_file = d / "vector.json", d / "vector.safetensors"
-    for f in (meta_file, tensor_file):
-        if not f.exists():
-            raise EvalAwareError(f"{d}: not a steering vector directory (missing {f.name})")
-    try:
-        meta = json.loads(meta_file.read_text())
-    except json.JSONDecodeError as e:
-        raise EvalAwareError(f"{meta_file}: invalid JSON ({e})") from e
-    if meta.get("format") != FORMAT:
-        raise EvalAwareError(f"{meta_file}: format {meta.get('format')!r}, expected {FORMAT!r}")
-    t = load_file(str(tensor_file))
+    from .io import read_tensor_dir
+
+    d, meta, t = read_tensor_dir(path, "vector", FORMAT, "steering vector")
+    tensor_file = d / "vector.safetensors"
     layers = [int(l) for l in meta["layers"]]
     missing = [l for l in layers if f"direction/{l}" not in t]
     if missing:
