@@ -1,7 +1,8 @@
 """`evalaware steer report`: dose-response of every method against alpha, vector vs random.
 
 Per method and condition: mean P(eval) (record ``score``) and the share of decided samples
-called eval, each with a 95% bootstrap interval (:func:`harness.metrics.bootstrap_ci`), and the
+called eval, each with a 95% bootstrap interval that resamples whole categories (samples of one
+category are not independent; :func:`harness.metrics.bootstrap_ci` over per-category sums), and the
 paired change in P(eval) against the unsteered condition on the same samples (with its interval:
 the comparison that matters, since between-sample spread dwarfs a steering effect). The sanity
 column is the perplexity of a fixed neutral text under the same condition.
@@ -22,11 +23,27 @@ from harness.store import Store
 from .steer_run import PLAN_FILE
 
 
-def _mean_ci(values: Sequence[float], n_boot: int, seed: int) -> tuple[float | None, Any]:
-    v = np.asarray([x for x in values if x is not None], dtype=float)
-    if len(v) == 0:
+def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str], n_boot: int,
+             seed: int) -> tuple[float | None, Any]:
+    """Mean of the (sample id, value) pairs with a 95% bootstrap interval that resamples whole
+    clusters (the samples' categories): per-cluster sums and counts are the rows that
+    :func:`harness.metrics.bootstrap_ci` resamples, and the statistic is sum / count."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for sid, v in values:
+        if v is None:
+            continue
+        g = groups.get(sid, sid)
+        sums[g] = sums.get(g, 0.0) + float(v)
+        counts[g] = counts.get(g, 0) + 1
+    if not counts:
         return None, None
-    return float(v.mean()), bootstrap_ci(lambda a: float(a.mean()), [v], n=n_boot, seed=seed)
+    keys = sorted(counts)
+    S = np.array([sums[k] for k in keys])
+    C = np.array([counts[k] for k in keys], dtype=float)
+    ci = bootstrap_ci(lambda a, b: float(a.sum() / b.sum()), [S, C], n=n_boot, seed=seed) \
+        if len(keys) > 1 else None
+    return float(S.sum() / C.sum()), ci
 
 
 def load_conditions(out: str | Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -44,6 +61,7 @@ def load_conditions(out: str | Path) -> tuple[dict[str, Any], dict[str, dict[str
         st = Store(run, create=False)
         try:
             data[c["name"]] = {**c, "records": {m: st.results(m) for m in st.methods()},
+                               "groups": {x.id: x.metadata.category for x in st.samples()},
                                "sanity": (st.get_meta("steering") or {}).get("sanity")}
         finally:
             st.close()
@@ -64,12 +82,14 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
             recs = c["records"].get(m, [])
             if not recs:
                 continue
-            p, p_ci = _mean_ci([r.get("score") for r in recs], n_boot, seed)
-            decided = [r["prediction"] == "eval" for r in recs if r.get("prediction") in ("eval", "deploy")]
-            s, s_ci = _mean_ci([float(x) for x in decided], n_boot, seed)
-            diffs = [r["score"] - base_scores[r["sample_id"]] for r in recs
+            groups = c["groups"]
+            p, p_ci = _mean_ci([(r["sample_id"], r.get("score")) for r in recs], groups, n_boot, seed)
+            decided = [(r["sample_id"], float(r["prediction"] == "eval")) for r in recs
+                       if r.get("prediction") in ("eval", "deploy")]
+            s, s_ci = _mean_ci(decided, groups, n_boot, seed)
+            diffs = [(r["sample_id"], r["score"] - base_scores[r["sample_id"]]) for r in recs
                      if r.get("score") is not None and base_scores.get(r["sample_id"]) is not None]
-            dl, dl_ci = _mean_ci(diffs, n_boot, seed) if c["control"] != "none" else (0.0, None)
+            dl, dl_ci = _mean_ci(diffs, groups, n_boot, seed) if c["control"] != "none" else (0.0, None)
             rows.append({"condition": name, "control": c["control"], "alpha": c["alpha"],
                          "n": len(recs), "n_scored": sum(r.get("score") is not None for r in recs),
                          "p_eval": p, "p_eval_ci": p_ci, "share_eval": s, "share_eval_ci": s_ci,
@@ -108,7 +128,7 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
           f"({', '.join(f'{l}: {float(v):.1f}' for l, v in plan['norms'].items())}); positions "
           f"{plan['positions']}; random control: Gaussian direction per layer, seed "
           f"{plan['random_seed']}, same norm. {len(plan['samples'])} samples. Intervals: 95% "
-          f"bootstrap over samples ({n_boot} resamples); delta = paired change in P(eval) against "
+          f"bootstrap over categories (clusters; {n_boot} resamples); delta = paired change in P(eval) against "
           f"alpha = 0 on the same samples.")
     for m, rows in res["methods"].items():
         doc.h(2, m)
@@ -124,7 +144,7 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
                    [(f"{m}: mean P(eval)", "P(eval)", _series(rows, "p_eval")),
                     (f"{m}: share called eval", "share", _series(rows, "share_eval"))], sanity)
         doc.fig(fig, f"{m}: P(eval) and share called eval against alpha, steering vector vs "
-                     f"random direction of the same norm (95% bootstrap CIs); right: perplexity "
+                     f"random direction of the same norm (95% category-bootstrap CIs); right: perplexity "
                      f"of a fixed neutral text.")
     (rd / "steering.md").write_text(doc.markdown())
     (rd / "steering.html").write_text(doc.html("Steering dose-response"))

@@ -298,3 +298,21 @@ def test_cli_refuses_openai_before_any_engine(tmp_path, planted_run):
 
     with pytest.raises(BackendError, match="cannot steer"):
         Backend.check_steering(type("B", (), {"kind": "openai"})(), Steering({1: np.ones(4)}))
+
+
+def test_report_intervals_resample_whole_categories():
+    """Eight categories whose samples share their value: the cluster bootstrap is wider than a
+    sample bootstrap would be (which treats 40 copies as independent), and a single category
+    gives no interval at all."""
+    from probes.steer_report import _mean_ci
+
+    rng = np.random.default_rng(0)
+    level = rng.uniform(0, 1, 8)
+    values = [(f"s{g}:{k}", float(level[g])) for g in range(8) for k in range(5)]
+    clustered = {sid: sid.split(":")[0] for sid, _ in values}
+    alone = {sid: sid for sid, _ in values}
+    m, ci = _mean_ci(values, clustered, 500, 0)
+    m2, ci2 = _mean_ci(values, alone, 500, 0)
+    assert m == pytest.approx(level.mean()) and m2 == pytest.approx(m)
+    assert (ci[1] - ci[0]) > 1.5 * (ci2[1] - ci2[0])
+    assert _mean_ci(values[:5], clustered, 500, 0)[1] is None
