@@ -249,8 +249,18 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     vec = build_from_run(run, tmp_path / "vec", capture="default")
     held = [s for s in samples if s.id in set(vec.meta["heldout_ids"])][:6]
     out = tmp_path / "steer"
-    kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=run, progress=False)
+    from harness.runner import run_methods
+
+    plain = tmp_path / "plain"  # an ordinary unsteered run of the same samples and method
+    run_methods(held, ["logprob_question"], hf_tiny4, plain, progress=False)
+    kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=plain, progress=False)
     plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **kw)
+    # alpha = 0 reused the plain run's cache: no model call, identical records
+    man = Store(out / "unsteered_0", create=False).get_meta("manifest")
+    assert man["calls"]["model_calls"] == {} and man["calls"]["cache_hits"]
+    strip = lambda recs: [{k: v for k, v in r.items() if k != "created"} for r in recs]  # noqa: E731
+    assert strip(Store(out / "unsteered_0", create=False).results()) == \
+        strip(Store(plain, create=False).results())
     names = [c["name"] for c in plan["conditions"]]
     assert names == ["unsteered_0", "random_-0.5", "vector_-0.5", "random_+0.5", "vector_+0.5"]
     ident = {n: Store(out / n, create=False).get_meta("model_identity") for n in names}
