@@ -326,3 +326,30 @@ def test_report_intervals_resample_whole_categories():
     assert m == pytest.approx(level.mean()) and m2 == pytest.approx(m)
     assert (ci[1] - ci[0]) > 1.5 * (ci2[1] - ci2[0])
     assert _mean_ci(values[:5], clustered, 500, 0)[1] is None
+
+
+def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
+    from harness.cli import cli
+
+    run, _, _ = planted_run
+    r = CliRunner()
+    vec = tmp_path / "v"
+    res = r.invoke(cli, ["steer", "build", "--run", str(run), "--capture", "planted", "--layers",
+                         "1,2", "--out", str(vec)], standalone_mode=False)
+    assert res.exception is None, res.output
+    assert "held-out AUROC" in res.output and load_vector(vec).layers == [1, 2]
+    out = tmp_path / "o"
+    args = ["steer", "run", "--vector", str(vec), "--dataset", "demo", "--samples", "all",
+            "--limit", "3", "--layers", "2", "--alphas", "0,0.5", "--model",
+            str(hf_tiny4.model_name), "--out", str(out), "--no-progress"]
+    res = r.invoke(cli, args, standalone_mode=False)
+    assert res.exception is None, res.output
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["random_+0.5", "unsteered_0",
+                                                                   "vector_+0.5"]
+    res = r.invoke(cli, ["show", str(out / "vector_+0.5")], standalone_mode=False)
+    assert "steering: vector_+0.5 (control vector, alpha +0.5, layers [2]" in res.output
+    res = r.invoke(cli, ["steer", "report", str(out), "--bootstrap", "100"], standalone_mode=False)
+    assert res.exception is None and "## logprob_question" in res.output
+    bad = r.invoke(cli, args[:-5] + ["--layers", "7", "--out", str(tmp_path / "x")],
+                   standalone_mode=False)
+    assert isinstance(bad.exception, EvalAwareError) and "not in the vector" in str(bad.exception)
