@@ -2,7 +2,7 @@
 
 Per method and condition: mean P(eval) (record ``score``) and the share of decided samples
 called eval, each with a 95% bootstrap interval that resamples whole categories (samples of one
-category are not independent; :func:`harness.metrics.bootstrap_ci` over per-category sums), and the
+category are not independent; the cluster bootstrap of :mod:`harness.metrics`), and the
 paired change in P(eval) against the unsteered condition on the same samples (with its interval:
 the comparison that matters, since between-sample spread dwarfs a steering effect). The sanity
 column is the perplexity of a fixed neutral text under the same condition.
@@ -17,7 +17,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import EvalAwareError
-from harness.metrics import bootstrap_ci
 from harness.store import Store
 
 from .steer_run import PLAN_FILE
@@ -25,25 +24,19 @@ from .steer_run import PLAN_FILE
 
 def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str], n_boot: int,
              seed: int) -> tuple[float | None, Any]:
-    """Mean of the (sample id, value) pairs with a 95% bootstrap interval that resamples whole
-    clusters (the samples' categories): per-cluster sums and counts are the rows that
-    :func:`harness.metrics.bootstrap_ci` resamples, and the statistic is sum / count."""
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for sid, v in values:
-        if v is None:
-            continue
-        g = groups.get(sid, sid)
-        sums[g] = sums.get(g, 0.0) + float(v)
-        counts[g] = counts.get(g, 0) + 1
-    if not counts:
+    """Mean of the (sample id, value) pairs with a 95% cluster-bootstrap interval (whole
+    categories resampled: :func:`harness.metrics.bootstrap_weighted` with `groups`); no interval
+    from a single category."""
+    from harness.metrics import _wmean, bootstrap_weighted
+
+    pairs = [(sid, float(v)) for sid, v in values if v is not None]
+    if not pairs:
         return None, None
-    keys = sorted(counts)
-    S = np.array([sums[k] for k in keys])
-    C = np.array([counts[k] for k in keys], dtype=float)
-    ci = bootstrap_ci(lambda a, b: float(a.sum() / b.sum()), [S, C], n=n_boot, seed=seed) \
-        if len(keys) > 1 else None
-    return float(S.sum() / C.sum()), ci
+    v = np.array([x for _, x in pairs])
+    g = [groups.get(sid, sid) for sid, _ in pairs]
+    ci = bootstrap_weighted(lambda W: _wmean(W, v), len(v), n=n_boot, seed=seed, groups=g) \
+        if len(set(g)) > 1 else None
+    return float(v.mean()), ci
 
 
 def load_conditions(out: str | Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
