@@ -16,7 +16,7 @@ from .errors import EvalAwareError
 # Command groups that live in other modules; attached when the module is present.
 PLUGINS = (("tokenization.cli", "tokens"), ("harness.report", "report"),
            ("probes.cli", "activations"), ("probes.cli", "probes"),
-           ("harness.taxonomy.cli", "taxonomy"))
+           ("harness.taxonomy.cli", "taxonomy"), ("probes.steer_cli", "steer"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -352,6 +352,12 @@ def show(run_dir: str) -> None:
     man = store.get_meta("manifest", {})
     click.echo(f"model: {man.get('model', {}).get('model')}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")
     click.echo(f"samples: {len(store.samples())}  cached calls: {store.count_calls()}")
+    steer = store.get_meta("steering")
+    if steer:
+        ppl = (steer.get("sanity") or {}).get("perplexity")
+        click.echo(f"steering: {steer['condition']} (control {steer['control']}, alpha "
+                   f"{steer['alpha']:+g}, layers {steer['layers']}, positions {steer['positions']})"
+                   + (f"  neutral-text perplexity {ppl:.2f}" if ppl else ""))
     _print_summary(store, store.methods())
 
 

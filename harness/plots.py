@@ -154,3 +154,40 @@ def calibration(path: Path, panels: Sequence[tuple[str, Mapping[str, Sequence[Ma
     for ax in list(axes.flat)[k:]:
         ax.axis("off")
     return _save(fig, path)
+
+
+def dose_response(path: Path, panels: Sequence[tuple[str, str, Mapping[str, Sequence[Mapping[str, Any]]]]],
+                  sanity: Mapping[str, Sequence[Mapping[str, Any]]]) -> Path:
+    """Steering dose-response: one panel per (title, y label, {series: [{alpha, value, ci}]}),
+    then a sanity panel of neutral-text perplexity per alpha (log scale)."""
+    colors = {"vector": EVAL_COLOR, "random": "#7f8c8d"}
+    n = len(panels) + 1
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
+    for ax, (title, ylabel, series) in zip(axes[0], panels):
+        for name, pts in series.items():
+            pts = [p for p in pts if p.get("value") is not None]
+            if not pts:
+                continue
+            x = np.array([p["alpha"] for p in pts], dtype=float)
+            y = np.array([p["value"] for p in pts], dtype=float)
+            lo = np.array([p["value"] - p["ci"][0] if p.get("ci") else 0.0 for p in pts])
+            hi = np.array([p["ci"][1] - p["value"] if p.get("ci") else 0.0 for p in pts])
+            ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, label=name,
+                        color=colors.get(name))
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("alpha (x mean residual norm)")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=8)
+    ax = axes[0][-1]
+    for name, pts in sanity.items():
+        pts = [p for p in pts if p.get("value") is not None]
+        if pts:
+            ax.plot([p["alpha"] for p in pts], [p["value"] for p in pts], marker="o", label=name,
+                    color=colors.get(name))
+    ax.set_yscale("log")
+    ax.set_title("sanity: perplexity of a neutral text", fontsize=9)
+    ax.set_xlabel("alpha (x mean residual norm)")
+    ax.set_ylabel("perplexity")
+    ax.legend(fontsize=8)
+    return _save(fig, path)

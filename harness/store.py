@@ -92,6 +92,22 @@ class Store:
             self.db.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?)",
                                 [(k, op, encode_value(v), now) for k, v in items])
 
+    def import_calls(self, other_run_dir: str | Path) -> int:
+        """Copy another run directory's call cache into this one (keys are content-addressed, so
+        only calls with the same backend identity, op and inputs can ever hit); returns how many
+        calls were new here."""
+        src = Path(other_run_dir) / STORE_NAME
+        if not src.exists():
+            raise StoreError(f"{other_run_dir}: not a run directory (no {STORE_NAME})")
+        before = self.db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        self.db.execute("ATTACH DATABASE ? AS other", (str(src),))
+        try:
+            with self.transaction():
+                self.db.execute("INSERT OR IGNORE INTO calls SELECT * FROM other.calls")
+        finally:
+            self.db.execute("DETACH DATABASE other")
+        return self.db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] - before
+
     def count_calls(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT op, COUNT(*) FROM calls GROUP BY op").fetchall())
 

@@ -6,9 +6,15 @@ the residual stream after ``i`` blocks; layer ``L`` (= ``num_hidden_layers``) is
 the last block *after the final norm*. vLLM's ``extract_hidden_states`` uses the same ids except
 ``L``, which it takes *before* the final norm (see :mod:`probes.vllm_hidden`).
 
-Decoder layers may return a tuple (older transformers, most remote code) or a bare tensor
-(transformers >= 5 for Llama/Qwen/...); both are handled. Layers above the highest one asked for
-are not run: the forward pass is stopped by an exception once every hook has fired.
+Decoder layers may return a tuple (older transformers, most remote code, vLLM's
+``(hidden_states, residual)``) or a bare tensor (transformers >= 5 for Llama/Qwen/...); both are
+handled. Layers above the highest one asked for are not run: the forward pass is stopped by an
+exception once every hook has fired.
+
+The same hook points also *write*: :func:`add_to_residual` adds a vector to the residual stream at
+layer ids ``1..L-1`` (the output of block ``i-1``), for steering (:mod:`probes.steering`). On a
+tuple output the vector is added to the first element; for vLLM's fused-residual layers the
+stream is ``hidden_states + residual``, so that is the same addition.
 """
 
 from __future__ import annotations
@@ -77,6 +83,16 @@ def _tensor(out: Any) -> torch.Tensor:
     raise TypeError(f"unexpected decoder-layer output type {type(out).__name__}")
 
 
+def _hook_point(blocks: nn.ModuleList, norm: nn.Module | None, layer: int) -> tuple[str, nn.Module]:
+    """Where layer id `layer` is read: ("pre", block 0), ("post", block i-1) or ("post", norm)."""
+    n = len(blocks)
+    if layer == 0:
+        return "pre", blocks[0]
+    if layer < n or norm is None:
+        return "post", blocks[layer - 1]
+    return "post", norm
+
+
 @contextmanager
 def layer_hooks(model: nn.Module, layers: Sequence[int], reducer: Reducer,
                 stop_early: bool = True) -> Iterator[None]:
@@ -102,19 +118,77 @@ def layer_hooks(model: nn.Module, layers: Sequence[int], reducer: Reducer,
             raise _StopForward
 
     for layer in wanted:
-        if layer == 0:
+        kind, module = _hook_point(blocks, norm, layer)
+        if kind == "pre":
             def pre(mod: nn.Module, args: tuple, kwargs: dict, _l: int = layer) -> None:
                 hs = args[0] if args else kwargs.get("hidden_states")
                 fire(_l, hs)
-            handles.append(blocks[0].register_forward_pre_hook(pre, with_kwargs=True))
-        elif layer < n or norm is None:
+            handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+        else:
             def post(mod: nn.Module, args: tuple, out: Any, _l: int = layer) -> None:
                 fire(_l, _tensor(out))
-            handles.append(blocks[layer - 1].register_forward_hook(post))
-        else:
-            def post_norm(mod: nn.Module, args: tuple, out: Any, _l: int = layer) -> None:
-                fire(_l, _tensor(out))
-            handles.append(norm.register_forward_hook(post_norm))
+            handles.append(module.register_forward_hook(post))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+Gate = Callable[[], bool]
+"""Called once per hooked forward: False leaves that forward pass unsteered."""
+
+
+def steerable_layers(model: nn.Module) -> range:
+    """Layer ids a vector can be added at: 1..L-1 (the residual stream between two blocks)."""
+    return range(1, num_layers(model))
+
+
+def _with_added(out: Any, delta: torch.Tensor) -> Any:
+    """`out` (bare tensor, or tuple/list whose first element is the hidden states) plus `delta`."""
+    if isinstance(out, torch.Tensor):
+        return out + delta.to(out.dtype)
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        first = out[0] + delta.to(out[0].dtype)
+        return type(out)([first, *out[1:]]) if isinstance(out, list) else (first, *out[1:])
+    raise TypeError(f"cannot steer a decoder layer returning {type(out).__name__}")
+
+
+def add_steering_hooks(model: nn.Module, additions: dict[int, torch.Tensor],
+                       gate: Gate | None = None) -> list[Any]:
+    """Install hooks adding `additions[layer]` (shape (hidden,)) to every position of the
+    residual stream at each layer id (1..L-1); returns the handles (``.remove()`` them).
+
+    `gate`, when given, is asked before each addition; vectors are moved to each block's device
+    and dtype once, here."""
+    _, blocks, norm = decoder_parts(model)
+    ok = range(1, len(blocks))
+    bad = sorted(l for l in additions if l not in ok)
+    if bad:
+        raise ValueError(f"cannot steer at layer ids {bad}: this model has steerable layers "
+                         f"1..{len(blocks) - 1} (the residual stream between two blocks)")
+    handles = []
+    for layer, vec in sorted(additions.items()):
+        _, module = _hook_point(blocks, norm, layer)
+        param = next(module.parameters(), None)
+        delta = vec.detach().to(device=param.device if param is not None else vec.device,
+                                dtype=param.dtype if param is not None else vec.dtype)
+
+        def post(mod: nn.Module, args: tuple, out: Any, _d: torch.Tensor = delta) -> Any:
+            if gate is not None and not gate():
+                return None
+            return _with_added(out, _d)
+        # prepend: run before transformers' own output-recording hook, so that
+        # output_hidden_states reports the steered stream
+        handles.append(module.register_forward_hook(post, prepend=True))
+    return handles
+
+
+@contextmanager
+def add_to_residual(model: nn.Module, additions: dict[int, torch.Tensor],
+                    gate: Gate | None = None) -> Iterator[None]:
+    """Context manager form of :func:`add_steering_hooks`."""
+    handles = add_steering_hooks(model, additions, gate)
     try:
         yield
     finally:

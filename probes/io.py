@@ -63,21 +63,29 @@ def save_probe(out_dir: str | Path, params: dict[str, np.ndarray], meta: dict[st
     return out
 
 
-def load_probe(path: str | Path) -> LinearProbe:
-    """Load from a probe directory (or either of its two files)."""
+def read_tensor_dir(path: str | Path, stem: str, fmt: str, what: str
+                    ) -> tuple[Path, dict[str, Any], dict[str, torch.Tensor]]:
+    """(directory, JSON metadata, tensors) of a `<stem>.json` + `<stem>.safetensors` pair in a
+    directory (`path` may name either file); checks the metadata's format."""
     p = Path(path)
     d = p if p.is_dir() else p.parent
-    meta_file, tensor_file = d / "probe.json", d / "probe.safetensors"
+    meta_file, tensor_file = d / f"{stem}.json", d / f"{stem}.safetensors"
     for f in (meta_file, tensor_file):
         if not f.exists():
-            raise EvalAwareError(f"{d}: not a probe directory (missing {f.name})")
+            raise EvalAwareError(f"{d}: not a {what} directory (missing {f.name})")
     try:
         meta = json.loads(meta_file.read_text())
     except json.JSONDecodeError as e:
         raise EvalAwareError(f"{meta_file}: invalid JSON ({e})") from e
-    if meta.get("format") != FORMAT:
-        raise EvalAwareError(f"{meta_file}: format {meta.get('format')!r}, expected {FORMAT!r}")
-    t = load_file(str(tensor_file))
+    if meta.get("format") != fmt:
+        raise EvalAwareError(f"{meta_file}: format {meta.get('format')!r}, expected {fmt!r}")
+    return d, meta, load_file(str(tensor_file))
+
+
+def load_probe(path: str | Path) -> LinearProbe:
+    """Load from a probe directory (or either of its two files)."""
+    d, meta, t = read_tensor_dir(path, "probe", FORMAT, "probe")
+    tensor_file = d / "probe.safetensors"
     missing = [k for k in TENSORS if k not in t]
     if missing:
         raise EvalAwareError(f"{tensor_file}: missing tensor(s) {', '.join(missing)}")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, ContextManager, Sequence
 
 import numpy as np
 
+from ..errors import BackendError
 from ..reasoning import split_reasoning
 
 TokenIds = Sequence[int]
@@ -136,6 +137,17 @@ class Backend(ABC):
         raise NotImplementedError(f"the {self.kind} backend does not return hidden states; "
                                   f"use --backend hf for activations")
 
+    def check_steering(self, steering: Any) -> None:
+        """Raise BackendError if this backend cannot apply `steering`
+        (a :class:`harness.backends.steered.Steering`)."""
+        raise BackendError(f"the {self.kind} backend cannot steer: steering adds vectors inside "
+                           f"the model, which needs local weights; use --backend hf or vllm")
+
+    def steering(self, steering: Any) -> ContextManager[None]:
+        """Context in which every call of this backend is steered (see check_steering)."""
+        self.check_steering(steering)
+        raise NotImplementedError  # pragma: no cover
+
     def close(self) -> None:
         """Free the engine (GPU memory, worker processes)."""
 
@@ -190,6 +202,12 @@ class WrappedBackend(Backend):
 
     def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
         return self.inner.hidden_states(prompts, layers)
+
+    def check_steering(self, steering: Any) -> None:
+        self.inner.check_steering(steering)
+
+    def steering(self, steering: Any) -> ContextManager[None]:
+        return self.inner.steering(steering)
 
     def close(self) -> None:
         self.inner.close()

@@ -5,7 +5,8 @@ This is the reference implementation for log-probabilities and activations.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -222,6 +223,43 @@ class HFBackend(Backend):
                 hs = self.model(input_ids=ids, output_hidden_states=True).hidden_states
                 res.append(np.stack([hs[l][0].float().cpu().numpy() for l in layers]))
         return res
+
+    # --- steering (see harness.backends.steered) ------------------------------------------
+    def check_steering(self, steering: Any) -> None:
+        from probes.hooks import steerable_layers
+
+        ok = steerable_layers(self.model)
+        bad = sorted(l for l in steering.additions if l not in ok)
+        if bad:
+            raise BackendError(f"cannot steer at layer ids {bad}: {self.model_name} has steerable "
+                               f"layers {ok.start}..{ok.stop - 1}")
+        width = int(self.model.config.hidden_size)
+        if any(np.asarray(v).shape != (width,) for v in steering.additions.values()):
+            raise BackendError(f"steering vectors must have size {width} (hidden size of "
+                               f"{self.model_name})")
+
+    @contextmanager
+    def steering(self, steering: Any) -> Iterator[None]:
+        """Forward hooks add the vectors (probes.hooks.add_to_residual). Positions `generated`:
+        only forward passes that extend a non-empty KV cache are steered."""
+        from probes.hooks import add_to_residual
+
+        self.check_steering(steering)
+        torch = self.torch
+        additions = {l: torch.from_numpy(v) for l, v in steering.arrays().items()}
+        state = {"on": True}
+        handle = None
+        if steering.positions == "generated":
+            def pre(mod: Any, args: tuple, kwargs: dict) -> None:
+                cache = kwargs.get("past_key_values")
+                state["on"] = cache is not None and int(cache.get_seq_length()) > 0
+            handle = self.model.register_forward_pre_hook(pre, with_kwargs=True)
+        try:
+            with add_to_residual(self.model, additions, gate=lambda: state["on"]):
+                yield
+        finally:
+            if handle is not None:
+                handle.remove()
 
     def close(self) -> None:
         if not hasattr(self, "model"):  # closed already

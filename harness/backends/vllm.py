@@ -19,7 +19,8 @@ backend as several base URLs.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -97,11 +98,15 @@ class VLLMBackend(Backend):
         if enforce_eager is not None:
             self.settings["enforce_eager"] = enforce_eager
         self.device = "cpu" if cpu else "cuda"
+        from .vllm_steer import QUALNAME
+
+        self._steer_wanted: Any = None  # Steering to apply on the next request, or None
+        self._steer_current: str | None = None  # digest of the steering installed in the workers
         try:
             # xgrammar, named rather than "auto", so constrained answers follow the same library
             # the hf backend uses (harness.backends.base.StructuredOutput).
             self.llm = LLM(model=path, tokenizer=tok_path, max_logprobs=-1,
-                           trust_remote_code=trust_remote_code,
+                           trust_remote_code=trust_remote_code, worker_extension_cls=QUALNAME,
                            use_tqdm_on_load=console.engine_progress(),
                            structured_outputs_config={"backend": "xgrammar"}, **self.settings)
         except Exception as e:  # engine start-up errors are many and varied
@@ -119,9 +124,47 @@ class VLLMBackend(Backend):
     def vocab_size(self) -> int:
         return self._vocab
 
+    # --- steering (see harness.backends.steered and .vllm_steer) ---------------------------
+    def check_steering(self, steering: Any) -> None:
+        if steering.positions != "all":
+            raise BackendError("vllm steers all positions only (its hook cannot tell prompt from "
+                               "generated tokens in a mixed batch); use --positions all or "
+                               "--backend hf")
+        if not self.llm.llm_engine.model_config.enforce_eager:
+            raise BackendError("vllm steering needs an eager engine (compiled and CUDA graphs skip "
+                               "the hooks); start the backend with enforce_eager=True")
+        n = int(self.llm.llm_engine.model_config.hf_config.num_hidden_layers)
+        bad = sorted(l for l in steering.additions if not 1 <= l < n)
+        if bad:
+            raise BackendError(f"cannot steer at layer ids {bad}: {self.model_name} has steerable "
+                               f"layers 1..{n - 1}")
+
+    @contextmanager
+    def steering(self, steering: Any) -> Iterator[None]:
+        """Requests inside are steered. The workers' hooks are (re)installed lazily, only when
+        the steering differs from the installed one, and the prefix cache is reset then (its KV
+        blocks were computed under the old steering)."""
+        self.check_steering(steering)
+        before, self._steer_wanted = self._steer_wanted, steering
+        try:
+            yield
+        finally:
+            self._steer_wanted = before
+
+    def _sync_steering(self) -> None:
+        want = self._steer_wanted
+        digest = want.digest() if want is not None and not want.is_null else None
+        if digest == self._steer_current:
+            return
+        adds = {int(l): v.tolist() for l, v in want.arrays().items()} if digest else {}
+        self.llm.collective_rpc("evalaware_steer_set", args=(adds,))
+        self.llm.reset_prefix_cache()
+        self._steer_current = digest
+
     def _run(self, prompts: Sequence[TokenIds], params: Any | list[Any]) -> list[Any]:
         from vllm.inputs import TokensPrompt
 
+        self._sync_steering()
         inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         return self.llm.generate(inputs, params, use_tqdm=False)
 

@@ -1,0 +1,110 @@
+"""A steered backend: the same Backend contract, with vectors added to the residual stream.
+
+:class:`Steering` says what is added where (``{layer id: vector}``, positions ``all`` or
+``generated``) and carries a label (vector hash, control, alpha) for the store. A
+:class:`SteeredBackend` wraps any backend that can steer (hf, vllm) and applies the steering to
+every call; its identity (hence every cache key of the call cache) gains a ``steering`` entry, so
+each condition is cached and resumable on its own. A null steering (alpha = 0, or no layers) adds
+nothing, installs no hook and keeps the inner identity: it reuses the unsteered cache and
+reproduces unsteered outputs exactly.
+
+Layer ids follow :mod:`probes.hooks`: id ``i`` (1..L-1) is the residual stream entering block
+``i``. Positions: ``all`` adds at every token (prompt and generated); ``generated`` only at
+tokens computed on top of a KV cache, i.e. after the prompt (HF only: vLLM refuses it, its hook
+cannot tell prompt tokens from generated ones in a mixed batch). With ``generated``, first-token
+logprobs are unsteered by definition (the first answer token is predicted at the last prompt
+position).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import BackendError
+from .base import Backend, Generation, GenerationRequest, TokenIds, WrappedBackend
+
+POSITIONS = ("all", "generated")
+
+
+@dataclass(frozen=True)
+class Steering:
+    """Vectors to add: ``additions[layer]`` has shape (hidden,), already scaled."""
+
+    additions: dict[int, np.ndarray]
+    positions: str = "all"
+    label: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.positions not in POSITIONS:
+            raise BackendError(f"steering positions {self.positions!r}: use all or generated")
+        sizes = {np.asarray(v).shape for v in self.additions.values()}
+        if len(sizes) > 1 or any(len(s) != 1 for s in sizes):
+            raise BackendError(f"steering vectors must be 1-d and of one size, got {sizes}")
+
+    @property
+    def is_null(self) -> bool:
+        """True when nothing would be added (no layers, or all-zero vectors)."""
+        return not any(np.any(np.asarray(v) != 0) for v in self.additions.values())
+
+    def arrays(self) -> dict[int, np.ndarray]:
+        return {int(l): np.ascontiguousarray(v, dtype=np.float32) for l, v in
+                sorted(self.additions.items())}
+
+    def digest(self) -> str:
+        """sha256 of the exact float32 vectors, their layers and the positions."""
+        h = hashlib.sha256(self.positions.encode())
+        for layer, v in self.arrays().items():
+            h.update(f"|{layer}|".encode())
+            h.update(v.tobytes())
+        return h.hexdigest()
+
+    def key(self) -> dict[str, Any]:
+        """What enters the backend identity (and so every cache key)."""
+        return {**self.label, "positions": self.positions, "layers": sorted(self.additions),
+                "sha256": self.digest()}
+
+
+class SteeredBackend(WrappedBackend):
+    """`inner` with `steering` applied to every call (see the module docstring)."""
+
+    def __init__(self, inner: Backend, steering: Steering) -> None:
+        super().__init__(inner)
+        self.steering_spec = steering
+        if not steering.is_null:
+            inner.check_steering(steering)  # refuse early, with the backend's reason
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        if self.steering_spec.is_null:
+            return self.inner.identity
+        return {**self.inner.identity, "steering": self.steering_spec.key()}
+
+    @contextmanager
+    def _applied(self) -> Iterator[None]:
+        if self.steering_spec.is_null:
+            yield
+        else:
+            with self.inner.steering(self.steering_spec):
+                yield
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        with self._applied():
+            return self.inner.generate(requests)
+
+    def next_token_logprobs(self, prompts: Sequence[TokenIds],
+                            token_ids: Sequence[int] | None = None) -> np.ndarray:
+        with self._applied():
+            return self.inner.next_token_logprobs(prompts, token_ids)
+
+    def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        with self._applied():
+            return self.inner.loglikelihood(pairs)
+
+    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
+        with self._applied():
+            return self.inner.hidden_states(prompts, layers)

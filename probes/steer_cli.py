@@ -1,0 +1,185 @@
+"""`evalaware steer build|run|report`."""
+
+from __future__ import annotations
+
+import click
+
+from harness.errors import EvalAwareError
+
+
+def _floats(spec: str, what: str) -> list[float]:
+    try:
+        return [float(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise EvalAwareError(f"{what} {spec!r}: expected comma-separated numbers") from None
+
+
+@click.group()
+def steer() -> None:
+    """Steer the model along the eval-minus-deploy direction and measure dose-response."""
+
+
+@steer.command("build")
+@click.option("--run", "run_dir", type=click.Path(exists=True, file_okay=False),
+              help="Run with captured activations (`activations capture`).")
+@click.option("--pairs", type=click.Path(dir_okay=False),
+              help="JSONL of {\"eval\": ..., \"deploy\": ...} prompt pairs, captured on the fly.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Vector directory.")
+@click.option("--pooling", default="last_prompt", show_default=True)
+@click.option("--layers", default="all", show_default=True,
+              help="all, every:K or a comma list (ids as in `activations capture`).")
+@click.option("--capture", "capture_name", default="default", show_default=True)
+@click.option("--probe", type=click.Path(exists=True), help="Use a saved probe's weight vector.")
+@click.option("--holdout-folds", type=int, default=2, show_default=True,
+              help="Grouped split by category into K folds; the first is held out (not used).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--labels", default="truth", show_default=True)
+@click.option("--model", help="--pairs: the model (asset name or path).")
+def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout_folds, seed,
+              labels, model) -> None:
+    """Build a steering vector from a run's activations, a probe, or contrastive pairs.
+
+    \b
+    Examples:
+      evalaware steer build --run runs/demo --out vectors/smollm2
+      evalaware steer build --run runs/demo --probe probes/smollm2 --out vectors/probe
+      evalaware steer build --pairs pairs.jsonl --model smollm2 --out vectors/pairs
+    """
+    from .capture import parse_layers
+
+    if bool(run_dir) == bool(pairs):
+        raise EvalAwareError("pass exactly one of --run and --pairs")
+    if pairs:
+        if not model:
+            raise EvalAwareError("--pairs needs --model")
+        from harness.backends.hf import HFBackend
+
+        from .hooks import num_layers
+        from .steer_build import build_from_pairs, read_pairs
+
+        read_pairs(pairs)  # bad input fails before the model loads
+        backend = HFBackend(model)
+        try:
+            ids = [l for l in parse_layers(layers, num_layers(backend.model))
+                   if 1 <= l < num_layers(backend.model)]
+            vec = build_from_pairs(pairs, backend, out, ids)
+        finally:
+            backend.close()
+    else:
+        from harness.store import Store
+
+        from .activation_store import ActivationStore
+        from .steer_build import build_from_run
+
+        st = Store(run_dir, create=False)
+        settings = ActivationStore(st, capture_name).settings or {}
+        st.close()
+        n = int(settings.get("num_hidden_layers") or 0)
+        # steerable ids only: 1..L-1 (0 = embeddings, L = after the final norm)
+        ids = [l for l in parse_layers(layers, n) if l in (settings.get("layers") or [])
+               and 1 <= l < n] if n else None
+        vec = build_from_run(run_dir, out, pooling=pooling, layers=ids, capture=capture_name,
+                             probe=probe, holdout_folds=holdout_folds, seed=seed, labels=labels)
+    click.echo(f"vector {out}: source {vec.meta['source']}, layers {vec.layers[0]}..{vec.layers[-1]} "
+               f"({len(vec.layers)}), sha256 {vec.sha256[:12]}")
+    au = vec.meta.get("heldout_auroc") or vec.meta.get("insample_auroc") or {}
+    if au:
+        kind = "held-out" if "heldout_auroc" in vec.meta else "in-sample"
+        best = vec.best_layer()
+        click.echo(f"{kind} AUROC of the projection: best layer {best} "
+                   f"({au.get(str(best)) or float('nan'):.3f}); train/held-out: "
+                   f"{vec.meta.get('n_train')} / {vec.meta.get('n_heldout')}")
+
+
+@steer.command("run")
+@click.option("--vector", "vector_dir", required=True, type=click.Path(exists=True))
+@click.option("--dataset", required=True, help="Dataset file, or `demo`.")
+@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--methods", default="logprob_question", show_default=True)
+@click.option("--layers", help="Comma list of layer ids (default: the vector's best held-out layer).")
+@click.option("--alphas", default="-0.5,-0.25,-0.1,0,0.1,0.25,0.5", show_default=True,
+              help="Multiples of the mean residual norm at each layer.")
+@click.option("--positions", type=click.Choice(["all", "generated"]), default="all", show_default=True,
+              help="generated: only tokens after the prompt (hf only).")
+@click.option("--no-random-control", is_flag=True, help="Skip the random-direction control.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random control.")
+@click.option("--samples", "which", type=click.Choice(["heldout", "all"]), default=None,
+              help="Default: the vector's held-out samples when it records them, else all.")
+@click.option("--limit", type=int, help="Only the first N selected samples.")
+@click.option("--model", help="Default: the vector's model.")
+@click.option("--backend", type=click.Choice(["hf", "vllm", "openai"]), default="hf", show_default=True)
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--hf-batch-size", type=int, default=8, show_default=True)
+@click.option("--max-model-len", type=int)
+@click.option("--force", is_flag=True, help="Steer a model with other weights than the vector's.")
+@click.option("--no-progress", is_flag=True)
+def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_random_control, seed,
+            which, limit, model, backend, dtype, hf_batch_size, max_model_len, force, no_progress) -> None:
+    """Run METHODS under each alpha (vector and random control) into OUT/<condition>/.
+
+    \b
+    Examples:
+      evalaware steer run --vector vectors/smollm2 --dataset demo --out runs/steer
+      evalaware steer run --vector vectors/smollm2 --layers 10,15 --alphas -0.5,0,0.5 \\
+          --backend vllm --dataset demo --samples all --out runs/steer_vllm
+    """
+    from harness.datasets import load_dataset, resolve_dataset
+    from harness.runner import make_backend
+
+    from .steer_run import select_samples, steer_run
+    from .steering import load_vector
+
+    if backend == "openai":  # before any engine or server is touched
+        raise EvalAwareError("the openai backend cannot steer: steering adds vectors inside the "
+                             "model; use --backend hf or vllm")
+    vec = load_vector(vector_dir)
+    layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]
+    missing = [l for l in layer_ids if l not in vec.directions]
+    if missing:
+        raise EvalAwareError(f"--layers {missing}: not in the vector (it has {vec.layers[0]}.."
+                             f"{vec.layers[-1]})")
+    alpha_list = _floats(alphas, "--alphas")
+    samples = load_dataset(dataset)
+    which = which or ("heldout" if vec.meta.get("heldout_ids") else "all")
+    samples = select_samples(samples, vec, which)
+    if limit:
+        samples = samples[:limit]
+    name = model or vec.meta.get("model")
+    if not name:
+        raise EvalAwareError(f"{vector_dir}: the vector names no model; pass --model")
+    engine = make_backend(backend, name, dtype=dtype, batch_size=hf_batch_size,
+                          max_model_len=max_model_len,
+                          enforce_eager=True if backend == "vllm" else None)
+    try:
+        want, got = vec.meta.get("weights_sha256"), engine.identity.get("weights_sha256")
+        if want and got and want != got and not force:
+            raise EvalAwareError(f"the vector was built on weights {want[:12]}..., {name} has "
+                                 f"{got[:12]}...; pass --force to steer it anyway")
+        plan = steer_run(vec, engine, samples, [m.strip() for m in methods.split(",") if m.strip()],
+                         out, layer_ids, alpha_list, positions=positions,
+                         random_control=not no_random_control, seed=seed,
+                         reuse_run=vec.meta.get("source_run"), progress=not no_progress,
+                         dataset_path=resolve_dataset(dataset))
+    finally:
+        engine.close()
+    click.echo(f"{len(plan['conditions'])} conditions ({which} samples: {len(samples)}) in {out}; "
+               f"`evalaware steer report {out}` for the dose-response")
+
+
+@steer.command("report")
+@click.argument("out", type=click.Path(exists=True, file_okay=False))
+@click.option("--report-dir", type=click.Path(file_okay=False), help="Default: OUT/report")
+@click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def report_cmd(out, report_dir, bootstrap, seed) -> None:
+    """Dose-response table and figure per method, vector vs random control, plus sanity.
+
+    \b
+    Example:
+      evalaware steer report runs/steer
+    """
+    from .steer_report import write_steer_report
+
+    rd = write_steer_report(out, report_dir, n_boot=bootstrap, seed=seed)
+    click.echo((rd / "steering.md").read_text())
+    click.echo(f"written: {rd / 'steering.md'}, {rd / 'steering.html'}, figures in {rd}")

@@ -1,0 +1,355 @@
+"""Steering: the write hook adds exactly the vector at the right layer; alpha = 0 is the unsteered
+model (same identity, same cache keys, same outputs); a planted direction moves a readout
+monotonically with alpha while an equal-norm random control moves it less; build keeps a
+held-out split; `steer run` is cached, resumable and reported; openai refuses to steer."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from harness.backends.base import GenerationRequest, SamplingParams, WrappedBackend
+from harness.backends.steered import SteeredBackend, Steering
+from harness.cache import CachedBackend, call_key
+from harness.errors import BackendError, EvalAwareError
+from harness.store import Store
+from probes.activation_store import ActivationStore, CapturedSample
+from probes.capture import HFEngine, capture
+from probes.hooks import add_to_residual
+from probes.steer_build import build_from_pairs, build_from_run, read_pairs
+from probes.steering import load_vector
+from probes.synthetic import answer_run, random_samples
+
+PROMPTS = [[1, 42, 7, 99, 5], [3, 8], [12, 13, 14, 15, 16, 17, 18]]
+
+
+@pytest.fixture(scope="module")
+def hf_tiny4(tmp_path_factory, smollm2_dir):
+    """A 4-block tiny random Llama (steerable layers 1..3)."""
+    from harness.backends.hf import HFBackend
+    from harness.tiny import build_tiny_model
+
+    d = build_tiny_model(tmp_path_factory.mktemp("tiny4") / "m", smollm2_dir, layers=4, seed=3)
+    b = HFBackend(str(d), batch_size=4)
+    yield b
+    b.close()
+
+
+def _hidden(backend, ids):
+    with torch.inference_mode():
+        return backend.model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
+
+
+def test_write_hook_adds_exactly_at_the_layer(hf_tiny4):
+    d = torch.randn(hf_tiny4.model.config.hidden_size)
+    base = _hidden(hf_tiny4, PROMPTS[0])
+    with add_to_residual(hf_tiny4.model, {2: d}):
+        steered = _hidden(hf_tiny4, PROMPTS[0])
+    for l in (0, 1):
+        assert torch.equal(base[l], steered[l])
+    # layer id 2 = input of block 2 = output of block 1: exactly +d at every position
+    assert torch.allclose(steered[2] - base[2], d.expand_as(base[2]), atol=1e-5)
+    assert not torch.allclose(steered[3], base[3] + d, atol=1e-3)  # later blocks react
+    after = _hidden(hf_tiny4, PROMPTS[0])
+    assert torch.equal(after[3], base[3])  # hooks removed
+
+
+def test_write_hook_handles_tuple_outputs():
+    from torch import nn
+
+    from probes.hooks import _with_added
+
+    class TupleLayer(nn.Module):
+        def forward(self, x):
+            return x * 2, x  # vLLM style (hidden_states, residual)
+
+    t = torch.ones(2, 3)
+    out = _with_added(TupleLayer()(t), torch.tensor([1.0, 2.0, 3.0]))
+    assert isinstance(out, tuple) and torch.equal(out[1], t)
+    assert torch.equal(out[0], torch.tensor([[3.0, 4.0, 5.0]] * 2))
+
+
+def test_bad_layers_are_refused(hf_tiny4):
+    h = hf_tiny4.model.config.hidden_size
+    for layer in (0, 4, 9):
+        with pytest.raises(BackendError, match="steerable layers 1..3"):
+            SteeredBackend(hf_tiny4, Steering({layer: np.ones(h, np.float32)}))
+    with pytest.raises(BackendError, match="size"):
+        SteeredBackend(hf_tiny4, Steering({1: np.ones(h + 1, np.float32)}))
+
+
+def test_alpha_zero_is_the_unsteered_model(hf_tiny4, tmp_path):
+    null = SteeredBackend(hf_tiny4, Steering({1: np.zeros(64, np.float32)}, label={"alpha": 0.0}))
+    assert null.identity == hf_tiny4.identity
+    on = SteeredBackend(hf_tiny4, Steering({1: np.full(64, 0.5, np.float32)}, label={"alpha": 1}))
+    assert on.identity != hf_tiny4.identity and "steering" in on.identity
+    assert call_key(null.identity, "x", {}) == call_key(hf_tiny4.identity, "x", {})
+    np.testing.assert_array_equal(null.next_token_logprobs(PROMPTS),
+                                  hf_tiny4.next_token_logprobs(PROMPTS))
+    req = [GenerationRequest(tuple(p), SamplingParams(max_tokens=6)) for p in PROMPTS]
+    assert null.generate(req) == hf_tiny4.generate(req)
+    assert np.abs(on.next_token_logprobs(PROMPTS) - hf_tiny4.next_token_logprobs(PROMPTS)).max() > 1e-3
+    # same keys: an unsteered cache serves the alpha-0 condition without model calls
+    store = Store(tmp_path / "r")
+    CachedBackend(hf_tiny4, store).next_token_logprobs(PROMPTS)
+    cached = CachedBackend(null, store)
+    cached.next_token_logprobs(PROMPTS)
+    assert cached.misses["next_token_logprobs"] == 0 and cached.hits["next_token_logprobs"] == 3
+    steered = CachedBackend(on, store)
+    steered.next_token_logprobs(PROMPTS)
+    assert steered.misses["next_token_logprobs"] == 3
+
+
+def test_generated_positions_leave_the_prompt_alone(hf_tiny4):
+    v = np.full(64, 2.0, np.float32)
+    gen = SteeredBackend(hf_tiny4, Steering({2: v}, positions="generated", label={"a": 1}))
+    allpos = SteeredBackend(hf_tiny4, Steering({2: v}, positions="all", label={"a": 1}))
+    assert gen.identity != allpos.identity
+    # first-token logprobs come from the prompt: unsteered under `generated`
+    np.testing.assert_array_equal(gen.next_token_logprobs(PROMPTS), hf_tiny4.next_token_logprobs(PROMPTS))
+    # continuation tokens after the first are steered
+    pairs = [(PROMPTS[0], [5, 6, 7, 8])]
+    assert abs(gen.loglikelihood(pairs)[0] - hf_tiny4.loglikelihood(pairs)[0]) > 1e-4
+    first = [(PROMPTS[0], [5])]
+    assert gen.loglikelihood(first)[0] == pytest.approx(hf_tiny4.loglikelihood(first)[0], abs=1e-6)
+
+
+def test_planted_direction_moves_readout_monotonically(hf_tiny4):
+    """Plant a direction d in the unembedding of one token; steering along d at layer 1 raises
+    that token's log-probability monotonically with alpha, a random direction of the same norm
+    moves it much less."""
+    from probes.steering import SteeringVector
+
+    model, h = hf_tiny4.model, hf_tiny4.model.config.hidden_size
+    g = torch.Generator().manual_seed(0)
+    d = torch.randn(h, generator=g)
+    d /= d.norm()
+    target = 1000
+    emb = model.get_output_embeddings().weight
+    old = emb[target].detach().clone()
+    try:
+        with torch.no_grad():
+            emb[target] = 0.5 * d * old.norm() / d.norm() * 4
+        vec = SteeringVector({1: d.numpy()}, {1: d.numpy()}, {1: 1.0}, {})
+        alphas = [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
+
+        def readout(control):
+            out = []
+            for a in alphas:
+                sb = SteeredBackend(hf_tiny4, Steering(vec.additions([1], a, control, seed=0),
+                                                       label={"a": a, "c": control}))
+                out.append(sb.next_token_logprobs(PROMPTS, [target])[:, 0])
+            return np.array(out)  # (alphas, prompts)
+
+        v, r = readout("vector"), readout("random")
+    finally:
+        with torch.no_grad():
+            emb[target] = old
+    assert (np.diff(v, axis=0) > 0).all(), v
+    zero = alphas.index(0.0)
+    np.testing.assert_allclose(v[zero], r[zero])
+    moved_v = np.abs(v - v[zero]).mean(1)
+    moved_r = np.abs(r - r[zero]).mean(1)
+    for i, a in enumerate(alphas):
+        if a != 0:
+            assert moved_r[i] < 0.5 * moved_v[i], (a, moved_r[i], moved_v[i])
+
+
+@pytest.fixture(scope="module")
+def planted_run(tmp_path_factory, hf_tiny4):
+    """Random-word prompts in label-pure groups; tiny-model activations with +3 d on eval."""
+    run = tmp_path_factory.mktemp("steer") / "run"
+    samples = random_samples(n_groups=8, per_group=4, seed=2)
+    store = answer_run(run, samples, hf_tiny4, answers=False)
+    capture(store, HFEngine(hf_tiny4), [1, 2, 3], ["last_prompt", "mean_prompt"],
+            include_answer=False, progress=False, batch_size=16)
+    rng = np.random.default_rng(5)
+    d = rng.standard_normal(64)
+    d /= np.linalg.norm(d)
+    src, dst = ActivationStore(store, "default"), ActivationStore(store, "planted")
+    dst.begin({**src.settings, "planted": True})
+    y = {s.id: s.label == "eval" for s in samples}
+    rows = {}
+    for pooling in src.poolings():
+        ids, X = src.load(pooling)
+        for i, sid in enumerate(ids):
+            rows.setdefault(sid, {})[pooling] = np.stack(
+                [X[l][i] + 3.0 * d * y[sid] for l in (1, 2, 3)])
+    dst.write_shard([CapturedSample(sid, v, {}) for sid, v in rows.items()])
+    store.close()
+    return run, samples, d
+
+
+def test_build_finds_the_planted_direction_on_a_training_split(planted_run, tmp_path):
+    run, samples, d = planted_run
+    vec = build_from_run(run, tmp_path / "vec", capture="planted", holdout_folds=2, seed=0)
+    assert vec.layers == [1, 2, 3]
+    for l in vec.layers:
+        assert float(vec.directions[l] @ d) > 0.9
+        assert vec.meta["heldout_auroc"][str(l)] > 0.9
+    train, held = set(vec.meta["train_ids"]), set(vec.meta["heldout_ids"])
+    assert not train & held and train | held == {s.id for s in samples}
+    cat = {s.id: s.metadata.category for s in samples}
+    assert not {cat[i] for i in train} & {cat[i] for i in held}  # whole categories held out
+    again = load_vector(tmp_path / "vec")
+    assert again.sha256 == vec.sha256 and again.norms == vec.norms
+    assert again.meta["weights_sha256"] and again.meta["source_run"]
+    # the random control has the vector's norm per layer and a fixed seed
+    a = again.additions([2], 0.5, "random", seed=0)[2]
+    assert np.linalg.norm(a) == pytest.approx(0.5 * again.norms[2], rel=1e-5)
+    np.testing.assert_array_equal(a, again.additions([2], 0.5, "random", seed=0)[2])
+    assert abs(float(again.unit(2, "random") @ again.unit(2))) < 0.5
+
+
+def test_pairs_file_errors_and_build(tmp_path, hf_tiny4):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"eval": "What is 2+2? A) 3 B) 4"}\n')
+    with pytest.raises(EvalAwareError, match=r"bad.jsonl:1: field 'deploy'"):
+        read_pairs(bad)
+    good = tmp_path / "pairs.jsonl"
+    good.write_text("\n".join(json.dumps(p) for p in [
+        {"eval": "Question 12. Answer with A, B, C or D.", "deploy": "hey can you help me with my resume"},
+        {"eval": "Benchmark item: solve 3x+1=7.", "deploy": "my kid asked me how to solve 3x+1=7"},
+    ]) + "\n")
+    vec = build_from_pairs(good, hf_tiny4, tmp_path / "pv", layers=[1, 2])
+    assert vec.meta["n_pairs"] == 2 and vec.meta["heldout_ids"] is None
+    assert set(vec.layers) == {1, 2} and all(n > 0 for n in vec.norms.values())
+
+
+class _Counting(WrappedBackend):
+    """Counts every model call that reaches the real backend."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.calls = Counter()
+
+    def generate(self, requests):
+        self.calls["generate"] += len(requests)
+        return self.inner.generate(requests)
+
+    def next_token_logprobs(self, prompts, token_ids=None):
+        self.calls["next_token_logprobs"] += len(prompts)
+        return self.inner.next_token_logprobs(prompts, token_ids)
+
+    def loglikelihood(self, pairs):
+        self.calls["loglikelihood"] += len(pairs)
+        return self.inner.loglikelihood(pairs)
+
+
+def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_tiny4):
+    from probes.steer_report import dose_response, write_steer_report
+    from probes.steer_run import steer_run
+
+    run, samples, _ = planted_run
+    vec = build_from_run(run, tmp_path / "vec", capture="default")
+    held = [s for s in samples if s.id in set(vec.meta["heldout_ids"])][:6]
+    out = tmp_path / "steer"
+    from harness.runner import run_methods
+
+    plain = tmp_path / "plain"  # an ordinary unsteered run of the same samples and method
+    run_methods(held, ["logprob_question"], hf_tiny4, plain, progress=False)
+    kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=plain, progress=False)
+    plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **kw)
+    # alpha = 0 reused the plain run's cache: no model call, identical records
+    man = Store(out / "unsteered_0", create=False).get_meta("manifest")
+    assert man["calls"]["model_calls"] == {} and man["calls"]["cache_hits"]
+    strip = lambda recs: [{k: v for k, v in r.items() if k != "created"} for r in recs]  # noqa: E731
+    assert strip(Store(out / "unsteered_0", create=False).results()) == \
+        strip(Store(plain, create=False).results())
+    names = [c["name"] for c in plan["conditions"]]
+    assert names == ["unsteered_0", "random_-0.5", "vector_-0.5", "random_+0.5", "vector_+0.5"]
+    ident = {n: Store(out / n, create=False).get_meta("model_identity") for n in names}
+    assert ident["unsteered_0"] == hf_tiny4.identity
+    assert len({json.dumps(v, sort_keys=True) for v in ident.values()}) == len(names)
+    # resume: a second run makes no model call at all
+    counting = _Counting(hf_tiny4)
+    steer_run(vec, counting, held, ["logprob_question"], out, **kw)
+    assert sum(counting.calls.values()) == 0
+    res = dose_response(out, n_boot=200)
+    rows = res["methods"]["logprob_question"]
+    assert [r["alpha"] for r in rows] == [-0.5, -0.5, 0.0, 0.5, 0.5]
+    assert all(r["n"] == 6 and r["perplexity"] > 1 for r in rows)
+    base = next(r for r in rows if r["control"] == "none")
+    assert base["delta"] == 0.0
+    steered = next(r for r in rows if r["condition"] == "vector_+0.5")
+    assert steered["p_eval"] != base["p_eval"]
+    rd = write_steer_report(out, n_boot=200)
+    md = (rd / "steering.md").read_text()
+    assert "logprob_question" in md and "random" in md and "neutral perplexity" in md
+    assert (rd / "dose_response_logprob_question.png").stat().st_size > 1000
+    # a later call adds alphas to the same directory
+    plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **{**kw, "alphas": [1.0]})
+    assert [c["name"] for c in plan["conditions"]][-2:] == ["random_+1", "vector_+1"]
+    assert len(plan["conditions"]) == 7 and plan["alphas"] == [-0.5, 0.0, 0.5, 1.0]
+    # a different layer set in the same directory is refused
+    with pytest.raises(EvalAwareError, match="different layers"):
+        steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **{**kw, "layers": [1]})
+
+
+def test_cli_refuses_openai_before_any_engine(tmp_path, planted_run):
+    from harness.cli import cli
+
+    run, _, _ = planted_run
+    vec = tmp_path / "v"
+    build_from_run(run, vec, capture="default")
+    res = CliRunner().invoke(cli, ["steer", "run", "--vector", str(vec), "--dataset", "demo",
+                                   "--out", str(tmp_path / "o"), "--backend", "openai"],
+                             standalone_mode=False)
+    assert isinstance(res.exception, EvalAwareError)
+    assert "openai backend cannot steer" in str(res.exception)
+    assert not (tmp_path / "o").exists()
+    # the backend contract refuses too
+    from harness.backends.base import Backend
+
+    with pytest.raises(BackendError, match="cannot steer"):
+        Backend.check_steering(type("B", (), {"kind": "openai"})(), Steering({1: np.ones(4)}))
+
+
+def test_report_intervals_resample_whole_categories():
+    """Eight categories whose samples share their value: the cluster bootstrap is wider than a
+    sample bootstrap would be (which treats 40 copies as independent), and a single category
+    gives no interval at all."""
+    from probes.steer_report import _mean_ci
+
+    rng = np.random.default_rng(0)
+    level = rng.uniform(0, 1, 8)
+    values = [(f"s{g}:{k}", float(level[g])) for g in range(8) for k in range(5)]
+    clustered = {sid: sid.split(":")[0] for sid, _ in values}
+    alone = {sid: sid for sid, _ in values}
+    m, ci = _mean_ci(values, clustered, 500, 0)
+    m2, ci2 = _mean_ci(values, alone, 500, 0)
+    assert m == pytest.approx(level.mean()) and m2 == pytest.approx(m)
+    assert (ci[1] - ci[0]) > 1.5 * (ci2[1] - ci2[0])
+    assert _mean_ci(values[:5], clustered, 500, 0)[1] is None
+
+
+def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
+    from harness.cli import cli
+
+    run, _, _ = planted_run
+    r = CliRunner()
+    vec = tmp_path / "v"
+    res = r.invoke(cli, ["steer", "build", "--run", str(run), "--capture", "planted", "--layers",
+                         "1,2", "--out", str(vec)], standalone_mode=False)
+    assert res.exception is None, res.output
+    assert "held-out AUROC" in res.output and load_vector(vec).layers == [1, 2]
+    out = tmp_path / "o"
+    args = ["steer", "run", "--vector", str(vec), "--dataset", "demo", "--samples", "all",
+            "--limit", "3", "--layers", "2", "--alphas", "0,0.5", "--model",
+            str(hf_tiny4.model_name), "--out", str(out), "--no-progress"]
+    res = r.invoke(cli, args, standalone_mode=False)
+    assert res.exception is None, res.output
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["random_+0.5", "unsteered_0",
+                                                                   "vector_+0.5"]
+    res = r.invoke(cli, ["show", str(out / "vector_+0.5")], standalone_mode=False)
+    assert "steering: vector_+0.5 (control vector, alpha +0.5, layers [2]" in res.output
+    res = r.invoke(cli, ["steer", "report", str(out), "--bootstrap", "100"], standalone_mode=False)
+    assert res.exception is None and "## logprob_question" in res.output
+    bad = r.invoke(cli, args[:-5] + ["--layers", "7", "--out", str(tmp_path / "x")],
+                   standalone_mode=False)
+    assert isinstance(bad.exception, EvalAwareError) and "not in the vector" in str(bad.exception)
