@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .backends.base import Backend, Generation, GenerationRequest, TokenIds, WrappedBackend
+from .backends.base import (Backend, Generation, GenerationRequest, NextTokenView, TokenIds,
+                            WrappedBackend)
 from .store import Store
 
 
@@ -64,6 +65,23 @@ class CachedBackend(WrappedBackend):
         width = len(ids) if ids is not None else self.vocab_size
         return np.stack([np.asarray(v, dtype=np.float32) for v in vals]) if vals else \
             np.zeros((0, width), dtype=np.float32)
+
+    def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
+                        top_k: int) -> NextTokenView:
+        ids = [int(t) for t in token_ids]
+        payloads = [{"prompt": list(p), "token_ids": ids, "top_k": int(top_k)} for p in prompts]
+        vals = self._cached("next_token_view", payloads, lambda idx: self.inner.next_token_view(
+            [prompts[i] for i in idx], ids, top_k).to_dicts())
+        return NextTokenView.from_dicts(vals, len(ids), top_k)
+
+    def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
+        """Cached per prompt under a digest of the (sorted) id set, not the ids themselves."""
+        ids = sorted({int(t) for t in token_ids})
+        digest = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()
+        payloads = [{"prompt": list(p), "ids_sha256": digest} for p in prompts]
+        vals = self._cached("next_token_logmass", payloads, lambda idx: [
+            float(v) for v in self.inner.next_token_logmass([prompts[i] for i in idx], ids)])
+        return np.asarray(vals, dtype=np.float64)
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         payloads = [{"prompt": list(p), "continuation": list(c)} for p, c in pairs]

