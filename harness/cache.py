@@ -76,14 +76,27 @@ class CachedBackend(WrappedBackend):
 
     def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
         """Cached per prompt under a digest of the (sorted) id set, not the ids themselves."""
-        ids = sorted({int(t) for t in token_ids})
-        digest = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()
+        ids, digest = _id_set(token_ids)
         payloads = [{"prompt": list(p), "ids_sha256": digest} for p in prompts]
         vals = self._cached("next_token_logmass", payloads, lambda idx: [
             float(v) for v in self.inner.next_token_logmass([prompts[i] for i in idx], ids)])
         return np.asarray(vals, dtype=np.float64)
 
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        ids, digest = _id_set(token_ids)
+        payloads = [{"prompt": list(p), "continuation": list(c), "ids_sha256": digest} for p, c in pairs]
+        vals = self._cached("continuation_scores", payloads, lambda idx: [
+            [float(a), float(b)] for a, b in self.inner.continuation_scores([pairs[i] for i in idx], ids)])
+        return [(float(a), float(b)) for a, b in vals]
+
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         payloads = [{"prompt": list(p), "continuation": list(c)} for p, c in pairs]
         return [float(v) for v in self._cached(
             "loglikelihood", payloads, lambda idx: self.inner.loglikelihood([pairs[i] for i in idx]))]
+
+
+def _id_set(token_ids: Sequence[int]) -> tuple[list[int], str]:
+    """A token-id set, sorted, and its digest (what keys a call on a large id set)."""
+    ids = sorted({int(t) for t in token_ids})
+    return ids, hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()

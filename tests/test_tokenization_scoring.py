@@ -124,6 +124,10 @@ class Counting(WrappedBackend):
         self.calls.append(("ll", len(pairs)))
         return self.inner.loglikelihood(pairs)
 
+    def continuation_scores(self, pairs, token_ids):
+        self.calls.append(("cs", len(pairs)))
+        return self.inner.continuation_scores(pairs, token_ids)
+
 
 def test_two_batched_backend_calls(tiny_backend) -> None:
     b = Counting(tiny_backend)
@@ -137,9 +141,11 @@ def test_two_batched_backend_calls(tiny_backend) -> None:
     score_prompts(b, prompts, plan=plan, aware_via="prefix", tol=0, boundary=False)
     assert [c[0] for c in b.calls] == ["view", "next"]
     b.calls.clear()
-    score_prompts(b, prompts, plan=plan, tol=0)  # the boundary term: one more batched call
-    assert b.calls == [("view", 4), ("ll", 4 * len(plan.multi_token_sequences())),
-                       ("mass", 4 * len(plan.sequences()))]
+    score_prompts(b, prompts, plan=plan, tol=0)  # with the boundary term: one pass gives both terms
+    assert b.calls == [("view", 4), ("cs", 4 * len(plan.sequences()))]
+    b.calls.clear()
+    score_prompts(b, prompts, plan=plan, tol=0, aware_via="prefix")  # prefix: + one mass call
+    assert [c[0] for c in b.calls] == ["view", "next", "mass"] and b.calls[2][1] == 4 * len(plan.sequences())
     b.calls.clear()
     score_prompts(b, prompts, plan=plan, tol=0, full_vocab=True, boundary=False)
     assert b.calls[0] == ("next", 4)
@@ -257,6 +263,27 @@ def test_target_words_validation() -> None:
     w = TargetWords.parse("eval=evaluation, exam;deploy=real")
     assert w.eval == ("evaluation", "exam") and w.deploy == ("real",)
     assert TargetWords.parse("paper").all == ("evaluation", "test", "real", "deployment")
+    assert TargetWords() == TargetWords.parse("default") == TargetWords.parse("paper")
+    ext = TargetWords.parse("extended")
+    assert ext.name == "extended" and "benchmark" in ext.eval and "genuine" in ext.deploy
+    assert TargetWords.parse("paper").name == "paper" and w.name is None
+
+
+def test_target_words_file(tmp_path) -> None:
+    import json as _json
+
+    p = tmp_path / "words.json"
+    p.write_text(_json.dumps({"eval": ["quiz", "Exam"], "deploy": ["user"]}))
+    w = TargetWords.parse(str(p))
+    assert w.eval == ("quiz", "Exam") and w.deploy == ("user",) and w.name is None
+    p.write_text(_json.dumps({"eval": ["quiz"], "deploy": "user"}))
+    with pytest.raises(ValueError, match="'deploy' must be a list"):
+        TargetWords.parse(str(p))
+    p.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        TargetWords.parse(str(p))
+    with pytest.raises(ValueError, match="not a named list"):
+        TargetWords.parse(str(tmp_path / "missing.json"))
 
 
 @pytest.mark.parametrize("family", ["qwen3", "llama3", "gpt2", "deepseek-r1"])

@@ -254,7 +254,8 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
     model. Backend calls, each batched over all prompts: one ``next_token_view`` (the candidates'
     first-token ids + top-k; ``full_vocab=True``: one full ``next_token_logprobs`` instead), then
     per pruning round (usually one) one teacher-forcing call for the multi-token sequences and,
-    with `boundary`, one ``next_token_logmass`` for the boundary term.
+    with `boundary`, one ``next_token_logmass`` for the boundary term (``aware_via="loglikelihood"``
+    with `boundary`: both in one ``continuation_scores`` call, one pass on HF).
 
     ``aware_via="prefix"`` computes the teacher-forced sums with one ``next_token_logprobs``
     call on every (prompt + proper prefix of a multi-token sequence), restricted to the ids needed
@@ -325,17 +326,20 @@ def _aware_logprobs(backend: Any, prompts: list[list[int]], plan: ScoringPlan, f
         todo = [[s for s in seqs if s not in done[i] and s not in skip[i]] for i in range(len(prompts))]
         if not any(todo):
             break
-        multi = [[s for s in t if len(s) > 1] for t in todo]
-        new = _STRATEGIES[aware_via](backend, prompts, multi, first_lp) if any(multi) else {}
-        for i, t in enumerate(todo):
-            for s in t:
+        pairs = [(i, s) for i, t in enumerate(todo) for s in t]
+        if boundary and aware_via == "loglikelihood":  # one teacher-forced pass gives both terms
+            cs = backend.continuation_scores([(prompts[i], list(s)) for i, s in pairs], plan.boundary_ids)
+            new = {k: a + b for k, (a, b) in zip(pairs, cs)}
+        else:
+            multi = [[s for s in t if len(s) > 1] for t in todo]
+            new = _STRATEGIES[aware_via](backend, prompts, multi, first_lp) if any(multi) else {}
+            for i, s in pairs:
                 if len(s) == 1:
                     new[(i, s)] = float(first[i, col[s[0]]])
-        if boundary:
-            pairs = [(i, s) for i, t in enumerate(todo) for s in t]
-            lb = backend.next_token_logmass([prompts[i] + list(s) for i, s in pairs], plan.boundary_ids)
-            for (i, s), b in zip(pairs, lb):
-                new[(i, s)] += float(b)
+            if boundary:
+                lb = backend.next_token_logmass([prompts[i] + list(s) for i, s in pairs], plan.boundary_ids)
+                for k, b in zip(pairs, lb):
+                    new[k] += float(b)
         got.update(new)
         for i, t in enumerate(todo):
             done[i].update(t)

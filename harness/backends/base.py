@@ -151,6 +151,14 @@ class Backend(ABC):
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         """Teacher-forced sum of log p(continuation tokens | prompt) for each (prompt, continuation)."""
 
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        """(loglikelihood, log mass of `token_ids` right after the continuation) per pair: what
+        word-boundary scoring needs. Default: two calls; HF overrides it with one pass."""
+        ll = self.loglikelihood(pairs)
+        lm = self.next_token_logmass([list(p) + list(c) for p, c in pairs], token_ids)
+        return [(float(a), float(b)) for a, b in zip(ll, lm)]
+
     def score_continuations(self, prompt: TokenIds, continuations: Sequence[TokenIds]) -> list[float]:
         """Teacher-forced log-likelihood of each continuation after one prompt."""
         return self.loglikelihood([(prompt, c) for c in continuations])
@@ -212,6 +220,10 @@ class WrappedBackend(Backend):
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         return self.inner.loglikelihood(pairs)
+
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        return self.inner.continuation_scores(pairs, token_ids)
 
     def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
         return self.inner.hidden_states(prompts, layers)
