@@ -220,7 +220,7 @@ def section_models(res: dict, models: list[str], limit: int | None, backend: str
                 naive, sec_naive = run(aware=False)
                 naive_full, sec_full = run(aware=False, full_vocab=True)
                 assert all(abs(x.naive_coverage - y.naive_coverage) <= 1e-6 for x, y in zip(naive, naive_full))
-                _, sec_prefix_only = run(tol=TOL, boundary=False)
+                starts, sec_prefix_only = run(tol=TOL, boundary=False)
                 exact, sec_exact = run(tol=0)
                 scores, sec_aware = run(tol=TOL)
                 sec_other = math.nan
@@ -238,7 +238,7 @@ def section_models(res: dict, models: list[str], limit: int | None, backend: str
                                          f"aware_{other}": sec_other / n}
             else:
                 scores = score_prompts(b, prompts, plan=plan, aware_via=via, tol=TOL)
-            starts = score_prompts(b, prompts, plan=plan, aware_via=via, tol=TOL, boundary=False)
+                starts = score_prompts(b, prompts, plan=plan, aware_via=via, tol=TOL, boundary=False)
             fr = row.setdefault("forms", {}).setdefault(form, {})
             for kind in ("naive", "top20", "aware"):
                 ps = _gated(scores, kind)
