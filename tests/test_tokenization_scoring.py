@@ -335,3 +335,28 @@ def test_word_boundary_ids() -> None:
     for text in ("ing", "ly", "ed"):
         assert tok.encode(text)[0] not in b, text
     assert tok.encode_with_specials("<|im_end|>")[0] in b
+
+
+def test_pruning_bound_holds_with_the_boundary_term() -> None:
+    """DeepSeek's 'e' (first token of "evaluation") has probability 5e-5 next to "real" at
+    ~1, so the first guess skips "e|valuation". But "real" is followed by "ly" here: with the
+    boundary term the scored mass is ~0, the bound fails, and a second round scores the skipped
+    sequence. The result equals exact scoring and the recorded bound is <= tol x coverage."""
+    tok = load("deepseek-r1")
+    e, valuation = tok.encode("evaluation")[:2]
+    real, ly = tok.encode("real")[0], tok.encode("really")[-1]
+    eos = next(i for i in range(tok.vocab_size) if tok.is_special(i))
+    words = TargetWords(("evaluation",), ("real",))
+    plan = ScoringPlan.build(tok, words, cases=("lower",), contexts=("bare",))
+    assert plan.sequences() == [(e, valuation), (real,)] and ly != real
+    prompt = tok.encode("Evaluation or real deployment? Answer:")
+    table = {prompt[-1]: {e: 5e-5, real: 1 - 5e-5}, e: {valuation: 1.0}, valuation: {eos: 1.0}, real: {ly: 1.0}}
+    b = Counting(Bigram(tok, table, tok.vocab_size))
+    exact = score_prompts(b, [prompt], plan=plan, tol=0)[0]
+    b.calls.clear()
+    fast = score_prompts(b, [prompt], plan=plan, tol=1e-4)[0]
+    assert [c[0] for c in b.calls] == ["view", "cs", "cs"]  # a second round was needed
+    assert fast.aware_skipped_bound == 0.0 and fast.aware_p_eval == pytest.approx(exact.aware_p_eval, abs=1e-9)
+    assert exact.aware_p_eval > 0.99  # "real" was "really": the evaluation answer wins
+    old = score_prompts(b, [prompt], plan=plan, tol=1e-4, boundary=False)[0]
+    assert old.aware_skipped_bound == pytest.approx(5e-5, rel=1e-3)  # without the term: skipped
