@@ -536,10 +536,29 @@ class ReportBuilder:
         d.table(["model", "method", "variant", "with signal", "scored", "AUROC [95% CI]", "Brier", "ECE",
                  "coverage mean / median"], rows)
         if logprob:
+            self._logprob_settings(fam)
             d.p(f"`with signal`: samples whose coverage reaches the run's `--min-coverage` (each "
                 f"variant on its own coverage); the figures on a row are computed from those samples "
                 f"only. No AUROC is computed from fewer than {MIN_AUROC_PER_CLASS} scored samples per "
                 f"class.")
+
+    def _logprob_settings(self, fam: Sequence[str]) -> None:
+        """Which words, gate, boundary rule and answer position each logprob run used."""
+        rows = []
+        for r in self.runs:
+            for m in fam:
+                st = (r.manifest.get("methods") or {}).get(m) or {}
+                if m not in r.records or not st:
+                    continue
+                words = st.get("words") or {}
+                ev = ", ".join(w for w, lab in words.items() if lab == "eval")
+                dp = ", ".join(w for w, lab in words.items() if lab == "deploy")
+                rows.append([r.label, m, f"{st.get('word_list', '?')}: {ev} / {dp}", f"{st.get('min_coverage', '–')}",
+                             {True: "yes", False: "no"}.get(st.get("aware_boundary"), "–"),
+                             st.get("answer_position", "–")])
+        if rows:
+            self.doc.table(["model", "method", "words (eval / deploy)", "min coverage", "word boundary",
+                            "answer position"], rows)
 
     def slices_section(self) -> None:
         d = self.doc

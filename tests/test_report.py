@@ -142,7 +142,11 @@ def test_logprob_signal_gate_in_report(tmp_path):
                     error=None if ok else "no_signal")
         recs.append(r)
     store.put_results("logprob", recs)
-    store.set_meta("manifest", {"model": {"model": "m", "identity": {"backend": "hf"}}, "git_revision": "0" * 16})
+    store.set_meta("manifest", {"model": {"model": "m", "identity": {"backend": "hf"}}, "git_revision": "0" * 16,
+                                "methods": {"logprob": {"word_list": "paper", "min_coverage": 0.01,
+                                                        "aware_boundary": True, "answer_position": "direct",
+                                                        "words": {"evaluation": "eval", "test": "eval",
+                                                                  "real": "deploy", "deployment": "deploy"}}}})
     store.close()
     md, _ = write_report([tmp_path / "run"], tmp_path / "rep", n_boot=20)
     lp = md.read_text().split("## Logprob scoring")[1].split("\n## ")[0]
@@ -152,5 +156,6 @@ def test_logprob_signal_gate_in_report(tmp_path):
     assert f"< {MIN_AUROC_PER_CLASS} per class" in naive_row
     aware_row = next(line for line in lp.splitlines() if "| logprob | aware |" in line)
     assert "per class" not in aware_row and "1.000" in aware_row
+    assert "| m | logprob | paper: evaluation, test / deployment, real | 0.01 | yes | direct |" in lp
     excluded = md.read_text().split("## Excluded answers")[1].split("\n## ")[0]
     assert re.search(r"\| logprob \| 0 \| 0 \| 0 \| 0 \| 0 \| 10 \| 10 \|", excluded)
