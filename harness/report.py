@@ -5,11 +5,12 @@ records written by other tools: every method is treated generically through its 
 prediction and score). Several runs are shown side by side. Every figure's caption names the
 runs it was made from (model, weights hash prefix, git revision of the harness).
 
-Sections: runs; summary per method (the paper's two shares, AUROC with bootstrap CI, Brier,
-|.|-Brier, ECE); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
+Sections: runs; summary per method (the paper's two shares, AUROC, Brier, |.|-Brier, ECE, each
+with a bootstrap CI that resamples whole categories by default, `--ci-by`); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
 and all pairs); excluded answers; the vote-count experiment (runs with >= 25 votes per sample
 for binary and probability); error vs number of turns; calibration; judge evidence; slices
-(chat vs agentic, capability vs alignment, category); logprob and probe sections when present.
+(chat vs agentic, capability vs alignment, category); logprob and probe sections when present;
+the low base-rate view (TPR at 1%/5% FPR, precision at `--base-rate`).
 """
 
 from __future__ import annotations
@@ -222,14 +223,33 @@ def _gate(records: Sequence[dict[str, Any]], var: str) -> list[dict[str, Any]]:
     return out
 
 
+def _pct_ci(v: float | None, ci: Sequence[float] | None) -> str:
+    return _pct(v) + (f" [{100 * ci[0]:.0f}, {100 * ci[1]:.0f}]" if v is not None and ci else "")
+
+
+def resampling_note(summaries: Sequence[dict[str, Any]], n_boot: int) -> str:
+    """One sentence naming the bootstrap unit(s) behind the report's intervals."""
+    if not n_boot:
+        return "No bootstrap intervals (--bootstrap 0)."
+    units = sorted({(s["ci_by"], s["n_groups"]) for s in summaries})
+    parts = [f"whole categories ({n} categories)" if u == "category" else f"samples ({n})"
+             for u, n in units]
+    return (f"Intervals: 95% percentile bootstrap, {n_boot} resamples of " + "; ".join(parts) +
+            ". Resampling categories keeps correlated samples of one source together, so the "
+            "interval reflects how many independent sources stand behind a figure "
+            "(`--ci-by sample` treats every sample as independent).")
+
+
 # --- sections ---------------------------------------------------------------------------------
 
 class ReportBuilder:
-    def __init__(self, runs: list[RunData], out: Path, n_boot: int = 1000, seed: int = 0) -> None:
+    def __init__(self, runs: list[RunData], out: Path, n_boot: int = 1000, seed: int = 0,
+                 ci_by: str | None = None, base_rate: float = 0.01) -> None:
         self.runs, self.out, self.n_boot, self.seed = runs, out, n_boot, seed
+        self.ci_by, self.base_rate = ci_by, base_rate  # ci_by None: category when there are any
         self.doc = Doc()
         self.methods = method_order(sorted({m for r in runs for m in r.records}))
-        self.summ = {(m, r.label): M.method_summary(r.records[m], n_boot=n_boot, seed=seed)
+        self.summ = {(m, r.label): M.method_summary(r.records[m], n_boot=n_boot, seed=seed, ci_by=ci_by)
                      for r in runs for m in r.records}
         self.human = {r.label: human_records(r.records) for r in runs}
 
@@ -256,6 +276,7 @@ class ReportBuilder:
         self.vote_count_section()
         self.turns_section()
         self.calibration_section()
+        self.base_rate_section()
         self.judge_section()
         self.family_section("logprob", "Logprob scoring",
                             "Logprob methods: `score` is the method's P(eval); the variants are the "
@@ -300,17 +321,20 @@ class ReportBuilder:
             ms = [m for m in self.methods if m in r.records]
             for m, s in [(m, self.summ[(m, r.label)]) for m in ms] + self._human_row(r):
                 auroc = _gated_auroc(r.records[m], s) if m.startswith("logprob") else _ci(s["auroc"], s["auroc_ci"])
-                rows.append([r.label, m, s["n"], _pct(s["eval_correct"]), _pct(s["deploy_correct"]),
-                             s["undecided"], auroc, s["brier"], s["abs_brier"],
-                             s["ece"], sum(s["errors"].values())])
+                rows.append([r.label, m, s["n"], _pct_ci(s["eval_correct"], s["eval_correct_ci"]),
+                             _pct_ci(s["deploy_correct"], s["deploy_correct_ci"]), s["undecided"],
+                             auroc, _ci(s["brier"], s["brier_ci"]),
+                             _ci(s["abs_brier"], s["abs_brier_ci"]), _ci(s["ece"], s["ece_ci"]),
+                             sum(s["errors"].values())])
         d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
                  "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "excluded answers"], rows)
+        d.p(resampling_note(list(self.summ.values()), self.n_boot))
         if any(self.human.values()):
             d.p(f"`{HUMAN}`: the dataset's human annotators' P(eval), for reference (eval if >= 0.5).")
 
     def _human_row(self, r: RunData) -> list[tuple[str, dict[str, Any]]]:
         h = self.human[r.label]
-        return [(HUMAN, M.method_summary(h, n_boot=self.n_boot, seed=self.seed))] if h else []
+        return [(HUMAN, M.method_summary(h, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by))] if h else []
 
     def bars_section(self) -> None:
         d = self.doc
@@ -333,16 +357,18 @@ class ReportBuilder:
         d = self.doc
         d.h(2, "Agreement between methods (Cohen's kappa)")
         d.p("Kappa on the samples both methods decided (undecided/unparseable samples left out; "
-            "n = shared decided samples). – = undefined (a method constant on the shared samples).")
+            "n = shared decided samples). – = undefined (a method constant on the shared samples). "
+            "Intervals: bootstrap as in the summary (resampling unit in the last column).")
+        kw = {"n_boot": self.n_boot, "seed": self.seed, "ci_by": self.ci_by}
         rows = []
         for r in self.runs:
             if "binary" in r.records and "probability" in r.records:
-                k = M.kappa_pairs({"binary": r.records["binary"], "probability": r.records["probability"]})
+                k = M.kappa_pairs({"binary": r.records["binary"], "probability": r.records["probability"]}, **kw)
                 v = k[("binary", "probability")]
-                rows.append([r.label, v["kappa"], v["n"]])
+                rows.append([r.label, _ci(v["kappa"], v["ci"]), v["n"], v["ci_by"]])
         if rows:
             d.h(3, "Binary vs probability (the paper's Table 1)")
-            d.table(["model", "kappa", "n"], rows)
+            d.table(["model", "kappa [95% CI]", "n", "resampled"], rows)
         for r in self.runs:
             recs = dict(r.records)
             if self.human[r.label]:
@@ -350,7 +376,7 @@ class ReportBuilder:
             names = method_order([m for m in recs if m != HUMAN]) + ([HUMAN] if HUMAN in recs else [])
             if len(names) < 2:
                 continue
-            pairs = M.kappa_pairs(recs)
+            pairs = M.kappa_pairs(recs, **kw)
             mat = np.full((len(names), len(names)), np.nan)
             rows = []
             for i, a in enumerate(names):
@@ -359,9 +385,9 @@ class ReportBuilder:
                     if i < j:
                         v = pairs[tuple(sorted((a, b)))]
                         mat[i, j] = mat[j, i] = np.nan if v["kappa"] is None else v["kappa"]
-                        rows.append([a, b, v["kappa"], v["n"]])
+                        rows.append([a, b, _ci(v["kappa"], v["ci"]), v["n"]])
             d.h(3, f"All pairs: {r.label}")
-            d.table(["method", "method", "kappa", "n"], rows)
+            d.table(["method", "method", "kappa [95% CI]", "n"], rows)
             path = self.plots.kappa_heatmap(self.out / f"kappa_{_slug(r.label)}.png", names, mat,
                                             f"Cohen's kappa: {r.label}")
             d.fig(path, self.caption("Pairwise Cohen's kappa", [r]))
@@ -422,24 +448,26 @@ class ReportBuilder:
         d.h(2, "Error vs number of turns")
         d.p("Per sample: |truth − P(eval)| (the paper's footnote calls it Brier) and the squared "
             "error (the standard Brier score), against the number of user turns, with Pearson r, "
-            "two-sided p and a least-squares trend line. Only informative for runs on full "
-            "transcripts (view `full`); with view `first_turn` the model saw one turn only.")
+            "a least-squares trend line and a two-sided p for its slope. Only informative for runs "
+            "on full transcripts (view `full`); with view `first_turn` the model saw one turn only. "
+            "p test: named in the last column; with categories it is cluster-robust by category "
+            "(samples of one source are not independent evidence).")
         rows = []
         for r in self.runs:
             panels = []
             for m in self.methods:
                 if m not in r.records or self.summ[(m, r.label)]["brier"] is None:
                     continue
-                a = M.score_vs_turns(r.records[m])
-                sq = M.score_vs_turns(r.records[m], squared=True)
+                a = M.score_vs_turns(r.records[m], ci_by=self.ci_by)
+                sq = M.score_vs_turns(r.records[m], squared=True, ci_by=self.ci_by)
                 rows.append([r.label, m, r.config().get("view", "?"), a["n"], a["r"], a["p"], a["slope"],
-                             sq["r"], sq["p"]])
+                             sq["r"], sq["p"], a["p_method"]])
                 panels.append((f"{r.label}: {m}", a))
             if panels:
                 path = self.plots.error_vs_turns(self.out / f"turns_{_slug(r.label)}.png", panels)
                 d.fig(path, self.caption("|truth − P(eval)| vs number of turns, with trend line", [r]))
         d.table(["model", "method", "view", "n", "r (abs)", "p (abs)", "slope (abs)", "r (squared)",
-                 "p (squared)"], rows)
+                 "p (squared)", "p test"], rows)
 
     def calibration_section(self) -> None:
         d = self.doc
@@ -458,6 +486,26 @@ class ReportBuilder:
             path = self.plots.calibration(self.out / "calibration.png", panels)
             d.fig(path, self.caption("Reliability diagrams (10 equal-width bins of the score; dotted: "
                                      "perfect calibration)", self.runs))
+
+    def base_rate_section(self) -> None:
+        d = self.doc
+        d.h(2, f"Low base rate (evaluations = {100 * self.base_rate:g}% of traffic)")
+        d.p("A detector that looks good on a balanced set can still be useless when evaluations are "
+            "rare. TPR at 1% / 5% FPR: the share of eval samples caught at a score threshold that "
+            "flags at most that share of deploy samples (with fewer than 100 deploy samples, 1% FPR "
+            "means no false positive at all). Precision: the share of eval calls that would be "
+            f"evaluations at a {100 * self.base_rate:g}% base rate (`--base-rate`), for the method's "
+            "own decisions (undecided = deploy) and at the 5% FPR threshold. Intervals resample as "
+            "in the summary.")
+        rows = []
+        for r in self.runs:
+            for m in [m for m in self.methods if m in r.records]:
+                b = M.low_base_rate(r.records[m], self.base_rate, self.n_boot, self.seed, self.ci_by)
+                rows.append([r.label, m, b["n_deploy"], _ci(b["tpr_at_fpr1"], b["tpr_at_fpr1_ci"]),
+                             _ci(b["tpr_at_fpr5"], b["tpr_at_fpr5_ci"]), _pct(b["decision_tpr"]),
+                             _pct(b["decision_fpr"]), b["decision_precision"], b["precision_at_fpr5"]])
+        d.table(["model", "method", "deploy n", "TPR @1% FPR", "TPR @5% FPR", "TPR (own)", "FPR (own)",
+                 f"precision @{self.base_rate:g} (own)", f"precision @{self.base_rate:g} (5% FPR)"], rows)
 
     def judge_section(self) -> None:
         d = self.doc
@@ -526,7 +574,7 @@ class ReportBuilder:
                 for var in _variants(recs):
                     vrecs = _gate(recs, var) if logprob else \
                         [{**x, "score": x["details"].get(f"{var}_p_eval")} for x in recs]
-                    vs = M.method_summary(vrecs, n_boot=self.n_boot, seed=self.seed)
+                    vs = M.method_summary(vrecs, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by)
                     cov = [float(x["details"][f"{var}_coverage"]) for x in recs
                            if isinstance(x["details"].get(f"{var}_coverage"), (int, float))]
                     rows.append([r.label, m, var, _signal_share(vrecs), vs["n_scored"],
@@ -541,6 +589,15 @@ class ReportBuilder:
                 f"variant on its own coverage); the figures on a row are computed from those samples "
                 f"only. No AUROC is computed from fewer than {MIN_AUROC_PER_CLASS} scored samples per "
                 f"class.")
+        sel = [[r.label, m, det.get("layer"), det["layer_selection"], det.get("selection_p"),
+                det.get("selection_null_q95")]
+               for r in self.runs for m in fam if m in r.records
+               for det in [(r.records[m][0].get("details") or {})] if "layer_selection" in det]
+        if sel:
+            d.p("How each probe's layer was chosen: a layer picked as the best of many is optimistic; "
+                "p compares it with the best layer under label permutations (95th percentile of "
+                "that null shown). p >= 0.05 means no signal beyond the choice of layer.")
+            d.table(["model", "method", "layer", "selection", "p", "null 95th pct"], sel)
 
     def _logprob_settings(self, fam: Sequence[str]) -> None:
         """Which words, gate, boundary rule and answer position each logprob run used."""
@@ -602,13 +659,13 @@ def _slug(s: str) -> str:
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 1000,
-                 seed: int = 0) -> tuple[Path, Path]:
+                 seed: int = 0, ci_by: str | None = None, base_rate: float = 0.01) -> tuple[Path, Path]:
     """Build the report for `run_dirs` into `out`; returns (report.md, report.html)."""
     runs = [load_run(d) for d in run_dirs]
     _label_runs(runs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = ReportBuilder(runs, out, n_boot=n_boot, seed=seed).build()
+    doc = ReportBuilder(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate).build()
     md, page = out / "report.md", out / "report.html"
     md.write_text(doc.markdown(), encoding="utf-8")
     page.write_text(doc.html("Evaluation-awareness report"), encoding="utf-8")
@@ -620,7 +677,14 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--bootstrap", default=1000, show_default=True, help="Bootstrap resamples for AUROC CIs (0: none).")
 @click.option("--seed", default=0, show_default=True)
-def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int) -> None:
+@click.option("--ci-by", type=click.Choice(M.CI_BY), default=None,
+              help="Bootstrap unit for every interval: whole categories or single samples "
+                   "[default: category when the dataset has categories, else sample].")
+@click.option("--base-rate", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01,
+              show_default=True, help="Share of evaluations in the traffic for the precision column "
+                                      "of the low base-rate view.")
+def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int, ci_by: str | None,
+           base_rate: float) -> None:
     """Write report.md and report.html (with PNG figures) for one or more run directories.
 
     \b
@@ -628,5 +692,5 @@ def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int) -> No
       evalaware report runs/demo --out reports/demo
       evalaware report runs/qwen3 runs/gpt-oss --out reports/compare
     """
-    md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed)
+    md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed, ci_by=ci_by, base_rate=base_rate)
     click.echo(f"wrote {md} and {page}")

@@ -14,7 +14,9 @@ from harness.errors import EvalAwareError
 from harness.store import Store
 
 from .activation_store import ActivationStore
-from .cv import auroc, bootstrap_auroc, make_splits, oof_scores
+from harness.metrics import roc_auc
+
+from .cv import auroc_ci, make_splits, oof_scores
 from .data import probe_data
 from .io import LinearProbe, save_probe
 from .models import linear_params, make_probe
@@ -38,7 +40,8 @@ def train_and_save(store: Store, capture: str, pooling: str, layer: int | str, o
         raise EvalAwareError(f"{store.run_dir}: no capture named {capture!r}")
     selection = "given"
     if layer == "best":
-        selection = "best grouped-CV AUROC (optimistic: chosen on the same folds)"
+        selection = ("best grouped-CV AUROC (optimistic: chosen on the same folds; "
+                     "`probes eval` gives its max-over-layers null)")
         sweep = evaluate(store, capture, EvalConfig(**{**asdict(cfg), "poolings": [pooling],
                                                        "probes": (probe,), "schemes": ("grouped",),
                                                        "baselines": (), "n_boot": 0}),
@@ -53,8 +56,7 @@ def train_and_save(store: Store, capture: str, pooling: str, layer: int | str, o
     for scheme in cfg.schemes:
         splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
         s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
-        lo, hi = bootstrap_auroc(data.y, s, cfg.n_boot, cfg.seed)
-        cv[scheme] = {"auroc": auroc(data.y, s), "ci_lo": lo, "ci_hi": hi, "n_folds": len(splits),
+        cv[scheme] = {**auroc_ci(data.y, s, cfg.n_boot, cfg.seed), "n_folds": len(splits),
                       "leaky": scheme == "random"}
     pipe, _ = fit_probe(store, capture, pooling, layer, probe, cfg.C, cfg.seed, cfg.label_source)
     meta = {
@@ -97,7 +99,7 @@ def apply_probe(probe: LinearProbe, store: Store, capture: str = "default",
     y = np.array([int(by_id[s].label == "eval") for s in ids])
     overlap = sorted(set(ids) & set((probe.meta.get("train") or {}).get("sample_ids") or []))
     res: dict[str, Any] = {"ids": ids, "decision": dec, "proba": proba, "n": len(ids),
-                           "auroc_truth": auroc(y, proba), "train_overlap": len(overlap)}
+                           "auroc_truth": roc_auc(y, proba), "train_overlap": len(overlap)}
     if write:
         if overlap and not allow_train_overlap:
             raise EvalAwareError(f"{len(overlap)} of these samples were used to train the probe, so "
@@ -113,14 +115,16 @@ def apply_probe(probe: LinearProbe, store: Store, capture: str = "default",
 
 def write_oof_records(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",
                       scheme: str = "grouped", cfg: EvalConfig | None = None,
-                      method: str = "probe") -> int:
+                      method: str = "probe", selection: dict[str, Any] | None = None) -> int:
     """Out-of-fold scores of one probe configuration as method records (honest: every sample is
-    scored by a probe that did not see it, nor its group under grouped CV)."""
+    scored by a probe that did not see it, nor its group under grouped CV). `selection` (how the
+    layer was chosen, and its null) goes into every record's details."""
     cfg = cfg or EvalConfig()
     data, dec, fold = oof_for(store, capture, pooling, layer, probe, scheme, cfg)
     proba = 1.0 / (1.0 + np.exp(-dec))
     details = {"probe": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,
-               "capture": capture, "scores": f"out-of-fold ({scheme} CV)", "cv": scheme}
+               "capture": capture, "scores": f"out-of-fold ({scheme} CV)", "cv": scheme,
+               **(selection or {"layer_selection": "given"})}
     recs = probe_records(store, data.ids, proba, dec, details,
                          per_sample=[{"fold": f} for f in fold], method=method)
     return write_records(store, recs, method)

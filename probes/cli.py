@@ -140,6 +140,9 @@ def _eval_options(f):
         click.option("--C", "C", type=float, default=1.0, show_default=True,
                      help="Inverse L2 strength of the logistic probe."),
         click.option("--n-boot", type=int, default=1000, show_default=True),
+        click.option("--ci-by", type=click.Choice(["category", "sample"]), default="category",
+                     show_default=True, help="Bootstrap unit of the AUROC intervals: whole groups "
+                                             "(--group-key) or single samples."),
         click.option("--seed", type=int, default=0, show_default=True),
     ]
     for o in reversed(opts):
@@ -147,12 +150,12 @@ def _eval_options(f):
     return f
 
 
-def _config(label_source, schemes, group_key, family_key, n_splits, C, n_boot, seed, **extra):
+def _config(label_source, schemes, group_key, family_key, n_splits, C, n_boot, ci_by, seed, **extra):
     from .train import EvalConfig
 
     return EvalConfig(label_source=label_source, schemes=tuple(_csv(schemes) or ()),
                       group_key=group_key, family_key=family_key, n_splits=n_splits, C=C,
-                      n_boot=n_boot, seed=seed, **extra)
+                      n_boot=n_boot, ci_by=ci_by, seed=seed, **extra)
 
 
 @probes.command("eval")
@@ -161,8 +164,9 @@ def _config(label_source, schemes, group_key, family_key, n_splits, C, n_boot, s
 @click.option("--pooling", help="Comma list (default: every pooling in the capture).")
 @click.option("--layers", help="Comma list of layer ids (default: every captured layer).")
 @click.option("--probes", "probe_kinds", default="logreg,diffmean", show_default=True)
-@click.option("--baselines", default="tfidf,length,shuffled,human", show_default=True)
-@click.option("--n-perm", type=int, default=20, show_default=True, help="Permutations for the null.")
+@click.option("--baselines", default="tfidf,tfidf_char,length,shuffled,human", show_default=True)
+@click.option("--n-perm", type=int, default=200, show_default=True,
+              help="Permutations of the layer-selection null (best layer under each permutation).")
 @_eval_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Output folder (default RUN/probes/<name>).")
@@ -200,7 +204,7 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
     (out / "eval.json").write_text(json.dumps(res.to_dict(), indent=1, sort_keys=True))
     with open(out / "eval.csv", "w", newline="") as f:
         cols = ["pooling", "layer", "model", "scheme", "leaky", "auroc", "ci_lo", "ci_hi",
-                "fold_auroc_mean", "n", "n_eval", "label_source"]
+                "fold_auroc_mean", "n", "n_eval", "label_source", "p_value", "null_q95", "n_perm"]
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(res.rows)
@@ -218,9 +222,22 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
             raise EvalAwareError("--write-records needs the logreg probe and grouped CV in the sweep")
         best = res.best(pool, "logreg", "grouped")
         n = write_oof_records(store, name, pool, int(best["layer"]), "logreg", "grouped", cfg,
-                              method_name)
+                              method_name, selection=selection_details(res, pool, "grouped"))
         click.echo(f"wrote {n} out-of-fold `{method_name}` records (pooling {pool}, layer "
                    f"{best['layer']}, grouped CV AUROC {_fmt(best['auroc'])})")
+
+
+def selection_details(res, pooling: str, scheme: str) -> dict[str, Any]:
+    """How the records' layer was chosen, and what that choice is worth against its null."""
+    sel = res.selection_for(pooling, scheme)
+    n_layers = len({r["layer"] for r in res.rows if r["pooling"] == pooling and r["model"] == "logreg"})
+    if sel is None:
+        how = ("given" if n_layers == 1 else
+               f"best {scheme}-CV AUROC of {n_layers} layers, no selection null (optimistic)")
+        return {"layer_selection": how}
+    return {"layer_selection": sel["selection"], "selection_p": sel["p_value"],
+            "selection_null_mean": sel["null_mean"], "selection_null_q95": sel["null_q95"],
+            "selection_n_perm": sel["n_perm"]}
 
 
 def summary_lines(res) -> list[str]:
@@ -242,6 +259,14 @@ def summary_lines(res) -> list[str]:
                 else:
                     r = rs[0]
                     note = "baseline" + (" (null)" if model.startswith("shuffled") else "")
+                sel = res.selection_for(pooling, scheme)
+                if model == "logreg" and sel:
+                    note += f"; vs best-layer null p={sel['p_value']:.3f}" + (
+                        "" if sel["p_value"] is not None and sel["p_value"] < 0.05
+                        else " (no signal beyond layer choice)")
+                elif model.startswith("shuffled") and r.get("null_q95") is not None:
+                    note = (f"null: {r['selection']}, {r['n_perm']} perms; "
+                            f"95th pct {_fmt(r['null_q95'])}")
                 if scheme == "random":
                     note += "; LEAKY"
                 layer = "-" if r["layer"] is None else str(r["layer"])

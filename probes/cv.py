@@ -4,7 +4,8 @@ Each source category of the Needham et al. data (and of our demo set) holds one 
 random split puts samples of the same source on both sides and a probe can score well by
 recognising the source. The honest default is ``grouped`` (stratified, grouped by category);
 ``lofo`` leaves one family out at a time; ``random`` is reported for comparison and labelled
-leaky. AUROC is computed on the pooled out-of-fold scores (held-out folds may hold one class).
+leaky. AUROC is computed on the pooled out-of-fold scores (held-out folds may hold one class)
+with harness.metrics (one AUROC and one bootstrap for the whole project).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold, StratifiedKFold
 
 from harness.errors import EvalAwareError
+from harness.metrics import bootstrap_auroc, roc_auc
 
 SCHEMES: dict[str, str] = {
     "grouped": "stratified k-fold grouped by category (default; honest)",
@@ -59,8 +60,8 @@ def make_splits(scheme: str, y: np.ndarray, groups: Sequence[str], families: Seq
 
 
 def oof_scores(make: Callable[[], Any], X: Any, y: np.ndarray, splits: Sequence[Split]
-               ) -> tuple[np.ndarray, list[float]]:
-    """Out-of-fold decision scores and per-fold AUROCs (NaN where a fold holds one class)."""
+               ) -> tuple[np.ndarray, list[float | None]]:
+    """Out-of-fold decision scores and per-fold AUROCs (None where a fold holds one class)."""
     y = np.asarray(y)
     scores = np.full(len(y), np.nan)
     fold_auc = []
@@ -68,7 +69,7 @@ def oof_scores(make: Callable[[], Any], X: Any, y: np.ndarray, splits: Sequence[
         est = make().fit(_take(X, tr), y[tr])
         s = np.asarray(est.decision_function(_take(X, te)), dtype=np.float64)
         scores[te] = s
-        fold_auc.append(auroc(y[te], s))
+        fold_auc.append(roc_auc(y[te], s))
     return scores, fold_auc
 
 
@@ -78,50 +79,9 @@ def _take(X: Any, idx: np.ndarray) -> Any:
     return [X[i] for i in idx]
 
 
-def auroc(y: np.ndarray, s: np.ndarray) -> float:
-    """Area under the ROC curve (ties count one half); NaN if one class is missing."""
-    y = np.asarray(y).astype(bool)
-    n1, n0 = int(y.sum()), int((~y).sum())
-    if n1 == 0 or n0 == 0:
-        return float("nan")
-    r = rankdata(np.asarray(s, dtype=np.float64))
-    return float((r[y].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
-
-
-def bootstrap_auroc(y: np.ndarray, s: np.ndarray, n_boot: int = 1000, seed: int = 0,
-                    groups: Sequence[str] | None = None, level: float = 0.95
-                    ) -> tuple[float, float]:
-    """Percentile bootstrap CI of AUROC; resamples samples, or whole groups when given."""
-    y, s = np.asarray(y).astype(bool), np.asarray(s, dtype=np.float64)
-    if n_boot <= 0 or y.all() or (~y).all():
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    if groups is None:
-        idx = rng.integers(0, len(y), size=(n_boot, len(y)))
-        aucs = _auroc_rows(y[idx], s[idx])
-    else:
-        g = np.asarray(groups)
-        uniq = np.unique(g)
-        members = [np.flatnonzero(g == u) for u in uniq]
-        aucs = []
-        for _ in range(n_boot):
-            pick = rng.integers(0, len(uniq), size=len(uniq))
-            ix = np.concatenate([members[p] for p in pick])
-            aucs.append(auroc(y[ix], s[ix]))
-        aucs = np.asarray(aucs)
-    aucs = aucs[np.isfinite(aucs)]
-    if not len(aucs):
-        return float("nan"), float("nan")
-    a = (1 - level) / 2
-    return float(np.quantile(aucs, a)), float(np.quantile(aucs, 1 - a))
-
-
-def _auroc_rows(y: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """AUROC of each row of (y, s) matrices, vectorised; NaN for single-class rows."""
-    r = rankdata(s, axis=1)
-    n1 = y.sum(1).astype(np.float64)
-    n0 = y.shape[1] - n1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = ((r * y).sum(1) - n1 * (n1 + 1) / 2.0) / (n1 * n0)
-    out[(n1 == 0) | (n0 == 0)] = np.nan
-    return out
+def auroc_ci(y: np.ndarray, s: np.ndarray, n_boot: int, seed: int = 0,
+             groups: Sequence[str] | None = None) -> dict[str, float | None]:
+    """{"auroc", "ci_lo", "ci_hi"} of scores `s` (None where undefined), with the harness's
+    bootstrap: of samples, or of whole groups when `groups` are given."""
+    ci = bootstrap_auroc(y, s, n=n_boot, seed=seed, groups=groups)
+    return {"auroc": roc_auc(y, s), "ci_lo": ci[0] if ci else None, "ci_hi": ci[1] if ci else None}

@@ -5,6 +5,8 @@
   intercept follows each fold's class prior; when held-out folds are label-pure (leave one
   category out) that alone drives the pooled out-of-fold AUROC towards 0 for an uninformative
   feature (length-only on the demo set: 0.00 unweighted, see baselines).
+  The sweep and out-of-fold records fit the same model with the batched solver
+  (batched_logreg.py, exact to solver tolerance); saved probes use this pipeline.
 - ``diffmean``: mean-centering (fit in fold) -> difference of class means; the score is the
   projection on mu_eval - mu_deploy, offset so the class midpoint scores 0.
 Both reduce to ``score(x) = ((x - mean) / scale) . w + b`` (see :func:`linear_params`).

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 _STYLE = {"grouped": "-", "lofo": "--", "random": ":"}
 _COLOR = {"logreg": "tab:blue", "diffmean": "tab:orange"}
 _BASE_COLOR = {"tfidf": "tab:green", "length": "tab:brown", "human": "tab:purple",
@@ -31,13 +33,13 @@ def auroc_by_layer(rows: Sequence[dict[str, Any]], out_png: str | Path, title: s
                              and r["layer"] is not None)
                 if not pts:
                     continue
-                x, y, lo, hi = zip(*pts)
+                x, y, lo, hi = (np.asarray(v, dtype=float) for v in zip(*pts))  # None -> NaN
                 label = f"{model} / {scheme}" + (" (leaky)" if scheme == "random" else "")
                 ax.plot(x, y, ls, color=_COLOR[model], label=label, lw=1.6)
                 if scheme == "grouped":
                     ax.fill_between(x, lo, hi, color=_COLOR[model], alpha=0.15, lw=0)
         for r in pr:
-            if r["model"] in _BASE_COLOR and r["scheme"] in ("grouped", "none"):
+            if r["model"] in _BASE_COLOR and r["scheme"] in ("grouped", "none") and r["auroc"] is not None:
                 ax.axhline(r["auroc"], color=_BASE_COLOR[r["model"]], lw=1, ls="-.",
                            label=f"{r['model']} ({r['scheme']}) {r['auroc']:.2f}")
         ax.axhline(0.5, color="black", lw=0.6, alpha=0.5)

@@ -3,10 +3,9 @@ the final probe on all samples."""
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,10 +13,13 @@ from harness.errors import EvalAwareError
 from harness.store import Store
 
 from .activation_store import ActivationStore
-from .baselines import BASELINES, evaluate_baseline, human_baseline, shuffled_null
-from .cv import SCHEMES, auroc, bootstrap_auroc, make_splits, oof_scores
+from .baselines import BASELINES, mean_defined, evaluate_baseline, human_baseline
+from harness.metrics import roc_auc
+
+from .cv import SCHEMES, auroc_ci, make_splits, oof_scores
 from .data import ProbeData, probe_data
 from .models import PROBES, make_probe
+from .selection import layer_aurocs, max_layer_null
 
 
 @dataclass
@@ -32,7 +34,8 @@ class EvalConfig:
     n_splits: int = 5
     C: float = 1.0
     n_boot: int = 1000
-    n_perm: int = 20
+    n_perm: int = 200
+    ci_by: str = "category"
     seed: int = 0
     label_source: str = "truth"
     group_key: str = "category"
@@ -40,7 +43,8 @@ class EvalConfig:
 
     def check(self) -> None:
         for v, allowed, what in ((self.probes, PROBES, "probe"), (self.schemes, SCHEMES, "CV scheme"),
-                                 (self.baselines, BASELINES, "baseline")):
+                                 (self.baselines, BASELINES, "baseline"),
+                                 ((self.ci_by,), ("category", "sample"), "resampling unit")):
             bad = [x for x in v if x not in allowed]
             if bad:
                 raise EvalAwareError(f"unknown {what} {', '.join(bad)}; use {', '.join(allowed)}")
@@ -56,14 +60,19 @@ class SweepResult:
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
+    selection: dict[str, dict[str, Any]] = field(default_factory=dict)  # "pooling/scheme" -> null
 
     def best(self, pooling: str, probe: str = "logreg", scheme: str = "grouped") -> dict[str, Any]:
         """The row with the highest AUROC for (pooling, probe, scheme)."""
         cand = [r for r in self.rows if r["pooling"] == pooling and r["model"] == probe
-                and r["scheme"] == scheme and r["layer"] is not None and not math.isnan(r["auroc"])]
+                and r["scheme"] == scheme and r["layer"] is not None and r["auroc"] is not None]
         if not cand:
             raise EvalAwareError(f"no {probe}/{scheme} rows for pooling {pooling!r}")
         return max(cand, key=lambda r: (r["auroc"], -r["layer"]))
+
+    def selection_for(self, pooling: str, scheme: str = "grouped") -> dict[str, Any] | None:
+        """The max-over-layers null of the logreg probe's selected layer, if it was computed."""
+        return self.selection.get(f"{pooling}/{scheme}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,7 +100,7 @@ def evaluate(store: Store, capture: str = "default", cfg: EvalConfig | None = No
     poolings = cfg.poolings or acts.poolings()
     info = acts.sample_info()
     out = SweepResult(capture=capture, config=asdict(cfg),
-                      timing={"load_s": 0.0, "probes_s": 0.0, "baselines_s": 0.0})
+                      timing={"load_s": 0.0, "probes_s": 0.0, "baselines_s": 0.0, "null_s": 0.0})
     base_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
     for pooling in poolings:
         try:
@@ -122,42 +131,51 @@ def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: Ev
     out.samples[pooling] = {"n": len(data.ids), "n_eval": int(data.y.sum()), **data.dropped}
     out.timing["load_s"] += time.perf_counter() - t0
     layers = sorted(X)
+    boot_groups = data.groups if cfg.ci_by == "category" else None
     for scheme in cfg.schemes:
         splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
         t0 = time.perf_counter()
         bar = tqdm(total=len(layers) * len(cfg.probes), desc=f"{pooling}/{scheme}",
                    disable=not progress, leave=False, dynamic_ncols=True)
+        bases = per_layer = None
         for probe in cfg.probes:
-            for layer in layers:
-                s, folds = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), X[layer],
-                                      data.y, splits)
-                lo, hi = bootstrap_auroc(data.y, s, cfg.n_boot, cfg.seed)
+            if probe == "logreg":  # every layer at once (batched_logreg.py), bases reused below
+                dec, per_layer, bases = layer_aurocs(np.stack([X[l] for l in layers]), data.y,
+                                                     splits, cfg.C)
+            for li, layer in enumerate(layers):
+                if probe == "logreg":
+                    s = dec[li]
+                    folds = [roc_auc(data.y[te], s[te]) for _, te in splits]
+                else:
+                    s, folds = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), X[layer],
+                                          data.y, splits)
                 out.rows.append(_row(pooling, layer, probe, scheme, data, {
-                    "auroc": auroc(data.y, s), "ci_lo": lo, "ci_hi": hi,
-                    "fold_auroc_mean": _nanmean(folds), "n_folds": len(splits)}))
+                    **auroc_ci(data.y, s, cfg.n_boot, cfg.seed, boot_groups),
+                    "fold_auroc_mean": mean_defined(folds), "n_folds": len(splits)}))
                 bar.update(1)
         bar.close()
         out.timing["probes_s"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         for b in cfg.baselines:
-            if b in ("tfidf", "length"):
+            if b in ("tfidf", "tfidf_char", "length"):
                 key = (b, scheme, tuple(data.ids))  # same samples: same result for every pooling
                 if key not in base_cache:
-                    base_cache[key] = evaluate_baseline(b, splits, data.y, data.texts,
-                                                        data.lengths, cfg.n_boot, cfg.seed)
+                    base_cache[key] = evaluate_baseline(b, splits, data.y, data.texts, data.lengths,
+                                                        cfg.n_boot, cfg.seed, boot_groups)
                 out.rows.append(_row(pooling, None, b, scheme, data, base_cache[key]))
-            elif b == "shuffled" and "logreg" in cfg.probes:
-                best = out.best(pooling, "logreg", scheme)
-                res = shuffled_null(
-                    lambda: make_probe("logreg", cfg.C, cfg.seed), X[best["layer"]], data.y,
-                    lambda yp: make_splits(scheme, yp, data.groups, data.families,
-                                           cfg.n_splits, cfg.seed),
-                    cfg.n_perm, cfg.seed,
-                    groups={"grouped": data.groups, "lofo": data.families}.get(scheme))
-                out.rows.append(_row(pooling, best["layer"], "shuffled:logreg", scheme, data, res))
         out.timing["baselines_s"] += time.perf_counter() - t0
+        if "shuffled" in cfg.baselines and bases is not None:
+            t0 = time.perf_counter()
+            sel = max_layer_null(bases, data.y, per_layer, layers, splits, cfg.n_perm, cfg.seed,
+                                 groups={"grouped": data.groups, "lofo": data.families}.get(scheme),
+                                 C=cfg.C, within_folds=scheme != "lofo")  # lofo folds ignore y
+            out.selection[f"{pooling}/{scheme}"] = sel
+            out.rows.append(_row(pooling, sel["selected_layer"], "shuffled:logreg", scheme, data, {
+                "auroc": sel["null_mean"], "ci_lo": sel.get("null_lo"), "ci_hi": sel.get("null_hi"),
+                **{k: sel[k] for k in ("p_value", "null_q95", "observed", "selection", "n_perm")}}))
+            out.timing["null_s"] += time.perf_counter() - t0
     if "human" in cfg.baselines:  # no training, so no CV scheme: one row per pooling
-        res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed)
+        res = human_baseline(data.y, data.human, cfg.n_boot, cfg.seed, boot_groups)
         if res is not None:
             out.rows.append(_row(pooling, None, "human", "none", data, res))
 
@@ -188,14 +206,13 @@ def oof_for(store: Store, capture: str, pooling: str, layer: int, probe: str = "
     pos = {s: i for i, s in enumerate(ids)}
     Xl = X[layer][[pos[s] for s in data.ids]]
     splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
-    s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
+    if probe == "logreg":  # the sweep's solver, so records carry exactly the row's scores
+        s = layer_aurocs(Xl[None], data.y, splits, cfg.C)[0][0]
+    else:
+        s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
     fold = [0] * len(data.ids)
     for k, (_, te) in enumerate(splits):
         for i in te:
             fold[int(i)] = k
     return data, s, fold
 
-
-def _nanmean(v: Sequence[float]) -> float:
-    a = np.asarray(v, dtype=float)
-    return float(np.nanmean(a)) if np.isfinite(a).any() else float("nan")

@@ -4,9 +4,14 @@ Measures
 - capture throughput (samples/s, tokens/s, MB/s written) for prompt + answer sequences,
 - bytes per sample in the shards vs the theoretical n_layers x hidden x 2 bytes per vector,
 - per-layer probe sweep time over every layer with grouped CV (target < 60 s),
-- the full table (three CV schemes, baselines) for reference.
+- the full table (three CV schemes, baselines) for reference,
+- the layer-selection null (logreg at every layer under each of --n-perm permutations, grouped
+  CV): the batched solver against sklearn fits one by one (timed on --sk-perms permutations and
+  scaled to --n-perm), side by side in one run.
 
 Usage: PYTHONPATH=. python scripts/bench_probes.py [--out DIR] [--answer-tokens 64]
+       PYTHONPATH=. python scripts/bench_probes.py --null-only   # synthetic SmolLM2-shaped
+                                                   # activations (96 x 31 layers x 576), no model
 The run directory (answers cached) is reused when --out is given and already exists.
 """
 
@@ -18,6 +23,8 @@ import os
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -35,7 +42,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's own choice; "
                     "1 was ~2.5x faster than 2 on a shared, oversubscribed 2-core machine)")
     ap.add_argument("--json", help="also write the numbers here")
+    ap.add_argument("--n-perm", type=int, default=200, help="permutations of the selection null")
+    ap.add_argument("--sk-perms", type=int, default=2,
+                    help="permutations timed with sklearn one fit at a time (then scaled)")
+    ap.add_argument("--null-only", action="store_true",
+                    help="only the null benchmark, on synthetic activations shaped like SmolLM2's")
     args = ap.parse_args()
+    if args.null_only:
+        rng = np.random.default_rng(0)
+        groups = [f"c{i % 18}" for i in range(96)]
+        y = np.array([int(g[1:]) % 2 for g in groups])
+        X = rng.normal(size=(31, 96, 576)) + rng.normal(size=(31, 18, 576))[:, np.arange(96) % 18]
+        print_table(bench_null(X, y, groups, args.n_perm, args.sk_perms))
+        return
 
     import torch
 
@@ -43,6 +62,7 @@ def main() -> None:
     from harness.datasets import load_dataset
     from harness.methods.base import MethodConfig
     from harness.store import Store
+    from probes.activation_store import ActivationStore
     from probes.capture import HFEngine, capture, parse_layers, parse_poolings
     from probes.cli import summary_lines
     from probes.synthetic import answer_run
@@ -73,7 +93,7 @@ def main() -> None:
                                              baselines=(), n_boot=1000), progress=False)
     t_sweep = time.perf_counter() - t0
     t0 = time.perf_counter()
-    full = evaluate(store, name, EvalConfig(n_boot=1000, n_perm=20), progress=False)
+    full = evaluate(store, name, EvalConfig(n_boot=1000), progress=False)
     t_full = time.perf_counter() - t0
 
     n_vec_layers = len(layers)
@@ -100,7 +120,9 @@ def main() -> None:
         ("probe sweep, grouped CV", f"{t_sweep:.1f} s for {n_vec_layers} layers x 2 probes "
                                     f"({pools[0]}; 1000 bootstrap resamples each; target < 60 s)"),
         ("full eval", f"{t_full:.1f} s ({len(pools)} poolings x 3 CV schemes x 2 probes x "
-                      f"{n_vec_layers} layers + tfidf/length/shuffled/human baselines)"),
+                      f"{n_vec_layers} layers + tfidf/tfidf_char/length/human baselines + "
+                      f"selection null, 200 permutations; of which null "
+                      f"{full.timing['null_s']:.1f} s)"),
     ]
     w = max(len(k) for k, _ in rows)
     print()
@@ -108,12 +130,56 @@ def main() -> None:
         print(f"{k:<{w}}  {v}")
     for line in summary_lines(full):
         print(line)
+    ids, Xd = ActivationStore(store, name).load(pools[0])
+    by_id = {s.id: s for s in store.samples()}
+    y = np.array([int(by_id[i].label == "eval") for i in ids])
+    null_rows = bench_null(np.stack([Xd[l] for l in sorted(Xd)]), y,
+                           [str(by_id[i].metadata.category) for i in ids], args.n_perm, args.sk_perms)
+    print_table(null_rows)
     if args.json:
-        Path(args.json).write_text(json.dumps({
+        Path(args.json).write_text(json.dumps({"null": dict(null_rows),
             "capture_s": summ.seconds, "samples_per_s": summ.samples_per_s,
             "tokens": summ.tokens, "mb_per_s": mb / summ.seconds, "stats": st,
             "sweep_grouped_s": t_sweep, "full_eval_s": t_full, "rows": full.rows}, indent=1))
     store.close()
+
+
+def bench_null(X: np.ndarray, y: np.ndarray, groups: list[str], n_perm: int,
+               sk_perms: int) -> list[tuple[str, str]]:
+    """Time the max-over-layers null: batched solver vs sklearn fits one at a time."""
+    from probes.cv import make_splits, oof_scores
+    from probes.models import make_probe
+    from probes.selection import layer_aurocs, max_layer_null, permutations
+
+    L, n, d = X.shape
+    splits = make_splits("grouped", y, groups, groups)
+    t0 = time.perf_counter()
+    _, per_layer, bases = layer_aurocs(X, y, splits)
+    t_obs = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sel = max_layer_null(bases, y, per_layer, list(range(L)), splits, n_perm, 0, groups)
+    t_null = time.perf_counter() - t0
+    Y = permutations(y, sk_perms, 0, groups, splits)
+    t0 = time.perf_counter()
+    for yp in Y:
+        for layer in range(L):
+            oof_scores(lambda: make_probe("logreg"), X[layer], yp, splits)
+    t_sk = (time.perf_counter() - t0) / sk_perms * n_perm
+    return [("null: shape", f"{n} samples x {L} layers x {d} dims, {len(splits)} grouped folds, "
+                            f"{n_perm} permutations"),
+            ("null: observed sweep (batched, all layers)", f"{t_obs:.1f} s"),
+            ("null: batched solver", f"{t_null:.1f} s  (p = {sel['p_value']:.3f}, selected layer "
+                                     f"{sel['selected_layer']})"),
+            ("null: sklearn one fit at a time", f"{t_sk:.0f} s (timed on {sk_perms} permutations, "
+                                                f"scaled to {n_perm})"),
+            ("null: ratio sklearn / batched", f"{t_sk / t_null:.1f}x")]
+
+
+def print_table(rows: list[tuple[str, str]]) -> None:
+    w = max(len(k) for k, _ in rows)
+    print()
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}")
 
 
 if __name__ == "__main__":

@@ -152,3 +152,130 @@ def test_bootstrap_ci_brackets_estimate():
     p = np.clip(rng.normal(0.3 + 0.3 * y, 0.2), 0, 1)
     lo, hi = M.bootstrap_ci(M.roc_auc, [y, p], n=300, seed=0)
     assert lo < M.roc_auc(y, p) < hi and not math.isnan(lo)
+
+
+def test_roc_auc_rows_and_weighted_rows_equal_sklearn():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, (6, 40))
+    s = np.round(rng.normal(size=(6, 40)) + y, 1)  # with ties
+    got = M.roc_auc_rows(y, s)
+    assert got == pytest.approx([roc_auc_score(a, b) for a, b in zip(y, s)], abs=1e-12)
+    W = M.bootstrap_weights(40, 50, seed=3, groups=[i % 7 for i in range(40)])
+    wr = M.roc_auc_weighted_rows(y[0], s[0], W)
+    for w, v in zip(W, wr):
+        ref = M.roc_auc(y[0], s[0], weights=w)
+        assert (ref is None and np.isnan(v)) or v == pytest.approx(ref, abs=1e-12)
+    assert np.isnan(M.roc_auc_rows([[1, 1, 1]], [[0.1, 0.2, 0.3]])[0])
+
+
+def test_bootstrap_weights_draw_whole_groups():
+    groups = ["a"] * 3 + ["b"] * 2 + ["c"] * 4
+    W = M.bootstrap_weights(9, 200, seed=0, groups=groups)
+    assert W.shape == (200, 9)
+    for w in W:  # members of one group are drawn together
+        assert len(set(w[:3])) == 1 and len(set(w[3:5])) == 1 and len(set(w[5:])) == 1
+        assert w[0] + w[3] + w[5] == 3  # three groups drawn per resample
+    Ws = M.bootstrap_weights(9, 200, seed=0)
+    assert (Ws.sum(1) == 9).all() and any(len(set(w[:3])) > 1 for w in Ws)
+
+
+def _two_correlated_categories(n: int = 50) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Category A: every eval sample scores 0.9 and every deploy 0.1 (perfectly right);
+    category B: eval 0.2, deploy 0.8 (perfectly wrong). Samples of a category are copies."""
+    y = np.array([1] * n + [0] * n + [1] * n + [0] * n)
+    s = np.array([0.9] * n + [0.1] * n + [0.2] * n + [0.8] * n)
+    return y, s, ["A"] * (2 * n) + ["B"] * (2 * n)
+
+
+def test_category_bootstrap_wider_than_sample_bootstrap_on_correlated_categories():
+    y, s, cats = _two_correlated_categories()
+    assert M.roc_auc(y, s) == pytest.approx(0.75)
+    lo_s, hi_s = M.bootstrap_auroc(y, s, 1000, seed=0)
+    lo_c, hi_c = M.bootstrap_auroc(y, s, 1000, seed=0, groups=cats)
+    assert hi_s - lo_s < 0.2 and (lo_c, hi_c) == (0.0, 1.0)
+    acc = lambda yy, ss: float(np.mean((ss >= 0.5) == yy))  # noqa: E731
+    lo_s, hi_s = M.bootstrap_ci(acc, [y, s], 1000, seed=0)
+    lo_c, hi_c = M.bootstrap_ci(acc, [y, s], 1000, seed=0, groups=cats)
+    assert hi_s - lo_s < 0.2 and (lo_c, hi_c) == (0.0, 1.0)
+
+
+def test_category_and_sample_bootstrap_agree_on_independent_samples():
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 2, 400)
+    s = rng.normal(size=400) + 0.8 * y
+    cats = [f"c{i}" for i in rng.integers(0, 40, 400)]  # categories carry no structure
+    lo_s, hi_s = M.bootstrap_auroc(y, s, 2000, seed=0)
+    lo_c, hi_c = M.bootstrap_auroc(y, s, 2000, seed=1, groups=cats)
+    assert abs(lo_s - lo_c) < 0.02 and abs(hi_s - hi_c) < 0.02
+    assert abs((hi_c - lo_c) / (hi_s - lo_s) - 1) < 0.2
+
+
+def test_weighted_rows_equal_their_resampled_statistics():
+    """Each vectorised bootstrap statistic equals the plain statistic on the resampled rows."""
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 60)
+    p = np.clip(np.round(rng.normal(0.3 + 0.4 * y, 0.25), 2), 0, 1)
+    a = np.where(p >= 0.5, "eval", "deploy")
+    b = np.where(rng.random(60) < 0.7, a, np.where(a == "eval", "deploy", "eval"))
+    W = M.bootstrap_weights(60, 40, seed=4, groups=[i % 9 for i in range(60)])
+    ece_w = M.ece_weighted_rows(y, p, W.astype(float))
+    kap_w = M.kappa_weighted_rows(a, b, W.astype(float))
+    tpr_w = M.tpr_at_fpr_weighted_rows(y, p, W.astype(float), 0.05)
+    for k, w in enumerate(W):
+        idx = np.repeat(np.arange(60), w)
+        assert ece_w[k] == pytest.approx(M.ece(y[idx], p[idx]), abs=1e-12)
+        assert kap_w[k] == pytest.approx(M.cohen_kappa(list(a[idx]), list(b[idx])), abs=1e-12)
+        assert tpr_w[k] == pytest.approx(M.tpr_at_fpr(y[idx], p[idx], 0.05), abs=1e-12)
+
+
+def test_tpr_at_fpr_and_precision_at_base_rate():
+    y = np.array([1] * 10 + [0] * 100)
+    s = np.r_[np.linspace(0.58, 1.0, 10), np.linspace(0.0, 0.6, 100)]  # top deploy: 0.6, 0.594, ...
+    assert M.tpr_at_fpr(y, s, 0.0) == pytest.approx(0.9)  # eval scores above 0.6: 9 of 10
+    assert M.tpr_at_fpr(y, s, 0.01) == pytest.approx(0.9)
+    assert M.tpr_at_fpr(y, s, 0.05) == pytest.approx(1.0)  # 0.58 is above the 5th deploy score
+    # a good-looking detector at a 1% base rate: most "eval" calls are wrong
+    assert M.precision_at(0.9, 0.1, 0.01) == pytest.approx(0.009 / (0.009 + 0.099))
+    recs = [{"sample_id": str(i), "label": "eval" if v else "deploy", "score": float(x),
+             "prediction": "eval" if x >= 0.55 else "deploy", "category": f"c{i % 11}"}
+            for i, (v, x) in enumerate(zip(y, s))]
+    out = M.low_base_rate(recs, base_rate=0.01, n_boot=200)
+    assert out["ci_by"] == "category" and out["tpr_at_fpr1"] == pytest.approx(0.9)
+    lo, hi = out["tpr_at_fpr5_ci"]
+    assert lo <= 1.0 <= hi + 1e-12
+    assert out["decision_precision"] == pytest.approx(
+        M.precision_at(out["decision_tpr"], out["decision_fpr"], 0.01))
+
+
+def test_kappa_pairs_interval_and_resampling_unit():
+    rng = np.random.default_rng(3)
+    recs_a, recs_b = [], []
+    for i in range(80):
+        lab = "eval" if i % 2 else "deploy"
+        pa = lab if rng.random() < 0.8 else ("deploy" if lab == "eval" else "eval")
+        pb = pa if rng.random() < 0.8 else ("deploy" if pa == "eval" else "eval")
+        base = {"sample_id": str(i), "label": lab, "category": f"c{i % 8}"}
+        recs_a.append({**base, "prediction": pa})
+        recs_b.append({**base, "prediction": pb})
+    k = M.kappa_pairs({"a": recs_a, "b": recs_b}, n_boot=300)[("a", "b")]
+    assert k["ci_by"] == "category" and k["ci"][0] < k["kappa"] < k["ci"][1]
+    ks = M.kappa_pairs({"a": recs_a, "b": recs_b}, n_boot=300, ci_by="sample")[("a", "b")]
+    assert ks["ci_by"] == "sample" and ks["ci"][0] < ks["kappa"] < ks["ci"][1]
+
+
+def test_turns_p_is_cluster_robust_by_category():
+    """Turns and error both vary by category only (6 categories x 30 copies): Pearson's p treats
+    180 samples as independent and is tiny; the cluster-robust p sees 6 clusters."""
+    rng = np.random.default_rng(0)
+    recs = []
+    for c in range(6):
+        turns = c + 1
+        err = float(np.clip(0.08 * turns + rng.normal(0, 0.15), 0, 1))
+        for k in range(30):
+            recs.append({"sample_id": f"{c}:{k}", "label": "eval", "score": 1 - err + rng.normal(0, 0.01),
+                         "n_turns": turns, "category": f"c{c}"})
+    naive = M.score_vs_turns(recs, ci_by="sample")
+    clus = M.score_vs_turns(recs)
+    assert clus["ci_by"] == "category" and "cluster-robust" in clus["p_method"]
+    assert naive["slope"] == pytest.approx(clus["slope"])
+    assert naive["p"] < 1e-3 and clus["p"] > 10 * naive["p"]

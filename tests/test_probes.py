@@ -16,7 +16,8 @@ from harness.errors import EvalAwareError
 from harness.store import Store
 from probes.activation_store import ActivationStore, CapturedSample
 from probes.capture import HFEngine, capture
-from probes.cv import auroc, bootstrap_auroc, make_splits, oof_scores
+from harness.metrics import bootstrap_auroc, roc_auc as auroc
+from probes.cv import make_splits, oof_scores
 from probes.io import load_probe, save_probe
 from probes.models import linear_params, make_probe
 from probes.synthetic import answer_run, random_samples
@@ -138,7 +139,7 @@ def test_auroc_and_bootstrap():
     assert lo < auroc(y, s) < hi and hi - lo < 0.2
     glo, ghi = bootstrap_auroc(y, s, 200, groups=[str(i % 10) for i in range(200)])
     assert glo < ghi
-    assert np.isnan(auroc(np.ones(5), np.arange(5)))
+    assert auroc(np.ones(5), np.arange(5)) is None
 
 
 def test_splits_respect_groups_and_families():
@@ -240,7 +241,11 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     d = run / "probes" / "default"
     assert (d / "auroc_by_layer.png").stat().st_size > 1000 and (d / "eval.csv").exists()
     assert "LEAKY" in out.output and "tfidf" in out.output
-    assert len(Store(run, create=False).results("probe")) == 24
+    recs = Store(run, create=False).results("probe")
+    assert len(recs) == 24 and "tfidf_char" in out.output and "best-layer null p=" in out.output
+    det = recs[0]["details"]
+    assert det["layer_selection"].startswith("best of ") and det["selection_n_perm"] == 2
+    assert 0 < det["selection_p"] <= 1
     out = r.invoke(cli, ["probes", "train", "--run", str(run), "--pooling", "mean_prompt",
                          "--layer", "1", "--out", str(tmp_path / "p"), "--n-boot", "50"])
     assert out.exit_code == 0, out.output + repr(out.exception)
@@ -292,7 +297,7 @@ def test_label_pure_folds_do_not_bias_uninformative_features():
 
 
 def test_group_level_permutation_keeps_groups_pure():
-    from probes.baselines import permute_labels
+    from probes.selection import permute_labels
 
     groups = [f"c{i // 4}" for i in range(40)]
     y = np.array([int((i // 4) % 2 == 0) for i in range(40)])
@@ -301,5 +306,5 @@ def test_group_level_permutation_keeps_groups_pure():
         yp = permute_labels(y, rng, groups)
         assert all(len({yp[i] for i in range(40) if groups[i] == g}) == 1 for g in set(groups))
         assert yp.sum() == y.sum()
-    mixed = permute_labels(y, rng, ["a"] * 40)  # impure groups: plain permutation
+    mixed = permute_labels(y, rng, ["a"] * 40)  # a mixed group: shuffled within itself
     assert sorted(mixed.tolist()) == sorted(y.tolist())

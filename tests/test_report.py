@@ -56,7 +56,9 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
         r = _record(s, "logprob", mean_probability([p]), [], aware_p_eval=p, aware_coverage=0.4,
                     naive_p_eval=naive, naive_coverage=0.0 if naive is None else 0.01)
         out["logprob"].append(r)
-        out["probe"].append({**_record(s, "probe", mean_probability([p]), []), "method": "probe"})
+        out["probe"].append({**_record(s, "probe", mean_probability([p]), [], layer=11, selection_p=0.264,
+                                       layer_selection="best of 31 layers (max-over-layers null)",
+                                       selection_null_q95=0.71), "method": "probe"})
     for m, rs in out.items():
         store.put_results(m, rs)
     manifest = {"model": {"model": model, "weights_sha256": f"{seed:02d}" + "ab" * 31,
@@ -79,7 +81,8 @@ def test_report_two_runs(two_runs, tmp_path):
     text = md.read_text()
     for section in ("## Summary", "## Agreement between methods", "Table 1", "## Excluded answers",
                     "## Kappa vs number of votes", "## Error vs number of turns", "## Calibration",
-                    "## Judge verdicts and evidence", "## Logprob scoring", "## Probes", "## Slices"):
+                    "## Judge verdicts and evidence", "## Logprob scoring", "## Probes", "## Slices",
+                    "## Low base rate (evaluations = 1% of traffic)"):
         assert section in text, section
     # every referenced figure exists and is a PNG; every figure caption names its run(s)
     figs = re.findall(r"!\[.*?\]\((.*?)\)\n\n\*(.*?)\*\n", text)
@@ -159,3 +162,37 @@ def test_logprob_signal_gate_in_report(tmp_path):
     assert "| m | logprob | paper: evaluation, test / deployment, real | 0.01 | yes | direct |" in lp
     excluded = md.read_text().split("## Excluded answers")[1].split("\n## ")[0]
     assert re.search(r"\| logprob \| 0 \| 0 \| 0 \| 0 \| 0 \| 10 \| 10 \|", excluded)
+
+
+def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):
+    """Intervals resample categories by default and say so; `--ci-by sample` switches the unit;
+    kappa gains an interval; the turns p names its test; the base-rate view uses --base-rate."""
+    from harness.cli import cli
+
+    md, _ = write_report(two_runs[:1], tmp_path / "cat", n_boot=200)
+    cat = md.read_text()
+    n_cats = len({s.metadata.category for s in load_dataset("demo")[::2][:40]})
+    assert f"resamples of whole categories ({n_cats} categories)" in cat
+    assert "cluster-robust slope" in cat.split("## Error vs number of turns")[1].split("\n## ")[0]
+    res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "smp"),
+                                   "--bootstrap", "200", "--ci-by", "sample", "--base-rate", "0.05"])
+    assert res.exit_code == 0, res.output
+    smp = (tmp_path / "smp" / "report.md").read_text()
+    assert "resamples of samples (40)" in smp and "pearson (independent samples)" in smp
+    assert "## Low base rate (evaluations = 5% of traffic)" in smp and "precision @0.05 (own)" in smp
+
+    def width(text: str, method: str) -> float:
+        row = re.search(rf"\| model-a \| {method} \| 40 \|[^\n]*", text.split("## Summary")[1]).group(0)
+        lo, hi = map(float, re.search(r"\d\.\d{3} \[(\d\.\d+), (\d\.\d+)\]", row).groups())  # AUROC
+        return hi - lo
+
+    # scores here are independent per sample, so the units give different but similar intervals
+    # (tests/test_metrics.py checks wider-on-correlated-categories and agreement)
+    assert width(cat, "logprob") != width(smp, "logprob")
+    assert 0.5 < width(cat, "logprob") / width(smp, "logprob") < 2
+    t1 = cat.split("Table 1")[1].split("\n## ")[0]
+    assert re.search(r"\| model-a \| -?\d\.\d+ \[-?\d\.\d+, -?\d\.\d+\] \| \d+ \| category \|", t1)
+    probes = cat.split("## Probes")[1].split("\n## ")[0]
+    assert "| model-a | probe | 11 | best of 31 layers (max-over-layers null) | 0.264 | 0.710 |" in probes
+    res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "x"), "--ci-by", "family"])
+    assert res.exit_code != 0 and "family" in res.output
