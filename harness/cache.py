@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .backends.base import Backend, Generation, GenerationRequest, TokenIds, WrappedBackend
+from .backends.base import (Backend, Generation, GenerationRequest, NextTokenView, TokenIds,
+                            WrappedBackend)
 from .store import Store
 
 
@@ -65,7 +66,37 @@ class CachedBackend(WrappedBackend):
         return np.stack([np.asarray(v, dtype=np.float32) for v in vals]) if vals else \
             np.zeros((0, width), dtype=np.float32)
 
+    def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
+                        top_k: int) -> NextTokenView:
+        ids = [int(t) for t in token_ids]
+        payloads = [{"prompt": list(p), "token_ids": ids, "top_k": int(top_k)} for p in prompts]
+        vals = self._cached("next_token_view", payloads, lambda idx: self.inner.next_token_view(
+            [prompts[i] for i in idx], ids, top_k).to_dicts())
+        return NextTokenView.from_dicts(vals, len(ids), top_k)
+
+    def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
+        """Cached per prompt under a digest of the (sorted) id set, not the ids themselves."""
+        ids, digest = _id_set(token_ids)
+        payloads = [{"prompt": list(p), "ids_sha256": digest} for p in prompts]
+        vals = self._cached("next_token_logmass", payloads, lambda idx: [
+            float(v) for v in self.inner.next_token_logmass([prompts[i] for i in idx], ids)])
+        return np.asarray(vals, dtype=np.float64)
+
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        ids, digest = _id_set(token_ids)
+        payloads = [{"prompt": list(p), "continuation": list(c), "ids_sha256": digest} for p, c in pairs]
+        vals = self._cached("continuation_scores", payloads, lambda idx: [
+            [float(a), float(b)] for a, b in self.inner.continuation_scores([pairs[i] for i in idx], ids)])
+        return [(float(a), float(b)) for a, b in vals]
+
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         payloads = [{"prompt": list(p), "continuation": list(c)} for p, c in pairs]
         return [float(v) for v in self._cached(
             "loglikelihood", payloads, lambda idx: self.inner.loglikelihood([pairs[i] for i in idx]))]
+
+
+def _id_set(token_ids: Sequence[int]) -> tuple[list[int], str]:
+    """A token-id set, sorted, and its digest (what keys a call on a large id set)."""
+    ids = sorted({int(t) for t in token_ids})
+    return ids, hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()

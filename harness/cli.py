@@ -205,6 +205,17 @@ def _methods_option(value: str) -> list[str]:
 @click.option("--aware-tol", type=click.FloatRange(0, 1, max_open=True), default=1e-4, show_default=True,
               help="logprob methods: skip multi-token variants that cannot move the aware P(eval) by more "
                    "than this (0: score every variant).")
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="logprob methods: samples whose target words get less probability than this have no "
+                   "prediction and no score (counted as no_signal).")
+@click.option("--words", default="paper", show_default=True,
+              help="logprob methods: target words: paper | extended | a JSON file {eval: [..], deploy: [..]} "
+                   "| 'eval=a,b;deploy=c,d'.")
+@click.option("--aware-boundary/--no-aware-boundary", default=True, show_default=True,
+              help="logprob methods: aware scoring counts a word only when a word boundary follows it.")
+@click.option("--full-vocab", is_flag=True,
+              help="logprob methods: read (and cache) the full next-token distribution instead of the "
+                   "candidate ids + top-k (same scores, slower on vLLM).")
 @click.option("--judge-model", help="Judge model (default: the model under test).")
 @click.option("--judge-backend", type=click.Choice(["vllm", "hf", "openai"]), help="Judge backend.")
 @click.option("--judge-base-url", help="Judge server URL (openai backend).")
@@ -217,7 +228,7 @@ def run(model, backend, dataset, methods, out, label, label_field, subset, view,
         seed, answer_tokens, probe_tokens, constrain, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
         tokenizer, tensor_parallel_size, pipeline_parallel_size, data_parallel_size,
         distributed_executor_backend, gpu_memory_utilization,
-        max_model_len, base_urls, max_concurrency, top_logprobs, api_key_env, judge_tokens, aware_tol, judge_model, judge_backend, judge_base_url,
+        max_model_len, base_urls, max_concurrency, top_logprobs, api_key_env, judge_tokens, aware_tol, min_coverage, words, aware_boundary, full_vocab, judge_model, judge_backend, judge_base_url,
         trust_remote_code, no_progress) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
@@ -242,11 +253,17 @@ def run(model, backend, dataset, methods, out, label, label_field, subset, view,
     from .runner import check_backend, check_methods, open_backend, run_methods
     from .store import Store
     from .token_limits import default_token_limits
+    from tokenization import TargetWords
 
     # Everything that can be checked without a model, before any engine starts (exit 2).
     method_list = check_methods(_methods_option(methods))
     _check_run_numbers(n_votes=n_votes, answer_tokens=answer_tokens, probe_tokens=probe_tokens,
                        judge_tokens=judge_tokens, batch_size=batch_size, hf_batch_size=hf_batch_size)
+    if any(m.startswith("logprob") for m in method_list):
+        try:
+            TargetWords.parse(words)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--words") from None
     opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
                 pipeline_parallel_size=pipeline_parallel_size, data_parallel_size=data_parallel_size,
                 distributed_executor_backend=distributed_executor_backend, max_concurrency=max_concurrency,
@@ -271,7 +288,9 @@ def run(model, backend, dataset, methods, out, label, label_field, subset, view,
         limits = default_token_limits(engine.tokenizer, template_kwargs, answer_tokens=answer_tokens,
                                       probe_tokens=probe_tokens, judge_tokens=judge_tokens)
         config = MethodConfig(view=view, person=person, n_votes=n_votes, temperature=temperature,
-                              top_p=top_p, seed=seed, aware_tol=aware_tol, constrain=constrain, **limits)
+                              top_p=top_p, seed=seed, aware_tol=aware_tol, constrain=constrain,
+                              min_coverage=min_coverage, words=words, aware_boundary=aware_boundary,
+                              full_vocab=full_vocab, **limits)
         summary = run_methods(samples, method_list, engine, out, config=config,
                               prompts=prompts, template_kwargs=template_kwargs,
                               judge=judge, batch_size=batch_size,
@@ -313,15 +332,15 @@ def _judge_spec(methods: list[str], model: str, backend: str, judge_model: str |
 
 def _print_summary(store, methods) -> None:
     """Per method: accuracy, undecided, excluded answers, answers cut at the token limit, judge
-    verdicts unusable / with no verified quote, and the AUROC of the score (label probability
-    for binary/probability). Rows are marked constrained / self-judged from the run's settings."""
-    from .metrics import per_class_accuracy, roc_auc, scored
+    verdicts unusable / with no verified quote, the AUROC of the score (label probability
+    for binary/probability) and the excluded answers by kind (e.g. `no_signal`). Rows are marked constrained / self-judged from the run's settings."""
+    from .metrics import answer_errors, per_class_accuracy, roc_auc, scored
     from .report import method_label
     from .run_monitor import tally
 
     man = store.get_meta("manifest", {}) or {}
     click.echo(f"{'method':<32} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
-               f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}")
+               f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}  excluded")
     for m in methods:
         recs = store.results(m)
         acc = per_class_accuracy(recs)
@@ -330,10 +349,11 @@ def _print_summary(store, methods) -> None:
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
         judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
         cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"
+        excl = ", ".join(f"{k} {v}" for k, v in sorted(answer_errors(recs).items())) or "-"
         click.echo(f"{method_label(m, man):<32} {acc['n']:>4} "
                    f"{fmt(acc['eval_correct']):>10} {fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} "
                    f"{acc['invalid_answers']:>11} {cut:>7} {judged('unjudged'):>8} "
-                   f"{judged('unverified'):>10} {fmt(auc):>6}")
+                   f"{judged('unverified'):>10} {fmt(auc):>6}  {excl}")
 
 
 

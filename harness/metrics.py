@@ -294,9 +294,12 @@ def per_class_accuracy(records: Sequence[Record]) -> dict[str, Any]:
 
 
 def answer_errors(records: Iterable[Record]) -> dict[str, int]:
-    """Counts of excluded answers by kind (unparseable, out_of_range, judge_failed, no_text)."""
+    """Counts of excluded answers by kind (unparseable, out_of_range, judge_failed, no_text;
+    no_signal: a logprob record below --min-coverage)."""
     c: Counter[str] = Counter()
     for r in records:
+        if (r.get("details") or {}).get("error") == "no_signal":  # logprob methods' signal gate
+            c["no_signal"] += 1
         for v in (r.get("details") or {}).get("votes") or []:
             k = error_kind(v.get("error"))
             if k:

@@ -35,6 +35,9 @@ from .store import Store
 ORDER = ("binary", "probability", "motivation", "reasoning")
 HUMAN = "human"
 MIN_VOTES_EXPERIMENT = 25
+# Logprob scores: no AUROC from fewer scored samples than this per class (with 10 per class the
+# 95% bootstrap interval of an AUROC near 0.75 is already about ±0.2 wide).
+MIN_AUROC_PER_CLASS = 10
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -238,6 +241,33 @@ def _ci(v: float | None, ci: Sequence[float] | None) -> str:
     return f"{v:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def _gated_auroc(records: Sequence[dict[str, Any]], s: dict[str, Any]) -> str:
+    """The AUROC cell, or why there is none: fewer than MIN_AUROC_PER_CLASS scored per class."""
+    y, _ = M.scored(records)
+    n_eval, n_deploy = int(y.sum()), int(len(y) - y.sum())
+    if min(n_eval, n_deploy) < MIN_AUROC_PER_CLASS:
+        return f"– ({n_eval} eval / {n_deploy} deploy scored, < {MIN_AUROC_PER_CLASS} per class)"
+    return _ci(s["auroc"], s["auroc_ci"])
+
+
+def _signal_share(records: Sequence[dict[str, Any]]) -> str:
+    n = len(records)
+    k = sum(1 for r in records if r.get("score") is not None)
+    return f"{k}/{n} ({_pct(k / n) if n else '–'})"
+
+
+def _gate(records: Sequence[dict[str, Any]], var: str) -> list[dict[str, Any]]:
+    """Records scored by variant `var` of a logprob method, withheld below the run's
+    min_coverage (recorded per record; 0 for records from before the gate existed)."""
+    out = []
+    for x in records:
+        d = x.get("details") or {}
+        cov, p = d.get(f"{var}_coverage"), d.get(f"{var}_p_eval")
+        ok = p is not None and isinstance(cov, (int, float)) and cov >= float(d.get("min_coverage") or 0.0)
+        out.append({**x, "score": p if ok else None})
+    return out
+
+
 def _pct_ci(v: float | None, ci: Sequence[float] | None) -> str:
     return _pct(v) + (f" [{100 * ci[0]:.0f}, {100 * ci[1]:.0f}]" if v is not None and ci else "")
 
@@ -298,8 +328,9 @@ class ReportBuilder:
                             "Logprob methods: `score` is the method's P(eval); the variants are the "
                             "naive first-token score (the paper's), the same limited to the top 20 "
                             "tokens (what hosted APIs return) and the tokenizer-aware score, each "
-                            "with its mean coverage (probability mass on the candidate words). "
-                            "Samples without any candidate mass have no score.")
+                            "with its coverage (probability mass on the candidate words; aware: on the "
+                            "whole words followed by a word boundary). Samples below the run's "
+                            "`--min-coverage` have no score (`no_signal`).")
         self.family_section("probe", "Probes", "Linear-probe records; score is the probe's P(eval).")
         self.slices_section()
         return d
@@ -344,10 +375,11 @@ class ReportBuilder:
             ms = [m for m in self.methods if m in r.records]
             for m, s in [(m, self.summ[(m, r.label)]) for m in ms] + self._human_row(r):
                 t = tally(r.records.get(m, []))
+                auroc = _gated_auroc(r.records[m], s) if m.startswith("logprob") else _ci(s["auroc"], s["auroc_ci"])
                 rows.append([r.label, method_label(m, r.manifest), s["n"],
                              _pct_ci(s["eval_correct"], s["eval_correct_ci"]),
                              _pct_ci(s["deploy_correct"], s["deploy_correct_ci"]), s["undecided"],
-                             _ci(s["auroc"], s["auroc_ci"]), _ci(s["brier"], s["brier_ci"]),
+                             auroc, _ci(s["brier"], s["brier_ci"]),
                              _ci(s["abs_brier"], s["abs_brier_ci"]), _ci(s["ece"], s["ece_ci"]),
                              sum(s["errors"].values()),
                              f"{t['cut']}/{t['answers']}" if t["answers"] else "–"])
@@ -486,9 +518,10 @@ class ReportBuilder:
             "strict answer found), `out_of_range` (a probability outside [0, 1]), `judge_failed` "
             "(the judge's verdict was not valid JSON with a true/false `aware`), `unverified` (the "
             "verdict quotes evidence, none of which occurs in the judged text), `no_text` (nothing "
-            "to judge, e.g. no reasoning). Undecided = samples without a valid majority (no valid "
-            "vote, or a tie).")
-        kinds = ["unparseable", "out_of_range", "judge_failed", "unverified", "no_text"]
+            "to judge, e.g. no reasoning), `no_signal` (a logprob sample whose target words carry "
+            "less probability than the run's `--min-coverage`). Undecided = samples without a valid "
+            "majority (no valid vote, or a tie).")
+        kinds = ["unparseable", "out_of_range", "judge_failed", "unverified", "no_text", "no_signal"]
         rows = []
         for r in self.runs:
             for m in self.methods:
@@ -651,22 +684,34 @@ class ReportBuilder:
         d.h(2, title)
         d.p(note)
         rows = []
+        logprob = prefix == "logprob"
         for r in self.runs:
             for m in fam:
                 if m not in r.records:
                     continue
                 s = self.summ[(m, r.label)]
-                rows.append([r.label, m, "score", s["n_scored"], _ci(s["auroc"], s["auroc_ci"]), s["brier"],
+                recs = r.records[m]
+                auroc = _gated_auroc(recs, s) if logprob else _ci(s["auroc"], s["auroc_ci"])
+                rows.append([r.label, m, "score", _signal_share(recs), s["n_scored"], auroc, s["brier"],
                              s["ece"], "–"])
-                for var in _variants(r.records[m]):
-                    recs = [{**x, "score": x["details"].get(f"{var}_p_eval")} for x in r.records[m]]
-                    vs = M.method_summary(recs, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by)
-                    cov = [float(x["details"][f"{var}_coverage"]) for x in r.records[m]
+                for var in _variants(recs):
+                    vrecs = _gate(recs, var) if logprob else \
+                        [{**x, "score": x["details"].get(f"{var}_p_eval")} for x in recs]
+                    vs = M.method_summary(vrecs, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by)
+                    cov = [float(x["details"][f"{var}_coverage"]) for x in recs
                            if isinstance(x["details"].get(f"{var}_coverage"), (int, float))]
-                    rows.append([r.label, m, var, vs["n_scored"], _ci(vs["auroc"], vs["auroc_ci"]), vs["brier"],
-                                 vs["ece"], f"{np.mean(cov):.3f}" if cov else "–"])
-        d.table(["model", "method", "variant", "scored", "AUROC [95% CI]", "Brier", "ECE",
-                 "mean coverage"], rows)
+                    rows.append([r.label, m, var, _signal_share(vrecs), vs["n_scored"],
+                                 _gated_auroc(vrecs, vs) if logprob else _ci(vs["auroc"], vs["auroc_ci"]),
+                                 vs["brier"], vs["ece"],
+                                 f"{np.mean(cov):.4f} / {np.median(cov):.4f}" if cov else "–"])
+        d.table(["model", "method", "variant", "with signal", "scored", "AUROC [95% CI]", "Brier", "ECE",
+                 "coverage mean / median"], rows)
+        if logprob:
+            self._logprob_settings(fam)
+            d.p(f"`with signal`: samples whose coverage reaches the run's `--min-coverage` (each "
+                f"variant on its own coverage); the figures on a row are computed from those samples "
+                f"only. No AUROC is computed from fewer than {MIN_AUROC_PER_CLASS} scored samples per "
+                f"class.")
         sel = [[r.label, m, det.get("layer"), det["layer_selection"], det.get("selection_p"),
                 det.get("selection_null_q95")]
                for r in self.runs for m in fam if m in r.records
@@ -676,6 +721,24 @@ class ReportBuilder:
                 "p compares it with the best layer under label permutations (95th percentile of "
                 "that null shown). p >= 0.05 means no signal beyond the choice of layer.")
             d.table(["model", "method", "layer", "selection", "p", "null 95th pct"], sel)
+
+    def _logprob_settings(self, fam: Sequence[str]) -> None:
+        """Which words, gate, boundary rule and answer position each logprob run used."""
+        rows = []
+        for r in self.runs:
+            for m in fam:
+                st = (r.manifest.get("methods") or {}).get(m) or {}
+                if m not in r.records or not st:
+                    continue
+                words = st.get("words") or {}
+                ev = ", ".join(w for w, lab in words.items() if lab == "eval")
+                dp = ", ".join(w for w, lab in words.items() if lab == "deploy")
+                rows.append([r.label, m, f"{st.get('word_list', '?')}: {ev} / {dp}", f"{st.get('min_coverage', '–')}",
+                             {True: "yes", False: "no"}.get(st.get("aware_boundary"), "–"),
+                             st.get("answer_position", "–")])
+        if rows:
+            self.doc.table(["model", "method", "words (eval / deploy)", "min coverage", "word boundary",
+                            "answer position"], rows)
 
     def slices_section(self) -> None:
         d = self.doc

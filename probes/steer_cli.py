@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from harness.cli_options import limit_options, verbose_option
 from harness.errors import EvalAwareError
 
 
@@ -105,7 +106,6 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random control.")
 @click.option("--samples", "which", type=click.Choice(["heldout", "all"]), default=None,
               help="Default: the vector's held-out samples when it records them, else all.")
-@click.option("--limit", type=int, help="Only the first N selected samples.")
 @click.option("--model", help="Default: the vector's model.")
 @click.option("--backend", type=click.Choice(["hf", "vllm", "openai"]), default="hf", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
@@ -113,8 +113,10 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 @click.option("--max-model-len", type=int)
 @click.option("--force", is_flag=True, help="Steer a model with other weights than the vector's.")
 @click.option("--no-progress", is_flag=True)
+@limit_options
+@verbose_option
 def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_random_control, seed,
-            which, limit, model, backend, dtype, hf_batch_size, max_model_len, force, no_progress) -> None:
+            which, subset, model, backend, dtype, hf_batch_size, max_model_len, force, no_progress) -> None:
     """Run METHODS under each alpha (vector and random control) into OUT/<condition>/.
 
     \b
@@ -141,9 +143,7 @@ def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_ran
     alpha_list = _floats(alphas, "--alphas")
     samples = load_dataset(dataset)
     which = which or ("heldout" if vec.meta.get("heldout_ids") else "all")
-    samples = select_samples(samples, vec, which)
-    if limit:
-        samples = samples[:limit]
+    samples = subset(select_samples(samples, vec, which))
     name = model or vec.meta.get("model")
     if not name:
         raise EvalAwareError(f"{vector_dir}: the vector names no model; pass --model")

@@ -58,6 +58,15 @@ class Timed(WrappedBackend):
     def loglikelihood(self, pairs):
         return self._timed(self.inner.loglikelihood, pairs)
 
+    def next_token_view(self, prompts, token_ids, top_k):
+        return self._timed(self.inner.next_token_view, prompts, token_ids, top_k)
+
+    def next_token_logmass(self, prompts, token_ids):
+        return self._timed(self.inner.next_token_logmass, prompts, token_ids)
+
+    def continuation_scores(self, pairs, token_ids):
+        return self._timed(self.inner.continuation_scores, pairs, token_ids)
+
 
 def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, batch_size: int,
                   hf_threads: int | None = None) -> list[dict[str, Any]]:

@@ -5,9 +5,14 @@ Sections (``--section``, repeatable; default: table prep models):
           its class and the number of tokens of the full word
   prep    tokenizer load time per family (assets prepared)
   models  SmolLM2-135M-Instruct (and Gemma-3-270M with --models smollm2,gemma3) over the demo
-          dataset: share of samples with signal, AUROC of P(eval), rank correlation between models,
-          naive vs top-20 naive vs aware; time per sample of naive vs aware (--backend hf|vllm,
-          --via loglikelihood|prefix, --both to time the other strategy too)
+          dataset, at both scored positions (``question``: the logprob_question method; ``response``:
+          the logprob method, the paper's): coverage distribution, share of samples with signal
+          (coverage >= --min-coverage) and the AUROC of P(eval) over those samples only (none from
+          fewer than 10 per class), naive vs top-20 naive vs aware; rank correlation between
+          models; time per sample (question form) of naive (selected ids + top-k), naive from the
+          full vocabulary (before issue 17), aware without the word-boundary term (before issue
+          11), aware with it (exact and pruned) (--backend hf|vllm, --via loglikelihood|prefix,
+          --both to time the other strategy too)
   oracle  our HF teacher-forced log-likelihoods vs lm-evaluation-harness's HFLM on the same token
           pairs (needs a venv with lm_eval: --lmeval-python /tmp/lmeval-venv/bin/python)
 
@@ -29,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -36,7 +43,8 @@ from harness.methods.logprob import SCORING_CASES  # noqa: E402
 from tokenization.scoring import DEFAULT_TOL  # noqa: E402
 
 FAMILIES = ["qwen3", "deepseek-r1", "llama3", "gpt-oss", "gpt2", "mistral-v3", "mistral-tekken", "gemma3", "smollm2"]
-SIGNAL = 0.01
+SIGNAL = 0.01  # --min-coverage
+MIN_PER_CLASS = 10  # no AUROC from fewer scored samples per class (as the report)
 
 
 def table(rows: list[list[str]], head: list[str]) -> str:
@@ -59,7 +67,7 @@ def section_table(res: dict) -> None:
     from tokenization.words import TargetWords
 
     fams = available_families()
-    words = TargetWords().all
+    words = TargetWords.parse("extended").all
     toks = {f: load(f) for f in fams}
     rows, summary = [], []
     for w in words:
@@ -118,10 +126,12 @@ def model_path(name: str) -> str:
     return str(assets.prepare(name))
 
 
-def demo_prompts(backend, limit: int | None):
-    """Prompts exactly as the ``logprob_question`` method renders them: the sample's first turn,
-    then the method's one-word question, through the harness renderer (a model without a chat
+def demo_prompts(backend, limit: int | None, form: str = "question"):
+    """Prompts exactly as the ``logprob_question`` (form "question": the sample's first turn, then
+    the method's one-word question) or ``logprob`` (form "response": the first turn) method renders
+    them, through the harness renderer and the final-answer position (a model without a chat
     template, such as Gemma-3-270M base, gets the plain transcript after BOS)."""
+    from harness.answer_position import answer_start
     from harness.datasets import demo_path, load_dataset
     from harness.methods.base import sample_view
     from harness.prompts import PromptLibrary
@@ -131,9 +141,9 @@ def demo_prompts(backend, limit: int | None):
     samples = load_dataset(demo_path())
     if limit and limit < len(samples):  # evenly spaced: keeps both labels and all categories
         samples = [samples[round(i * len(samples) / limit)] for i in range(limit)]
-    question = Message("user", PromptLibrary().get("logprob/question").text)
-    renderer = Renderer(backend.tokenizer)
-    prompts = [list(renderer.render(sample_view(s, "first_turn") + (question,))) for s in samples]
+    question = (Message("user", PromptLibrary().get("logprob/question").text),) if form == "question" else ()
+    start = answer_start(Renderer(backend.tokenizer))
+    prompts = [list(start.render(sample_view(s, "first_turn") + question)) for s in samples]
     return prompts, [1 if s.label == "eval" else 0 for s in samples], [s.id for s in samples]
 
 
@@ -141,7 +151,7 @@ def _auroc(labels: list[int], ps: list[float | None]) -> tuple[float | None, int
     from sklearn.metrics import roc_auc_score
     pairs = [(y, p) for y, p in zip(labels, ps) if p is not None]
     ys = [y for y, _ in pairs]
-    if len(set(ys)) < 2:
+    if min(sum(ys), len(ys) - sum(ys)) < MIN_PER_CLASS:
         return None, len(pairs)
     return float(roc_auc_score(ys, [p for _, p in pairs])), len(pairs)
 
@@ -168,80 +178,116 @@ def reset_prefix_cache(backend) -> None:
         raise RuntimeError("vLLM refused to reset its prefix cache")
 
 
+def _gated(scores, kind: str) -> list[float | None]:
+    """P(eval) of `kind` where its coverage reaches SIGNAL (the methods' --min-coverage gate)."""
+    return [getattr(x, f"{kind}_p_eval") if getattr(x, f"{kind}_coverage") >= SIGNAL else None for x in scores]
+
+
 def section_models(res: dict, models: list[str], limit: int | None, backend: str = "hf",
                    via: str = "loglikelihood", contexts: tuple[str, ...] = ("bare", "space", "assistant"),
-                   also: bool = False, cases: tuple[str, ...] = SCORING_CASES) -> None:
+                   also: bool = False, cases: tuple[str, ...] = SCORING_CASES, words: str = "paper",
+                   forms: tuple[str, ...] = ("question", "response")) -> None:
     from tokenization.load import from_backend
     from tokenization.scoring import ScoringPlan, score_prompts
+    from tokenization.words import TargetWords
 
     out, per_model = {}, {}
     other = "prefix" if via == "loglikelihood" else "loglikelihood"
     for name in models:
         b = make_backend(backend, model_path(name))
         tok = from_backend(b)
-        prompts, labels, ids = demo_prompts(b, limit)
-        plan = ScoringPlan.build(tok, cases=cases, contexts=contexts)
-        score_prompts(b, prompts[:2], plan=plan, aware_via=via)  # warm-up
+        plan = ScoringPlan.build(tok, TargetWords.parse(words), cases=cases, contexts=contexts)
+        row = {"backend": backend, "block_size": BLOCK_SIZE, "contexts": list(contexts), "cases": list(cases),
+               "words": words, "sequences": len(plan.sequences()),
+               "multi_token_sequences": len(plan.multi_token_sequences()), "tol": TOL, "min_coverage": SIGNAL}
+        for form in forms:
+            prompts, labels, ids = demo_prompts(b, limit, form)
+            n = len(prompts)
+            row["n"] = n
+            if form == "question":  # timing (the form whose coverage is real)
+                score_prompts(b, prompts[:2], plan=plan, aware_via=via)  # warm-up
 
-        def cold(fn):  # each pass starts with an empty prefix cache (reset not timed); best of REPEAT
-            best, res = math.inf, None
-            for _ in range(REPEAT):
-                reset_prefix_cache(b)
-                t = time.perf_counter()
-                res = fn()
-                best = min(best, time.perf_counter() - t)
-            return res, best
+                def cold(fn):  # each pass starts with an empty prefix cache (reset not timed); best of REPEAT
+                    best, r = math.inf, None
+                    for _ in range(REPEAT):
+                        reset_prefix_cache(b)
+                        t = time.perf_counter()
+                        r = fn()
+                        best = min(best, time.perf_counter() - t)
+                    return r, best
 
-        _, sec_naive = cold(lambda: score_prompts(b, prompts, plan=plan, aware=False))
-        exact, sec_exact = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=via, tol=0))
-        scores, sec_aware = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=via, tol=TOL))
-        sec_other = math.nan
-        if also:  # the other strategy on the same prompts: same numbers, different cost
-            scores_o, sec_other = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=other, tol=TOL))
-            assert all(abs(math.log(a.aware_coverage) - math.log(c.aware_coverage)) < 1e-3
-                       for a, c in zip(scores, scores_o)), "aware strategies disagree"
-        dp = [abs(a.aware_p_eval - e.aware_p_eval) for a, e in zip(scores, exact)
-              if a.aware_p_eval is not None and e.aware_p_eval is not None]
-        n = len(prompts)
-        row = {"n": n, "backend": backend, "block_size": BLOCK_SIZE, "contexts": list(contexts), "cases": list(cases),
-               "multi_token_sequences": len(plan.multi_token_sequences()), "tol": TOL,
-               "max_abs_dp_eval_vs_exact": max(dp, default=0.0),
-               "mean_skipped_bound": sum(x.aware_skipped_bound for x in scores) / n,
-               "sec_per_sample": {"naive": sec_naive / n, f"aware_exact_{via}": sec_exact / n,
-                                  f"aware_{via}": sec_aware / n, f"aware_{other}": sec_other / n}}
-        for kind in ("naive", "top20", "aware"):
-            ps = [getattr(s, f"{kind}_p_eval") for s in scores]
-            cov = [getattr(s, f"{kind}_coverage") for s in scores]
-            au, n_au = _auroc(labels, ps)
-            row[kind] = {"signal_share": sum(s.has_signal(kind, SIGNAL) for s in scores) / n,
-                         "median_coverage": float(sorted(cov)[n // 2]), "auroc": au, "n_scored": n_au,
-                         "mean_p_eval": (sum(p for p in ps if p is not None) / max(n_au, 1))}
+                run = lambda **kw: cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=via, **kw))  # noqa: E731
+                naive, sec_naive = run(aware=False)
+                naive_full, sec_full = run(aware=False, full_vocab=True)
+                assert all(abs(x.naive_coverage - y.naive_coverage) <= 1e-6 for x, y in zip(naive, naive_full))
+                starts, sec_prefix_only = run(tol=TOL, boundary=False)
+                exact, sec_exact = run(tol=0)
+                scores, sec_aware = run(tol=TOL)
+                sec_other = math.nan
+                if also:  # the other strategy on the same prompts: same numbers, different cost
+                    scores_o, sec_other = cold(lambda: score_prompts(b, prompts, plan=plan, aware_via=other, tol=TOL))
+                    assert all(abs(a.aware_coverage - c.aware_coverage) <= 1e-4 * max(a.aware_coverage, 1e-30)
+                               + 1e-9 for a, c in zip(scores, scores_o)), "aware strategies disagree"
+                dp = [abs(a.aware_p_eval - e.aware_p_eval) for a, e in zip(scores, exact)
+                      if a.aware_p_eval is not None and e.aware_p_eval is not None]
+                row["max_abs_dp_eval_vs_exact"] = max(dp, default=0.0)
+                row["mean_skipped_bound"] = sum(x.aware_skipped_bound for x in scores) / n
+                row["sec_per_sample"] = {"naive": sec_naive / n, "naive_full_vocab": sec_full / n,
+                                         "aware_no_boundary": sec_prefix_only / n,
+                                         f"aware_exact_{via}": sec_exact / n, f"aware_{via}": sec_aware / n,
+                                         f"aware_{other}": sec_other / n}
+            else:
+                scores = score_prompts(b, prompts, plan=plan, aware_via=via, tol=TOL)
+                starts = score_prompts(b, prompts, plan=plan, aware_via=via, tol=TOL, boundary=False)
+            fr = row.setdefault("forms", {}).setdefault(form, {})
+            for kind in ("naive", "top20", "aware"):
+                ps = _gated(scores, kind)
+                cov = np.array([getattr(x, f"{kind}_coverage") for x in scores])
+                au, n_au = _auroc(labels, ps)
+                au_all, _ = _auroc(labels, [getattr(x, f"{kind}_p_eval") for x in scores])
+                fr[kind] = {"signal_share": float(np.mean(cov >= SIGNAL)),
+                            "coverage_quantiles": {q: float(np.quantile(cov, q / 100)) for q in (10, 25, 50, 75, 90)},
+                            "auroc_gated": au, "n_scored": n_au, "auroc_ungated": au_all,
+                            "mean_p_eval": float(np.mean([p for p in ps if p is not None])) if n_au else None}
+            cov0 = np.array([x.aware_coverage for x in starts])
+            fr["aware_no_boundary"] = {"signal_share": float(np.mean(cov0 >= SIGNAL)),
+                                       "median_coverage": float(np.median(cov0)),
+                                       "auroc_gated": _auroc(labels, _gated(starts, "aware"))[0]}
+            per_model.setdefault(name, {})[form] = {"ids": ids, "labels": labels,
+                                                    "scores": [x.to_dict() for x in scores]}
         out[name] = row
-        per_model[name] = {"ids": ids, "labels": labels, "scores": [s.to_dict() for s in scores]}
         b.close()
         del b
     rows = []
     for name, r in out.items():
-        for kind in ("naive", "top20", "aware"):
-            k = r[kind]
-            rows.append([name, kind, f"{k['signal_share']:.0%}", f"{k['median_coverage']:.3g}",
-                         "-" if k["auroc"] is None else f"{k['auroc']:.3f}", k["n_scored"], f"{k['mean_p_eval']:.3f}"])
-    print(f"\n## Demo dataset ({out[models[0]]['n']} samples), signal = coverage >= {SIGNAL} "
-          "(top-20: any target first token in the top 20)\n")
-    print(table(rows, ["model", "score", "signal", "median coverage", "AUROC", "n scored", "mean P(eval)"]))
+        for form, fr in r["forms"].items():
+            for kind in ("naive", "top20", "aware"):
+                k = fr[kind]
+                q = k["coverage_quantiles"]
+                rows.append([name, form, kind, f"{k['signal_share']:.0%}",
+                             " / ".join(f"{q[x]:.2g}" for x in (10, 50, 90)),
+                             "-" if k["auroc_gated"] is None else f"{k['auroc_gated']:.3f}", k["n_scored"],
+                             "-" if k["auroc_ungated"] is None else f"{k['auroc_ungated']:.3f}"])
+    print(f"\n## Demo dataset ({out[models[0]]['n']} samples, words {words}), signal = coverage >= {SIGNAL}; "
+          f"AUROC over samples with signal only, none from < {MIN_PER_CLASS} per class\n")
+    print(table(rows, ["model", "position", "score", "with signal", "coverage p10 / p50 / p90",
+                       "AUROC (signal)", "n scored", "AUROC (ungated)"]))
     cost = []
     for m, r in out.items():
-        t = r["sec_per_sample"]
-        ms = lambda k: "-" if math.isnan(t[k]) else f"{t[k] * 1e3:.0f} ({t[k] / t['naive']:.1f}x)"  # noqa: E731
-        cost.append([m, r["multi_token_sequences"], f"{t['naive'] * 1e3:.0f}", ms(f"aware_exact_{via}"),
-                     ms(f"aware_{via}"), ms(f"aware_{other}"), f"{r['max_abs_dp_eval_vs_exact']:.1e}"])
-    print(f"\n## {backend} backend (CPU, float32): ms per sample (ratio to naive); aware via {via}, "
-          f"exact (tol 0) and pruned (tol {TOL:g})\n")
-    print(table(cost, ["model", "multi-token seqs", "naive", "aware exact", f"aware tol={TOL:g}",
-                       f"aware via {other}", "max |dP(eval)| pruned vs exact"]))
+        t = r.get("sec_per_sample")
+        if not t:
+            continue
+        ms = lambda k: "-" if math.isnan(t[k]) else f"{t[k] * 1e3:.0f} ({t[k] / t['naive']:.2f}x)"  # noqa: E731
+        cost.append([m, r["sequences"], r["multi_token_sequences"], f"{t['naive'] * 1e3:.0f}", ms("naive_full_vocab"),
+                     ms("aware_no_boundary"), ms(f"aware_exact_{via}"), ms(f"aware_{via}"), ms(f"aware_{other}"),
+                     f"{r['max_abs_dp_eval_vs_exact']:.1e}"])
+    print(f"\n## {backend} backend (CPU, float32), question position: ms per sample (ratio to naive = "
+          f"selected ids + top-20); aware via {via}, tol {TOL:g} unless exact\n")
+    print(table(cost, ["model", "seqs", "multi-token", "naive", "naive full vocab", "aware, no boundary",
+                       "aware exact", "aware", f"aware via {other}", "max |dP(eval)| pruned vs exact"]))
     if len(models) >= 2:
         from scipy.stats import spearmanr
-        a, b2 = per_model[models[0]]["scores"], per_model[models[1]]["scores"]
+        a, b2 = per_model[models[0]]["question"]["scores"], per_model[models[1]]["question"]["scores"]
         corr = []
         for kind in ("naive", "top20", "aware"):
             xs = [(x[f"{kind}_p_eval"], y[f"{kind}_p_eval"]) for x, y in zip(a, b2)
@@ -249,7 +295,7 @@ def section_models(res: dict, models: list[str], limit: int | None, backend: str
             rho = spearmanr([x for x, _ in xs], [y for _, y in xs]).statistic if len(xs) > 2 else float("nan")
             corr.append([kind, len(xs), f"{rho:.3f}"])
             out.setdefault("rank_correlation", {})[kind] = {"n": len(xs), "spearman": None if math.isnan(rho) else float(rho)}
-        print(f"\n## Rank correlation of P(eval) between {models[0]} and {models[1]}\n")
+        print(f"\n## Rank correlation of P(eval) between {models[0]} and {models[1]} (question position, ungated)\n")
         print(table(corr, ["score", "n both scored", "Spearman rho"]))
     res["models"] = out
     res["models_per_sample"] = per_model
@@ -321,11 +367,14 @@ def main() -> int:
     ap.add_argument("--both", action="store_true", help="also time the other aware strategy")
     ap.add_argument("--contexts", default="bare,space,assistant", help="variant contexts to score")
     ap.add_argument("--cases", default=",".join(SCORING_CASES), help="variant cases to score")
+    ap.add_argument("--words", default="paper", help="target word list (paper, extended, file, inline)")
+    ap.add_argument("--forms", default="question,response", help="scored positions (question, response)")
+    ap.add_argument("--min-coverage", type=float, default=0.01, help="signal gate")
     ap.add_argument("--lmeval-python", default="/tmp/lmeval-venv/bin/python")
     ap.add_argument("--out", default=None, help="write results JSON here (merged with an existing file)")
     a = ap.parse_args()
-    global BLOCK_SIZE, REPEAT, TOL
-    BLOCK_SIZE, REPEAT, TOL = a.block_size, a.repeat, a.tol
+    global BLOCK_SIZE, REPEAT, TOL, SIGNAL
+    BLOCK_SIZE, REPEAT, TOL, SIGNAL = a.block_size, a.repeat, a.tol, a.min_coverage
     res: dict = {}
     for s in a.section or ["table", "prep", "models"]:
         if s == "table":
@@ -334,7 +383,8 @@ def main() -> int:
             section_prep(res)
         elif s == "models":
             section_models(res, a.models.split(","), a.limit, a.backend, a.via,
-                           tuple(a.contexts.split(",")), a.both, tuple(a.cases.split(",")))
+                           tuple(a.contexts.split(",")), a.both, tuple(a.cases.split(",")), a.words,
+                           tuple(a.forms.split(",")))
         elif s == "oracle":
             section_oracle(res, a.limit, a.lmeval_python)
     if a.out:

@@ -181,7 +181,7 @@ def test_logprob_methods_record_what_scoring_gives(hf_tiny, samples, tmp_path, m
 
     from harness.methods.logprob import SCORING_CASES
 
-    cfg = MethodConfig(aware_tol=0.0)
+    cfg = MethodConfig(aware_tol=0.0, min_coverage=0.0)
     run_methods(samples, [method], hf_tiny, tmp_path / "run", config=cfg, progress=False)
     recs = {r["sample_id"]: r for r in Store(tmp_path / "run", create=False).results(method)}
     renderer = Renderer(hf_tiny.tokenizer)
@@ -196,8 +196,12 @@ def test_logprob_methods_record_what_scoring_gives(hf_tiny, samples, tmp_path, m
         assert r["aware_coverage"] == pytest.approx(want.aware_coverage, rel=1e-5)
         assert r["score"] == r["aware_p_eval"] and r["aware_skipped_bound"] == 0.0
         assert r["prediction"] == ("eval" if r["aware_p_eval"] >= 0.5 else "deploy")
+        assert r["answer_position"] == "direct" and r["signal"] and r["min_coverage"] == 0.0
     settings = Store(tmp_path / "run", create=False).get_meta(f"settings/{method}")
     assert settings["aware_tol"] == 0.0 and "aware_tol" not in settings["config"]
-    with pytest.raises(Exception, match="different setting for method"):
-        run_methods(samples, [method], hf_tiny, tmp_path / "run", config=MethodConfig(aware_tol=1e-3),
-                    progress=False)
+    assert settings["min_coverage"] == 0.0 and settings["word_list"] == "paper"
+    assert settings["aware_boundary"] is True and "min_coverage" not in settings["config"]
+    for changed in (MethodConfig(aware_tol=1e-3, min_coverage=0.0), MethodConfig(aware_tol=0.0, min_coverage=0.05),
+                    MethodConfig(aware_tol=0.0, min_coverage=0.0, words="extended")):
+        with pytest.raises(Exception, match="different setting for method"):
+            run_methods(samples, [method], hf_tiny, tmp_path / "run", config=changed, progress=False)

@@ -175,6 +175,19 @@ def test_selected_ids_are_exact_beyond_top_k(client, prompts, hf_reference):
 
 @pytest.mark.slow
 @pytest.mark.vllm
+def test_next_token_view_selected_ids_and_top_k(client, prompts, hf_reference):
+    """What the logprob methods ask a server for: exact candidate ids + the top 20."""
+    ref = hf_reference["logprobs"]
+    ids = [5, 6, 1000, 49151] + list(range(200, 350))
+    view = client.next_token_view(prompts, ids, 20)
+    np.testing.assert_allclose(view.selected, ref[:, ids], atol=TOL)
+    for i, row in enumerate(ref):
+        np.testing.assert_allclose(view.top_logprobs[i], np.sort(row)[::-1][:20], atol=TOL)
+        np.testing.assert_allclose(row[view.top_ids[i]], view.top_logprobs[i], atol=TOL)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
 def test_loglikelihood_equals_hf(client, hf_reference):
     got = client.loglikelihood(hf_reference["pairs"])
     np.testing.assert_allclose(got, hf_reference["loglik"], atol=TOL)

@@ -120,8 +120,8 @@ def test_report_two_runs(two_runs, tmp_path):
     assert re.search(r"\| model-a \| reasoning \| 40 \| 0 \| 0 \| 0 \| 0 \| [1-9]", text)  # no_text after unverified
     assert "quiz format" in text  # features are listed
     lp = text.split("## Logprob scoring")[1].split("\n## ")[0]
-    assert "| model-a | logprob | naive |" in lp and "| model-a | logprob | aware | 40 |" in lp
-    assert "| 0.400 |" in lp
+    assert "| model-a | logprob | naive |" in lp and "| model-a | logprob | aware | 40/40 (100%) | 40 |" in lp
+    assert "| 0.4000 / 0.4000 |" in lp
     html = page.read_text()
     assert html.count("<img") == len(figs) and "<table>" in html and "</html>" in html
 
@@ -143,6 +143,45 @@ def test_method_order_and_load(two_runs):
         ["binary", "reasoning", "logprob", "logprob_aware", "probe"]
     run = load_run(two_runs[0])
     assert run.model == "model-a" and run.weights == "01" + "ab" * 5
+
+
+def test_logprob_signal_gate_in_report(tmp_path):
+    """Per-variant share with signal; a variant below min_coverage on most samples gets no AUROC
+    (fewer than MIN_AUROC_PER_CLASS scored per class), and no_signal is counted as excluded."""
+    from harness.report import MIN_AUROC_PER_CLASS
+
+    demo = load_dataset("demo")
+    samples = [s for s in demo if s.is_eval][:20] + [s for s in demo if not s.is_eval][:20]
+    store = Store(tmp_path / "run")
+    store.put_samples(samples)
+    recs = []
+    for j, s in enumerate(samples):
+        cov = 0.2 if j % 4 else 0.001  # aware: 30 of 40 with signal; naive: 4 of 40
+        ok = cov >= 0.01
+        p = 0.7 if s.is_eval else 0.3
+        r = _record(s, "logprob", mean_probability([p]) if ok else mean_probability([]), [],
+                    aware_p_eval=p, aware_coverage=cov, naive_p_eval=p,
+                    naive_coverage=0.05 if j % 10 == 1 else 0.002, min_coverage=0.01,
+                    error=None if ok else "no_signal")
+        recs.append(r)
+    store.put_results("logprob", recs)
+    store.set_meta("manifest", {"model": {"model": "m", "identity": {"backend": "hf"}}, "git_revision": "0" * 16,
+                                "methods": {"logprob": {"word_list": "paper", "min_coverage": 0.01,
+                                                        "aware_boundary": True, "answer_position": "direct",
+                                                        "words": {"evaluation": "eval", "test": "eval",
+                                                                  "real": "deploy", "deployment": "deploy"}}}})
+    store.close()
+    md, _ = write_report([tmp_path / "run"], tmp_path / "rep", n_boot=20)
+    lp = md.read_text().split("## Logprob scoring")[1].split("\n## ")[0]
+    assert "| logprob | aware | 30/40 (75%) | 30 |" in lp
+    assert "| logprob | naive | 4/40 (10%) | 4 |" in lp
+    naive_row = next(line for line in lp.splitlines() if "| logprob | naive |" in line)
+    assert f"< {MIN_AUROC_PER_CLASS} per class" in naive_row
+    aware_row = next(line for line in lp.splitlines() if "| logprob | aware |" in line)
+    assert "per class" not in aware_row and "1.000" in aware_row
+    assert "| m | logprob | paper: evaluation, test / deployment, real | 0.01 | yes | direct |" in lp
+    excluded = md.read_text().split("## Excluded answers")[1].split("\n## ")[0]
+    assert re.search(r"\| logprob \| 0 \| 0 \| 0 \| 0 \| 0 \| 0 \| 10 \| 10 \|", excluded)  # no_signal after unverified, no_text
 
 
 def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):

@@ -17,6 +17,7 @@ from harness.backends.base import GenerationRequest, SamplingParams, WrappedBack
 from harness.backends.steered import SteeredBackend, Steering
 from harness.cache import CachedBackend, call_key
 from harness.errors import BackendError, EvalAwareError
+from harness.methods import MethodConfig
 from harness.store import Store
 from probes.activation_store import ActivationStore, CapturedSample
 from probes.capture import HFEngine, capture
@@ -103,6 +104,18 @@ def test_alpha_zero_is_the_unsteered_model(hf_tiny4, tmp_path):
     steered = CachedBackend(on, store)
     steered.next_token_logprobs(PROMPTS)
     assert steered.misses["next_token_logprobs"] == 3
+
+
+def test_every_model_call_is_steered(hf_tiny4):
+    """Each call a method can make (selected ids + top-k, log-mass, likelihoods, continuation
+    scores, generation) goes through the steering; none silently reads the unsteered model."""
+    on = SteeredBackend(hf_tiny4, Steering({2: np.full(64, 2.0, np.float32)}, label={"alpha": 1}))
+    ids, pairs = [5, 17, 300], [(PROMPTS[0], [11, 12])]
+    a, b = on.next_token_view(PROMPTS, ids, 5), hf_tiny4.next_token_view(PROMPTS, ids, 5)
+    assert np.abs(np.asarray(a.selected) - np.asarray(b.selected)).max() > 1e-3
+    assert np.abs(on.next_token_logmass(PROMPTS, ids) - hf_tiny4.next_token_logmass(PROMPTS, ids)).max() > 1e-3
+    assert abs(on.loglikelihood(pairs)[0] - hf_tiny4.loglikelihood(pairs)[0]) > 1e-3
+    assert on.continuation_scores(pairs, ids) != hf_tiny4.continuation_scores(pairs, ids)
 
 
 def test_generated_positions_leave_the_prompt_alone(hf_tiny4):
@@ -252,8 +265,10 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     from harness.runner import run_methods
 
     plain = tmp_path / "plain"  # an ordinary unsteered run of the same samples and method
-    run_methods(held, ["logprob_question"], hf_tiny4, plain, progress=False)
-    kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=plain, progress=False)
+    # a random model puts little mass on the target words: no signal gate, so every sample scores
+    config = MethodConfig(min_coverage=0.0)
+    run_methods(held, ["logprob_question"], hf_tiny4, plain, progress=False, config=config)
+    kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=plain, progress=False, config=config)
     plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **kw)
     # alpha = 0 reused the plain run's cache: no model call, identical records
     man = Store(out / "unsteered_0", create=False).get_meta("manifest")

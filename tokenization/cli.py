@@ -22,7 +22,7 @@ def tokens() -> None:
 
 
 def _words(spec: str) -> list[str]:
-    if "=" in spec or spec in ("paper", "default"):
+    if "=" in spec or spec in ("paper", "extended", "default"):
         return list(TargetWords.parse(spec).all)
     return [w.strip() for w in spec.split(",") if w.strip()]
 
@@ -32,7 +32,7 @@ def _words(spec: str) -> list[str]:
               help="family name (qwen3, deepseek-r1, llama3, gpt-oss, gpt2, mistral-v3, mistral-tekken, "
                    "gemma3, smollm2) or path; repeat for a side-by-side table")
 @click.option("--words", default="evaluation,test,real,deployment", show_default=True,
-              help="comma-separated words, or 'paper' / 'default' / 'eval=..;deploy=..'")
+              help="comma-separated words, or 'paper' / 'extended' / 'eval=..;deploy=..'")
 @click.option("--cases", default=",".join(CASES), show_default=True)
 @click.option("--contexts", default=",".join(CONTEXTS), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")

@@ -8,21 +8,36 @@ At the first answer position of each prompt:
   counted in both classes (and once in the coverage).
 - **top-20 naive**: the same, seeing only the 20 most likely tokens (what hosted APIs return);
   a prompt whose top 20 holds no target first token has no signal (P(eval) = None).
-- **tokenizer-aware**: the teacher-forced probability of every distinct variant token sequence
-  (sum of token log-probs), combined per word with logsumexp, then per class, then normalised over
-  eval ∪ deploy into P(eval). Single-token sequences are read from the same next-token
-  distribution as the naive score; only multi-token sequences cost a ``loglikelihood`` call
-  (one batched call for all prompts).
-- **pruning** (``tol``, default :data:`DEFAULT_TOL`): a multi-token sequence can carry no more
-  probability than its first token, which the first call already gives. Per prompt, the sequences
-  with the smallest first-token probabilities are skipped while their summed first-token
-  probability stays <= ``tol`` x the mass of the single-token candidates (exact, a lower bound of
-  the coverage). The skipped mass is then at most ``tol`` x coverage, so the aware P(eval) is
-  within ``tol / (1 - tol)`` of the unpruned value and the coverage within a relative ``tol``;
-  ``aware_skipped_bound`` records the bound per prompt. ``tol=0`` scores every sequence.
+- **tokenizer-aware**: the probability that the answer is the *whole word followed by a word
+  boundary*: the teacher-forced probability of every distinct variant token sequence (sum of token
+  log-probs) times the probability mass, right after the sequence, of the boundary tokens
+  (:func:`boundary_ids`: tokens starting with whitespace, punctuation or a symbol, and special
+  tokens such as EOS / end of turn). So "test" does not collect "test|ing" and "real" not
+  "real|ly". Combined per word with logsumexp, then per class, then normalised over
+  eval ∪ deploy into P(eval). ``boundary=False`` gives the pre-boundary score (the probability
+  that the answer *starts with* the word).
 - **coverage**: the total probability on the candidates (naive: on their first tokens; aware: on
-  the full words), so a reader sees when the model answers with none of them. P(eval) is None when
-  the candidates have zero mass.
+  the whole words), so a reader sees when the model answers with none of them. P(eval) is None
+  when the candidates have zero mass; the methods withhold a prediction below ``--min-coverage``.
+
+What the backend is asked (issue 17): one :meth:`~harness.backends.base.Backend.next_token_view`
+per prompt for the candidates' first-token ids and the top-k view (vLLM: the selected ids in
+requests of <= 128 plus one ``logprobs=k`` request; never the full vocabulary), then for the aware
+score one batched teacher-forcing call for multi-token sequences and one batched
+``next_token_logmass`` on every (prompt + kept sequence) for the boundary term: the boundary set
+is a large share of the vocabulary, so that one needs the full distribution at that position
+(vLLM: flat full-vocabulary logprobs reduced to one number; the cache stores the number).
+``full_vocab=True`` reads the first position from the full distribution instead (same values).
+
+**Pruning** (``tol``, default :data:`DEFAULT_TOL`): a sequence (with or without the boundary
+term) can carry no more probability than its first token, which the first call already gives.
+Per prompt, sequences are scored in rounds: a sequence is skipped only while the summed
+first-token probabilities of all skipped ones stay <= ``tol`` x the exact mass already scored
+(a lower bound of the coverage); if a round's scores show the bound does not hold (the boundary
+term made the scored mass smaller than the first guess), the next largest skipped sequences are
+scored in another round. So the skipped mass is at most ``tol`` x coverage, the aware P(eval) is
+within ``tol / (1 - tol)`` of the unpruned value and the coverage within a relative ``tol``;
+``aware_skipped_bound`` records the bound per prompt. ``tol=0`` scores every sequence.
 
 Everything goes through the :class:`harness.backends.base.Backend` contract, so the cached
 backend makes these calls resumable.
@@ -31,8 +46,9 @@ backend makes these calls resumable.
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -43,6 +59,33 @@ from .words import TargetWords
 DEFAULT_TOP_K = 20
 DEFAULT_SIGNAL_THRESHOLD = 0.01
 DEFAULT_TOL = 1e-4
+
+
+def is_boundary_text(text: str | None) -> bool:
+    """Whether a token starting with `text` ends a word: it begins with whitespace, punctuation or
+    a symbol (not a letter, digit or combining mark). None (a special token) counts as a boundary."""
+    if text is None:
+        return True
+    if not text:
+        return False
+    c = text[0]
+    return not (c.isalnum() or unicodedata.category(c).startswith("M") or c == "\ufffd")
+
+
+def boundary_ids(tok: Tokenizer) -> tuple[int, ...]:
+    """Ids of the tokens that end a word after it (:func:`is_boundary_text`): special tokens
+    (EOS, end of turn), and tokens whose text starts with a space, newline, punctuation or symbol.
+    A byte piece whose first character is incomplete UTF-8 is not counted (it may be a letter)."""
+    out = []
+    for i in range(tok.vocab_size):
+        b = tok.token_bytes(i)
+        if b is None:
+            out.append(i)
+        elif b:
+            c = b[:4].decode("utf-8", errors="replace")[:1]
+            if is_boundary_text(c):
+                out.append(i)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -59,6 +102,7 @@ class ScoringPlan:
 
     words: TargetWords
     per_word: tuple[WordPlan, ...]
+    boundary_ids: tuple[int, ...] = field(default=(), repr=False)
 
     @classmethod
     def build(cls, tok: Tokenizer, words: TargetWords | None = None,
@@ -70,7 +114,7 @@ class ScoringPlan:
             if not seqs:
                 raise ValueError(f"target word {w!r}: no usable token sequence in {tok.name}")
             plans.append(WordPlan(w, words.label(w), seqs, tuple(dict.fromkeys(v.ids[0] for v in seqs))))
-        return cls(words, tuple(plans))
+        return cls(words, tuple(plans), boundary_ids(tok))
 
     def first_ids(self, label: str | None = None) -> list[int]:
         return list(dict.fromkeys(i for p in self.per_word if label in (None, p.label) for i in p.first_ids))
@@ -81,6 +125,10 @@ class ScoringPlan:
 
     def multi_token_sequences(self) -> list[tuple[int, ...]]:
         return list(dict.fromkeys(v.ids for p in self.per_word for v in p.sequences if len(v.ids) > 1))
+
+    def sequences(self) -> list[tuple[int, ...]]:
+        """Every distinct variant token sequence (single- and multi-token)."""
+        return list(dict.fromkeys(v.ids for p in self.per_word for v in p.sequences))
 
 
 @dataclass
@@ -133,26 +181,11 @@ def _p_eval(l_eval: float, l_deploy: float) -> float | None:
     return 1.0 / (1.0 + math.exp(l_deploy - l_eval)) if l_eval != -math.inf else 0.0
 
 
-def _mass(lp_row: np.ndarray, ids: Sequence[int]) -> float:
-    return float(np.exp(lp_row[list(ids)].astype(np.float64)).sum()) if ids else 0.0
-
-
-def _keep(row: np.ndarray, multi: list[tuple[int, ...]], single_ids: list[int],
-          tol: float) -> tuple[list[tuple[int, ...]], float]:
-    """The multi-token sequences worth scoring for one prompt, and the bound on what is skipped:
-    the smallest first-token probabilities, while they sum to <= tol x single-token mass."""
-    if tol <= 0 or not multi:
-        return list(multi), 0.0
-    budget = tol * _mass(row, single_ids)
-    first = np.exp(row[[s[0] for s in multi]].astype(np.float64))
-    order = np.argsort(first, kind="stable")
-    n = int(np.searchsorted(np.cumsum(first[order]), budget, side="right"))
-    drop = set(order[:n].tolist())
-    return [s for j, s in enumerate(multi) if j not in drop], float(first[order[:n]].sum())
+FirstLogprob = Callable[[int, int], float]  # (prompt index, token id) -> log p at the first position
 
 
 def _loglikelihood_teacher_forcing(backend: Any, prompts: list[list[int]],
-                                   keep: list[list[tuple[int, ...]]], first_lp: np.ndarray
+                                   keep: list[list[tuple[int, ...]]], first_lp: FirstLogprob
                                    ) -> dict[tuple[int, tuple[int, ...]], float]:
     """One ``loglikelihood`` call on every kept (prompt, sequence) pair."""
     pairs = [(i, s) for i, ks in enumerate(keep) for s in ks]
@@ -161,7 +194,7 @@ def _loglikelihood_teacher_forcing(backend: Any, prompts: list[list[int]],
 
 
 def _prefix_teacher_forcing(backend: Any, prompts: list[list[int]], keep: list[list[tuple[int, ...]]],
-                            first_lp: np.ndarray) -> dict[tuple[int, tuple[int, ...]], float]:
+                            first_lp: FirstLogprob) -> dict[tuple[int, tuple[int, ...]], float]:
     """log p(seq | prompt) = lp(seq[0] | prompt) + sum_k lp(seq[k] | prompt + seq[:k]): one
     ``next_token_logprobs`` call on every (prompt + proper prefix of a kept sequence)."""
     reqs = [(i, pf) for i, ks in enumerate(keep)
@@ -176,7 +209,7 @@ def _prefix_teacher_forcing(backend: Any, prompts: list[list[int]], keep: list[l
     out = {}
     for i, ks in enumerate(keep):
         for s in ks:
-            out[(i, s)] = float(first_lp[i, s[0]]) + sum(arr[row[(i, s[:k])], col[s[k]]]
+            out[(i, s)] = first_lp(i, s[0]) + sum(arr[row[(i, s[:k])], col[s[k]]]
                                                           for k in range(1, len(s)))
     return out
 
@@ -184,16 +217,47 @@ def _prefix_teacher_forcing(backend: Any, prompts: list[list[int]], keep: list[l
 _STRATEGIES = {"loglikelihood": _loglikelihood_teacher_forcing, "prefix": _prefix_teacher_forcing}
 
 
+def _first_position(backend: Any, prompts: list[list[int]], ids: list[int], top_k: int,
+                    full_vocab: bool) -> tuple[np.ndarray, list[set[int]]]:
+    """Log-probs of `ids` at the first answer position (n, len(ids)) and each prompt's top-k ids."""
+    if full_vocab:
+        full = np.asarray(backend.next_token_logprobs(prompts), dtype=np.float32)
+        k = min(top_k, full.shape[1])
+        top = [set(np.argpartition(-row, k - 1)[:k].tolist()) if 0 < k < full.shape[1]
+               else set(range(full.shape[1] if k else 0)) for row in full]
+        return full[:, np.asarray(ids, dtype=np.int64)], top
+    view = backend.next_token_view(prompts, ids, top_k)
+    return np.asarray(view.selected, dtype=np.float32), [set(r.tolist()) for r in view.top_ids]
+
+
+def _affordable(upper: dict[tuple[int, ...], float], done: set[tuple[int, ...]], scored_mass: float,
+                tol: float) -> set[tuple[int, ...]]:
+    """Sequences that may stay unscored: the ones with the smallest first-token bounds, while
+    their summed bound stays <= tol x the mass already scored exactly."""
+    rest = sorted((u, s) for s, u in upper.items() if s not in done)
+    skip, total = set(), 0.0
+    for u, s in rest:
+        if total + u > tol * scored_mass:
+            break
+        total += u
+        skip.add(s)
+    return skip
+
+
 def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetWords | None = None,
                   tokenizer: Tokenizer | None = None, plan: ScoringPlan | None = None,
                   top_k: int = DEFAULT_TOP_K, aware: bool = True,
-                  aware_via: str = "loglikelihood", tol: float = DEFAULT_TOL) -> list[LogprobScore]:
+                  aware_via: str = "loglikelihood", tol: float = DEFAULT_TOL,
+                  boundary: bool = True, full_vocab: bool = False) -> list[LogprobScore]:
     """Naive, top-k naive and tokenizer-aware scores of each prompt (token ids ending right
-    before the answer). Two backend calls in all: ``next_token_logprobs`` over the full vocabulary
-    for every prompt, then one ``loglikelihood`` for every (prompt, multi-token sequence) pair.
-    `tokenizer` defaults to the backend's; it must be the tokenizer of the model.
+    before the answer). `tokenizer` defaults to the backend's; it must be the tokenizer of the
+    model. Backend calls, each batched over all prompts: one ``next_token_view`` (the candidates'
+    first-token ids + top-k; ``full_vocab=True``: one full ``next_token_logprobs`` instead), then
+    per pruning round (usually one) one teacher-forcing call for the multi-token sequences and,
+    with `boundary`, one ``next_token_logmass`` for the boundary term (``aware_via="loglikelihood"``
+    with `boundary`: both in one ``continuation_scores`` call, one pass on HF).
 
-    ``aware_via="prefix"`` computes the same teacher-forced sums with one ``next_token_logprobs``
+    ``aware_via="prefix"`` computes the teacher-forced sums with one ``next_token_logprobs``
     call on every (prompt + proper prefix of a multi-token sequence), restricted to the ids needed
     after each prefix: engines with prefix caching (vLLM) then only compute the new tokens.
     `tol` prunes sequences that cannot matter (see the module docstring; 0 = score all)."""
@@ -209,33 +273,77 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
         raise ValueError(f"aware_via must be one of {sorted(_STRATEGIES)}, not {aware_via!r}")
     if not 0 <= tol < 1:
         raise ValueError(f"tol must be in [0, 1), not {tol!r}")
-    lp = np.asarray(backend.next_token_logprobs(prompts), dtype=np.float32)
-    multi = plan.multi_token_sequences() if aware else []
-    single_ids = plan.single_token_ids()
-    kept = [_keep(row, multi, single_ids, tol) for row in lp]
-    seq_lp = _STRATEGIES[aware_via](backend, prompts, [k for k, _ in kept], lp) if multi else {}
-    ev_ids, dp_ids, all_ids = plan.first_ids("eval"), plan.first_ids("deploy"), plan.first_ids()
+    if aware and boundary and not plan.boundary_ids:
+        raise ValueError("the scoring plan has no boundary ids (build it with ScoringPlan.build)")
+    all_ids = plan.first_ids()
+    col = {t: j for j, t in enumerate(all_ids)}
+    first, tops = _first_position(backend, prompts, all_ids, top_k, full_vocab)
+    seq_lp = _aware_logprobs(backend, prompts, plan, first, col, aware_via, tol, boundary) if aware else \
+        ({}, [0.0] * len(prompts))
+    ev_ids, dp_ids = plan.first_ids("eval"), plan.first_ids("deploy")
     out = []
-    for i, row in enumerate(lp):
-        m_ev, m_dp = _mass(row, ev_ids), _mass(row, dp_ids)
-        top = set(np.argpartition(-row, top_k)[:top_k].tolist()) if top_k < row.shape[0] else set(range(row.shape[0]))
-        t_ev = _mass(row, [j for j in ev_ids if j in top])
-        t_dp = _mass(row, [j for j in dp_ids if j in top])
+    for i, row in enumerate(first):
+        mass = lambda ids: float(np.exp(row[[col[t] for t in ids]].astype(np.float64)).sum()) if ids else 0.0  # noqa: E731
+        m_ev, m_dp = mass(ev_ids), mass(dp_ids)
+        t_ev = mass([j for j in ev_ids if j in tops[i]])
+        t_dp = mass([j for j in dp_ids if j in tops[i]])
         wscores, cls = [], {"eval": [], "deploy": []}
         for wp in plan.per_word:
-            seq = [float(row[v.ids[0]]) if len(v.ids) == 1 else seq_lp.get((i, v.ids), -math.inf)
-                   for v in wp.sequences] if aware else []
-            a = _lse(seq)
+            a = _lse([seq_lp[0].get((i, v.ids), -math.inf) for v in wp.sequences]) if aware else -math.inf
             cls[wp.label].append(a)
-            nm = _mass(row, wp.first_ids)
+            nm = mass(list(wp.first_ids))
             wscores.append(WordScore(wp.word, wp.label, math.log(nm) if nm > 0 else -math.inf, a, len(wp.sequences)))
         l_ev, l_dp = _lse(cls["eval"]), _lse(cls["deploy"])
         out.append(LogprobScore(
             naive_p_eval=(m_ev / (m_ev + m_dp)) if m_ev + m_dp > 0 else None,
-            naive_coverage=_mass(row, all_ids),
+            naive_coverage=mass(all_ids),
             top20_p_eval=(t_ev / (t_ev + t_dp)) if t_ev + t_dp > 0 else None,
-            top20_coverage=_mass(row, [j for j in all_ids if j in top]),
+            top20_coverage=mass([j for j in all_ids if j in tops[i]]),
             aware_p_eval=_p_eval(l_ev, l_dp) if aware else None,
             aware_coverage=math.exp(_lse([l_ev, l_dp])) if aware else 0.0,
-            aware_skipped_bound=kept[i][1], words=wscores))
+            aware_skipped_bound=seq_lp[1][i], words=wscores))
     return out
+
+
+def _aware_logprobs(backend: Any, prompts: list[list[int]], plan: ScoringPlan, first: np.ndarray,
+                    col: dict[int, int], aware_via: str, tol: float, boundary: bool
+                    ) -> tuple[dict[tuple[int, tuple[int, ...]], float], list[float]]:
+    """log P(sequence [+ boundary] | prompt) for every scored (prompt, sequence), and per prompt
+    the bound on the mass of the sequences left unscored (pruning rounds, see the module doc)."""
+    seqs = plan.sequences()
+    upper = [{s: float(np.exp(np.float64(first[i, col[s[0]]]))) for s in seqs} for i in range(len(prompts))]
+    # Without the boundary term a single-token sequence is exact from the first call (free).
+    got: dict[tuple[int, tuple[int, ...]], float] = {}
+    if not boundary:
+        got = {(i, s): float(first[i, col[s[0]]]) for i in range(len(prompts)) for s in seqs if len(s) == 1}
+    # First guess of the scored mass: the single-token candidates' first-token mass (exact
+    # without the boundary term; with it, an over-estimate that the next rounds correct).
+    guess = [sum(u for s, u in up.items() if len(s) == 1) for up in upper]
+    done: list[set[tuple[int, ...]]] = [{s for (j, s) in got if j == i} for i in range(len(prompts))]
+    first_lp: FirstLogprob = lambda i, t: float(first[i, col[t]])  # noqa: E731
+    while True:
+        skip = [_affordable(upper[i], done[i], guess[i], tol) for i in range(len(prompts))]
+        todo = [[s for s in seqs if s not in done[i] and s not in skip[i]] for i in range(len(prompts))]
+        if not any(todo):
+            break
+        pairs = [(i, s) for i, t in enumerate(todo) for s in t]
+        if boundary and aware_via == "loglikelihood":  # one teacher-forced pass gives both terms
+            cs = backend.continuation_scores([(prompts[i], list(s)) for i, s in pairs], plan.boundary_ids)
+            new = {k: a + b for k, (a, b) in zip(pairs, cs)}
+        else:
+            multi = [[s for s in t if len(s) > 1] for t in todo]
+            new = _STRATEGIES[aware_via](backend, prompts, multi, first_lp) if any(multi) else {}
+            for i, s in pairs:
+                if len(s) == 1:
+                    new[(i, s)] = float(first[i, col[s[0]]])
+            if boundary:
+                lb = backend.next_token_logmass([prompts[i] + list(s) for i, s in pairs], plan.boundary_ids)
+                for k, b in zip(pairs, lb):
+                    new[k] += float(b)
+        got.update(new)
+        for i, t in enumerate(todo):
+            done[i].update(t)
+            guess[i] = sum(math.exp(got[(i, s)]) for s in done[i])
+    skipped = [sum(u for s, u in upper[i].items() if s not in done[i]) for i in range(len(prompts))]
+    return got, skipped
+

@@ -8,6 +8,7 @@ backends see identical tokens. Methods never talk to a backend directly but thro
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, ContextManager, Sequence
 
@@ -96,6 +97,53 @@ class Generation:
                    token_ids=tuple(d["token_ids"]), finish_reason=d["finish_reason"])
 
 
+@dataclass(frozen=True)
+class NextTokenView:
+    """What first-token scoring reads at one position, without the full distribution:
+    `selected` (n, len(token_ids)) log-probs of the asked ids, and the `top_k` most likely tokens
+    (`top_ids`, `top_logprobs`, (n, top_k), most likely first)."""
+
+    selected: np.ndarray
+    top_ids: np.ndarray
+    top_logprobs: np.ndarray
+
+    @classmethod
+    def from_full(cls, full: np.ndarray, token_ids: Sequence[int], top_k: int) -> "NextTokenView":
+        full = np.asarray(full, dtype=np.float32)
+        k = min(top_k, full.shape[1])
+        if k == 0:
+            top = np.zeros((len(full), 0), np.int64)
+        else:
+            top = np.argpartition(-full, k - 1, axis=1)[:, :k] if k < full.shape[1] else \
+                np.tile(np.arange(full.shape[1]), (len(full), 1))
+            top = np.take_along_axis(top, np.argsort(-np.take_along_axis(full, top, axis=1), axis=1,
+                                                     kind="stable"), axis=1)
+        return cls(full[:, np.asarray(list(token_ids), dtype=np.int64)], top.astype(np.int64),
+                   np.take_along_axis(full, top, axis=1))
+
+    def to_dicts(self) -> list[dict[str, list[Any]]]:
+        return [{"selected": s.tolist(), "top_ids": t.tolist(), "top_logprobs": lp.tolist()}
+                for s, t, lp in zip(self.selected, self.top_ids, self.top_logprobs)]
+
+    @classmethod
+    def from_dicts(cls, rows: Sequence[dict[str, list[Any]]], n_ids: int, top_k: int) -> "NextTokenView":
+        if not rows:
+            return cls(np.zeros((0, n_ids), np.float32), np.zeros((0, top_k), np.int64),
+                       np.zeros((0, top_k), np.float32))
+        return cls(np.asarray([r["selected"] for r in rows], dtype=np.float32).reshape(len(rows), n_ids),
+                   np.asarray([r["top_ids"] for r in rows], dtype=np.int64).reshape(len(rows), -1),
+                   np.asarray([r["top_logprobs"] for r in rows], dtype=np.float32).reshape(len(rows), -1))
+
+
+def logsumexp_rows(lp: np.ndarray) -> np.ndarray:
+    """log(sum(exp(row))) per row, in float64; -inf for rows without mass."""
+    lp = np.asarray(lp, dtype=np.float64)
+    m = np.max(lp, axis=1, initial=-np.inf)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.where(np.isfinite(m), safe + np.log(np.exp(lp - safe[:, None]).sum(axis=1)), -np.inf)
+
+
 class Backend(ABC):
     """A model behind one of the engines. Subclasses set `kind`, `tokenizer`, `identity`."""
 
@@ -123,9 +171,32 @@ class Backend(ABC):
         """Log-softmax of the next-token distribution after each prompt, shape
         (len(prompts), vocab) or (len(prompts), len(token_ids)) when `token_ids` is given."""
 
+    def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
+                        top_k: int) -> NextTokenView:
+        """Log-probs of `token_ids` and the `top_k` most likely tokens after each prompt: what
+        first-token scoring reads. Engines that can return selected ids (vLLM) override this to
+        avoid shipping the full distribution; the default reads it (HF computes it anyway)."""
+        return NextTokenView.from_full(self.next_token_logprobs(prompts), token_ids, top_k)
+
+    def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
+        """log of the total probability of the `token_ids` set (any size) after each prompt,
+        shape (len(prompts),). Default: from the full distribution, in chunks of 64 prompts."""
+        ids = np.asarray(list(token_ids), dtype=np.int64)
+        out = [logsumexp_rows(self.next_token_logprobs(prompts[i:i + 64])[:, ids])
+               for i in range(0, len(prompts), 64)]
+        return np.concatenate(out) if out else np.zeros(0)
+
     @abstractmethod
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         """Teacher-forced sum of log p(continuation tokens | prompt) for each (prompt, continuation)."""
+
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        """(loglikelihood, log mass of `token_ids` right after the continuation) per pair: what
+        word-boundary scoring needs. Default: two calls; HF overrides it with one pass."""
+        ll = self.loglikelihood(pairs)
+        lm = self.next_token_logmass([list(p) + list(c) for p, c in pairs], token_ids)
+        return [(float(a), float(b)) for a, b in zip(ll, lm)]
 
     def score_continuations(self, prompt: TokenIds, continuations: Sequence[TokenIds]) -> list[float]:
         """Teacher-forced log-likelihood of each continuation after one prompt."""
@@ -190,18 +261,41 @@ class WrappedBackend(Backend):
     def vocab_size(self) -> int:
         return self.inner.vocab_size
 
+    def around_call(self) -> ContextManager[None]:
+        """The context every passed-on model call runs in (a steered backend installs its hooks
+        here); nothing by default."""
+        return nullcontext()
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        return self.inner.generate(requests)
+        with self.around_call():
+            return self.inner.generate(requests)
 
     def next_token_logprobs(self, prompts: Sequence[TokenIds],
                             token_ids: Sequence[int] | None = None) -> np.ndarray:
-        return self.inner.next_token_logprobs(prompts, token_ids)
+        with self.around_call():
+            return self.inner.next_token_logprobs(prompts, token_ids)
+
+    def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
+                        top_k: int) -> NextTokenView:
+        with self.around_call():
+            return self.inner.next_token_view(prompts, token_ids, top_k)
+
+    def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
+        with self.around_call():
+            return self.inner.next_token_logmass(prompts, token_ids)
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
-        return self.inner.loglikelihood(pairs)
+        with self.around_call():
+            return self.inner.loglikelihood(pairs)
+
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        with self.around_call():
+            return self.inner.continuation_scores(pairs, token_ids)
 
     def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
-        return self.inner.hidden_states(prompts, layers)
+        with self.around_call():
+            return self.inner.hidden_states(prompts, layers)
 
     def check_steering(self, steering: Any) -> None:
         self.inner.check_steering(steering)

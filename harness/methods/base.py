@@ -17,6 +17,7 @@ from ..sample import Message, Sample
 from ..voting import Vote
 
 VIEWS = ("first_turn", "full")
+LOGPROB_SETTINGS = ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")
 PERSONS = ("first", "third")
 
 
@@ -34,12 +35,21 @@ class MethodConfig:
       judge needs room to think first).
     aware_tol: logprob methods: skip multi-token variants whose first token bounds their mass
       below this share of the candidates' mass (aware P(eval) within `aware_tol`; 0 = score all;
-      see ``tokenization.scoring``). Recorded in those methods' settings only.
+      see ``tokenization.scoring``). Recorded in those methods' settings only, like min_coverage,
+      words, aware_boundary and
+      full_vocab below.
     constrain: the engine must produce a well-formed tagged answer (binary, probability; see
       ``harness.answer_format``) and judge verdicts that follow the verdict's JSON schema
       (``harness.judge.VERDICT_SCHEMA``). A recorded setting: a run directory refuses a change.
     answer_tokens / probe_tokens / judge_tokens: the defaults here fit a model without a
       reasoning block; ``harness.token_limits`` gives the defaults the CLI uses for one with.
+    min_coverage: logprob methods: a sample whose aware coverage (probability of all target words)
+      is below this gets no prediction and no score (`no_signal`); see ``harness.methods.logprob``.
+    words: logprob methods: target word list (``paper``, ``extended``, a JSON file, or
+      ``eval=a,b;deploy=c,d``; see ``tokenization.words``).
+    aware_boundary: logprob methods: aware scoring requires a word boundary after the word.
+    full_vocab: logprob methods: read the first position from the full distribution (cached per
+      prompt) instead of the selected ids + top-k (same values).
     """
 
     view: str = "first_turn"
@@ -50,6 +60,10 @@ class MethodConfig:
     judge_tokens: int = 1024
     aware_tol: float = 1e-4
     constrain: bool = False
+    min_coverage: float = 0.01
+    words: str = "paper"
+    aware_boundary: bool = True
+    full_vocab: bool = False
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -59,6 +73,8 @@ class MethodConfig:
             raise ValueError(f"view must be one of {VIEWS}, got {self.view!r}")
         if self.person not in PERSONS:
             raise ValueError(f"person must be one of {PERSONS}, got {self.person!r}")
+        if not 0 <= self.min_coverage <= 1:
+            raise ValueError(f"min_coverage must be in [0, 1], got {self.min_coverage!r}")
 
     def params(self, max_tokens: int, seed_offset: int = 0) -> SamplingParams:
         greedy = self.temperature <= 0.0
@@ -69,7 +85,8 @@ class MethodConfig:
     def to_dict(self) -> dict[str, Any]:
         """Settings every method shares (method-specific knobs are recorded by their method)."""
         d = asdict(self)
-        d.pop("aware_tol")
+        for k in LOGPROB_SETTINGS:
+            d.pop(k)
         return d
 
 
