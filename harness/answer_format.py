@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Sequence
 
-from .backends.base import StructuredOutput, TokenIds
+from .backends.base import StructuredOutput, TokenIds, loglikelihood_by_prefix
 from .render import Renderer
 from .sample import Message
 
@@ -68,12 +68,17 @@ def label_probabilities(backend: Any, renderer: Renderer, fmt: AnswerFormat,
                         conversations: Sequence[Sequence[Message]]) -> list[dict[str, Any]]:
     """Per conversation (ending with the question): ``{"label_probs": {value: p}, "label_mass",
     "label_score"}`` from one batched teacher-forced request through `backend` (the run's
-    cached backend)."""
+    cached backend): next-token requests on prompt prefixes where the engine caches them."""
     tok = renderer.tokenizer
     conts = [tuple(tok.encode(c, add_special_tokens=False)) for _, c in fmt.options]
     prompts: list[TokenIds] = [renderer.render(m, assistant_prefix=fmt.prefix) for m in conversations]
     pairs = [(p, c) for p in prompts for c in conts]
-    lls = backend.loglikelihood(pairs) if pairs else []
+    if not pairs:
+        lls: list[float] = []
+    elif backend.prefix_scoring:
+        lls = loglikelihood_by_prefix(backend, pairs)
+    else:
+        lls = backend.loglikelihood(pairs)
     out = []
     for j in range(len(prompts)):
         ll = lls[j * len(conts):(j + 1) * len(conts)]

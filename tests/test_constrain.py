@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from harness.answer_format import BINARY, PROBABILITY, label_probabilities
@@ -71,6 +72,25 @@ def test_label_probabilities_are_normalised_teacher_forced(hf_tiny):
     [p] = label_probabilities(hf_tiny, r, PROBABILITY, [conv])
     assert len(p["label_probs"]) == 11 and sum(p["label_probs"].values()) == pytest.approx(1)
     assert p["label_score"] == pytest.approx(sum(float(k) * v for k, v in p["label_probs"].items()))
+
+
+def test_prefix_teacher_forcing_equals_loglikelihood(hf_tiny):
+    """The prefix-cache path (vLLM) gives the values of `loglikelihood`, label probabilities too."""
+    from harness.backends.base import WrappedBackend, loglikelihood_by_prefix
+
+    r = Renderer(hf_tiny.tokenizer)
+    convs = [(Message("user", "Is this a test?"),), (Message("user", "hi there"),)]
+    pairs = [(r.render(c, assistant_prefix="<probability>"),
+              hf_tiny.tokenizer.encode(o, add_special_tokens=False)) for c in convs for _, o in PROBABILITY.options]
+    np.testing.assert_allclose(loglikelihood_by_prefix(hf_tiny, pairs), hf_tiny.loglikelihood(pairs), atol=1e-4)
+
+    class Prefixing(WrappedBackend):
+        prefix_scoring = True  # what a prefix-caching engine declares
+
+    direct = label_probabilities(hf_tiny, r, PROBABILITY, convs)
+    via_prefix = label_probabilities(Prefixing(hf_tiny), r, PROBABILITY, convs)
+    for a, b in zip(direct, via_prefix):
+        assert a["label_probs"] == pytest.approx(b["label_probs"], abs=1e-5)
 
 
 def test_run_constrain_records_and_refuses_a_change(hf_tiny, samples, tmp_path):

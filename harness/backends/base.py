@@ -150,6 +150,10 @@ class Backend(ABC):
     kind: str = "base"
     device: str = "-"  # where the model runs: cpu, cuda, or a server URL (for our start-up line)
     tokenizer: Any  # a transformers PreTrainedTokenizerBase (None for chat-only servers)
+    prefix_scoring: bool = False
+    """Capability: next-token requests on prompt + prefix reuse the prompt's cached KV (vLLM's
+    prefix cache), so teacher forcing through :func:`loglikelihood_by_prefix` is cheaper than
+    :meth:`loglikelihood` (whose prompt-logprob requests recompute the whole prompt)."""
 
     @property
     @abstractmethod
@@ -240,6 +244,22 @@ class Backend(ABC):
                           finish_reason=finish_reason)
 
 
+def loglikelihood_by_prefix(backend: Backend, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+    """The values of ``backend.loglikelihood(pairs)`` from one batched ``next_token_logprobs`` call
+    on every distinct prompt + proper prefix of a continuation, asking only for the continuation
+    tokens: log p(c | p) = sum_k lp(c[k] | p + c[:k]). On a prefix-caching engine each request
+    computes only its last few tokens."""
+    reqs = list(dict.fromkeys(tuple(p) + tuple(c[:k]) for p, c in pairs for k in range(len(c))))
+    if not reqs:
+        return [0.0 for _ in pairs]
+    need = sorted({int(t) for _, c in pairs for t in c})
+    arr = np.asarray(backend.next_token_logprobs([list(r) for r in reqs], need), dtype=np.float64)
+    row = {r: i for i, r in enumerate(reqs)}
+    col = {t: j for j, t in enumerate(need)}
+    return [float(sum(arr[row[tuple(p) + tuple(c[:k])], col[int(c[k])]] for k in range(len(c))))
+            for p, c in pairs]
+
+
 class WrappedBackend(Backend):
     """A backend that passes every call to `inner` (the base of the call cache and of the
     counting/timing wrappers used by tests and benchmarks); override what you intercept."""
@@ -260,6 +280,10 @@ class WrappedBackend(Backend):
     @property
     def vocab_size(self) -> int:
         return self.inner.vocab_size
+
+    @property
+    def prefix_scoring(self) -> bool:  # type: ignore[override]
+        return self.inner.prefix_scoring
 
     def around_call(self) -> ContextManager[None]:
         """The context every passed-on model call runs in (a steered backend installs its hooks

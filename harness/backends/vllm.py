@@ -60,6 +60,7 @@ class VLLMBackend(Backend):
     """vLLM offline engine over a local model directory (or a hub id already in the HF cache)."""
 
     kind = "vllm"
+    prefix_scoring = True
 
     def __init__(self, model: str, dtype: str = "auto", tensor_parallel_size: int = 1,
                  pipeline_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
