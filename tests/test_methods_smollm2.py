@@ -47,7 +47,11 @@ def test_records_are_complete_and_strict(smol_run):
                 if v["value"] is not None and m in TAGGED:  # only tagged/structured answers count
                     assert TAGGED[m].search(v["answer"]), v["answer"]
             if r["n_valid"] == 0:
-                assert r["prediction"] is None and r["score"] is None
+                assert r["prediction"] is None
+                if m in TAGGED:  # the graded score comes from the label probabilities, not the text
+                    assert r["score"] == pytest.approx(sum(v["label_score"] for v in votes) / len(votes))
+                else:
+                    assert r["score"] is None
     for r in store.results("motivation"):
         for v in r["details"]["votes"]:
             j = v["judge"]
