@@ -82,13 +82,14 @@ def method_label(method: str, manifest: dict[str, Any]) -> str:
     """`method` with its marks: "constrained" when the engine held its answers (binary,
     probability) or judge verdicts (motivation, reasoning) to a grammar, "self-judged" when a
     judged method's judge was the model under test."""
-    from .run_monitor import JUDGED_METHODS
+    from .runner import needs_judge
 
+    judged = needs_judge([method])
     cfg = ((manifest.get("methods") or {}).get(method) or {}).get("config") or {}
     marks = []
-    if cfg.get("constrain") and method in ("binary", "probability", *JUDGED_METHODS):
+    if cfg.get("constrain") and (method in ("binary", "probability") or judged):
         marks.append("constrained")
-    if method in JUDGED_METHODS and manifest.get("self_judged"):
+    if judged and manifest.get("self_judged"):
         marks.append("self-judged")
     return method + (f" ({', '.join(marks)})" if marks else "")
 

@@ -17,7 +17,6 @@ from .parsing import error_kind
 
 CUT_WARN = 0.10
 UNJUDGED_WARN = 0.25
-JUDGED_METHODS = ("motivation", "reasoning")
 
 
 def tally(records: Sequence[dict[str, Any]]) -> Counter[str]:

@@ -25,7 +25,7 @@ from .methods import MethodConfig, RunContext, available
 from .prompts import PromptLibrary
 from .render import Renderer
 from .run_lock import writes_run_dir
-from .run_monitor import JUDGED_METHODS, RunMonitor, default_say
+from .run_monitor import RunMonitor, default_say
 from .sample import Sample
 from .store import Store
 
@@ -110,7 +110,7 @@ def check_methods(methods: Sequence[str]) -> list[str]:
 def needs_judge(methods: Sequence[str]) -> bool:
     """Whether any of these methods asks a judge model (motivation, reasoning)."""
     registry = available()
-    return any(registry[m].needs_judge for m in methods)
+    return any(m in registry and registry[m].needs_judge for m in methods)
 
 
 def _check_same(store: Store, key: str, value: Any, what: str) -> None:
@@ -200,7 +200,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
 
 def is_self_judged(methods: Sequence[str], backend: Backend, judge: Backend | None) -> bool | None:
     """None without judged methods; else whether the judge is the model under test."""
-    if not any(m in JUDGED_METHODS for m in methods):
+    if not needs_judge(methods):
         return None
     return judge is None or judge is backend or judge.identity.get("weights_sha256") == \
         backend.identity.get("weights_sha256")
