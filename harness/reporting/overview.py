@@ -11,11 +11,13 @@ from .runs import HUMAN, method_label, prompt_set_text, unsourced_human
 
 
 def intro(ctx: ReportContext) -> None:
+    """Title, and what the figures mean (the registered methods' declared scores named)."""
+    scores = dict.fromkeys(ctx.specs(m).score for m in ctx.specs.order(ctx.specs.declared))
     ctx.doc.h(1, "Evaluation-awareness report")
     ctx.doc.p("Truth: eval = the sample comes from an evaluation/benchmark, deploy = real use. "
               "`eval→eval` is the share of eval samples a method calls eval, `deploy→deploy` the share "
               "of deploy samples it calls deploy (undecided samples count as wrong). AUROC uses each "
-              "method's score (vote share, mean probability, share of aware verdicts, P(eval)); "
+              f"method's score ({', '.join(scores)}); "
               "Brier is the mean squared error of the score, abs Brier the mean absolute error "
               "|truth − score| (what the paper's footnote calls Brier), ECE uses 10 equal-width bins.")
 
