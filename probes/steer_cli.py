@@ -70,15 +70,13 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         from harness.store import Store
 
         from .activation_store import ActivationStore
-        from .steer_build import build_from_run
+        from .steer_build import build_from_run, steerable_layers
 
         st = Store(run_dir, create=False)
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
         n = int(settings.get("num_hidden_layers") or 0)
-        # steerable ids only: 1..L-1 (0 = embeddings, L = after the final norm)
-        ids = [l for l in parse_layers(layers, n) if l in (settings.get("layers") or [])
-               and 1 <= l < n] if n else None
+        ids = steerable_layers(settings, parse_layers(layers, n) if n else None)
         vec = build_from_run(run_dir, out, pooling=pooling, layers=ids, capture=capture_name,
                              probe=probe, holdout_folds=holdout_folds, seed=seed, labels=labels)
     click.echo(f"vector {out}: source {vec.meta['source']}, layers {vec.layers[0]}..{vec.layers[-1]} "
