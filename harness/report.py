@@ -145,7 +145,7 @@ def load_run(run_dir: str | Path) -> RunData:
         mf = Path(run_dir) / "manifest.json"
         if not manifest and mf.exists():
             manifest = json.loads(mf.read_text())
-        records = {m: store.results(m) for m in store.methods()}
+        records = {m: store.result_dicts(m) for m in store.methods()}
         samples = store.samples()
     finally:
         store.close()

@@ -25,9 +25,10 @@ from harness.cache import CachedBackend
 from harness.errors import EvalAwareError
 from harness.methods.base import MethodConfig, RunContext, answer_samples, sample_view
 from harness.prompts import PromptLibrary
+from harness.records import Record
 from harness.render import Renderer
 from harness.sample import Sample
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .pooling import SequenceSpans, char_spans_to_tokens, find_quote, token_char_offsets
 
@@ -71,13 +72,12 @@ class _ReplayBackend(Backend):
         raise _CacheMiss
 
 
-def method_settings(store: Store) -> dict[str, dict[str, Any]]:
+def method_settings(store: RunLog) -> dict[str, dict[str, Any]]:
     """{method: settings} recorded by the run."""
-    rows = store.db.execute("SELECT key FROM meta WHERE key LIKE 'settings/%'").fetchall()
-    return {k.split("/", 1)[1]: store.get_meta(k) for (k,) in rows}
+    return {k.split("/", 1)[1]: store.get_meta(k) for k in store.meta_keys("settings/")}
 
 
-def answer_config(store: Store, method: str | None = None) -> tuple[str | None, MethodConfig]:
+def answer_config(store: RunLog, method: str | None = None) -> tuple[str | None, MethodConfig]:
     """The MethodConfig the run's answers were generated with (from `method`, else the first of
     PREFERRED_METHODS the run has)."""
     settings = method_settings(store)
@@ -118,11 +118,11 @@ def collect_quotes(obj: Any) -> list[str]:
     return list(dict.fromkeys(q for q in out if q.strip()))
 
 
-def _record_texts(records: Iterable[dict[str, Any]]) -> tuple[str | None, str | None]:
+def _record_texts(records: Iterable[Record]) -> tuple[str | None, str | None]:
     """(answer, reasoning) texts from method records (first found)."""
     answer = reasoning = None
     for r in records:
-        d = r.get("details") or {}
+        d = r.details
         answer = answer or d.get("sample_answer") or d.get("answer")
         reasoning = reasoning or d.get("reasoning_text") or d.get("reasoning")
     return answer, reasoning
@@ -154,7 +154,7 @@ def _replay(ctx: RunContext | None, prompt: tuple[int, ...]) -> Generation | Non
 SEQUENCES = ("auto", "answer", "reasoning")
 
 
-def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
+def build_items(store: RunLog, samples: Sequence[Sample], tokenizer: Any,
                 method: str | None = None, evidence_methods: Sequence[str] = ("reasoning",),
                 include_answer: bool = True, sequence: str = "auto") -> list[CaptureItem]:
     """Capture items for `samples` from the run in `store` (no model calls).
@@ -165,7 +165,7 @@ def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
     has `reasoning` records, else answer."""
     if sequence not in SEQUENCES:
         raise EvalAwareError(f"--sequence {sequence!r}: use {', '.join(SEQUENCES)}")
-    reasoning_recs = {r["sample_id"]: r for r in store.results("reasoning")}
+    reasoning_recs = {r.sample_id: r for r in store.results("reasoning")}
     if sequence == "auto":
         sequence = "reasoning" if reasoning_recs and include_answer else "answer"
     if sequence == "reasoning" and not reasoning_recs:
@@ -181,15 +181,15 @@ def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
     if identity is not None:
         ctx = RunContext(backend=CachedBackend(_ReplayBackend(identity, tokenizer), store),
                          renderer=renderer, config=cfg, prompts=PromptLibrary())
-    by_sample: dict[str, list[dict[str, Any]]] = {}
+    by_sample: dict[str, list[Record]] = {}
     for r in store.results():
-        by_sample.setdefault(r["sample_id"], []).append(r)
+        by_sample.setdefault(r.sample_id, []).append(r)
     items = []
     for s in samples:
         prompt = tuple(renderer.render(sample_view(s, cfg.view)))
         recs = by_sample.get(s.id, [])
         rrec = reasoning_recs.get(s.id) if sequence == "reasoning" else None
-        rdet = (rrec or {}).get("details") or {}
+        rdet = rrec.details if rrec else {}
         info: dict[str, Any] = {"answer_source": "none", "answer_method": used_method,
                                 "view": cfg.view, "sequence": "prompt"}
         answer_ids: tuple[int, ...] = ()
@@ -222,7 +222,7 @@ def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
         info["n_prompt"] = n_prompt
         reasoning_spans: list[tuple[int, int]] = []
         evidence_spans: list[tuple[int, int]] = []
-        quotes = collect_quotes([r.get("details") for r in recs if r.get("method") in evidence_methods])
+        quotes = collect_quotes([r.to_dict()["details"] for r in recs if r.method in evidence_methods])
         if answer_ids:
             text, offsets = token_char_offsets(tokenizer, answer_ids)
             if reasoning:

@@ -67,12 +67,12 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         finally:
             backend.close()
     else:
-        from harness.store import Store
+        from harness.runlog import RunLog
 
         from .activation_store import ActivationStore
         from .steer_build import build_from_run
 
-        st = Store(run_dir, create=False)
+        st = RunLog(run_dir, create=False)
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
         n = int(settings.get("num_hidden_layers") or 0)

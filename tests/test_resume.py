@@ -81,9 +81,9 @@ def test_kill9_then_resume(tmp_path, tiny_model_dir):
 def test_other_model_refused(tmp_path, tiny_model_dir, hf_tiny):
     from harness.errors import StoreError
     from harness.runner import run_methods
-    from harness.store import Store
+    from harness.runlog import RunLog
 
     samples = load_dataset("demo")[:1]
-    Store(tmp_path / "r").set_meta("model_identity", {"backend": "hf", "weights_sha256": "other"})
+    RunLog(tmp_path / "r").set_meta("model_identity", {"backend": "hf", "weights_sha256": "other"})
     with pytest.raises(StoreError, match="different model"):
         run_methods(samples, ["binary"], hf_tiny, tmp_path / "r", progress=False)
