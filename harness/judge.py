@@ -108,11 +108,13 @@ def judge_identity(ctx: Any) -> dict[str, Any]:
     return (ctx.judge if ctx.judge is not None else ctx.backend).identity
 
 
-def judge_texts(ctx: Any, texts: Sequence[str | None], kind: str = "motivation") -> list[Verdict]:
+def judge_texts(ctx: Any, texts: Sequence[str | None], kind: str = "motivation",
+                tags: Sequence[tuple[str, int]] | None = None) -> list[Verdict]:
     """Judge each text in one batched (cached) call to the run's judge.
 
     `ctx` is a :class:`harness.methods.base.RunContext`; its `judge`/`judge_renderer` are used,
-    or the model under test when no separate judge is set.
+    or the model under test when no separate judge is set. With `tags` (sample id, vote k per
+    text) the judge calls are logged in role ``judge`` (:mod:`harness.call_log`).
     """
     if kind not in JUDGE_PROMPTS:
         raise ValueError(f"kind must be one of {sorted(JUDGE_PROMPTS)}, got {kind!r}")
@@ -132,7 +134,9 @@ def judge_texts(ctx: Any, texts: Sequence[str | None], kind: str = "motivation")
         todo.append(i)
         reqs.append(GenerationRequest(
             renderer.render((Message("user", template.replace("{text}", shown)),)), params))
-    for i, g in zip(todo, backend.generate(reqs) if reqs else []):
+    gens = (ctx.log.generate(backend, reqs, [(tags[i][0], "judge", tags[i][1]) for i in todo])
+            if tags is not None else backend.generate(reqs) if reqs else [])
+    for i, g in zip(todo, gens):
         v = parse_verdict(g.text, texts[i][:MAX_JUDGED_CHARS])
         if g.finish_reason == "length" and not v.ok:
             v = Verdict(None, raw=g.text, error=f"{v.error} (judge answer cut at "

@@ -126,6 +126,42 @@ class Vote:
                    Verdict.from_dict(judge) if isinstance(judge, dict) else None, extra)
 
 
+ROLES = ("answer", "question", "elicited_reasoning", "judge")
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One generation a method asked for about one sample, as the run log keeps it.
+
+    `role`: ``answer`` (the model's own answer to the sample), ``question`` (vote `k`'s question
+    about it), ``elicited_reasoning`` (the reasoning method's ``<think>``-prefilled trace),
+    ``judge`` (the judge's verdict on vote `k`'s text); `prompt_ids`/`output_ids` are the exact
+    token ids the model read and wrote, `text`/`reasoning` the backend's split of the output.
+    A steered run is its own run directory: its calls carry the same roles."""
+
+    sample_id: str
+    role: str
+    k: int
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    text: str = ""
+    reasoning: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sample_id": self.sample_id, "role": self.role, "k": self.k,
+                "prompt_ids": list(self.prompt_ids), "output_ids": list(self.output_ids),
+                "text": self.text, "reasoning": self.reasoning}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ModelCall":
+        return cls(d["sample_id"], d["role"], int(d["k"]), tuple(d["prompt_ids"]),
+                   tuple(d["output_ids"]), d.get("text", ""), d.get("reasoning"))
+
+
 _OPTIONAL = ("n_answers", "n_cut")  # absent from the JSON when None (records without generations)
 
 

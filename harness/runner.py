@@ -170,7 +170,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
                        disable=not progress, dynamic_ncols=True)
             for batch in chunks(todo, batch_size):
                 records = method.run_batch(batch)
-                store.put_results(name, records)
+                store.put_results(name, records, ctx.log.take())
                 monitor.add(name, [r.to_dict() for r in records])
                 bar.update(len(batch))
             bar.close()

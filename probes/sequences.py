@@ -5,8 +5,11 @@ With `reasoning` records (the reasoning-trace method), the sequence is the one t
 the model's own answer for native reasoning, or, for an *elicited* trace, the elicitation prompt
 (instruction in the system prompt, answer pre-filled with ``<think>``) and its generation.
 The answer/trace tokens are, in order of preference:
-1. the run's cached generation (exact token ids; looked up in the call cache with the run's model
-   identity and the answer settings of the method; no model call);
+1. the call the run logged in role ``answer`` (of the method whose settings give the view) or
+   ``elicited_reasoning`` (of the reasoning method): exact prompt and output token ids, looked
+   up in the run log (``model_calls``, :class:`harness.records.ModelCall`);
+   for runs written before calls were logged: the cached generation, found by rendering the
+   method's prompt again and asking the call cache (exact token ids; no model call);
 2. the text in a method record (``details.sample_answer``/``answer`` and
    ``details.reasoning_text``/``reasoning``), re-tokenised;
 3. none: only prompt poolings exist for that sample.
@@ -25,7 +28,7 @@ from harness.cache import CachedBackend
 from harness.errors import EvalAwareError
 from harness.methods.base import MethodConfig, RunContext, answer_samples, sample_view
 from harness.prompts import PromptLibrary
-from harness.records import Record
+from harness.records import ModelCall, Record
 from harness.render import Renderer
 from harness.sample import Sample
 from harness.runlog import RunLog
@@ -154,6 +157,15 @@ def _replay(ctx: RunContext | None, prompt: tuple[int, ...]) -> Generation | Non
 SEQUENCES = ("auto", "answer", "reasoning")
 
 
+def logged_calls(store: RunLog, method: str | None) -> dict[tuple[str, str], ModelCall]:
+    """{(sample id, role): call}: the answers `method` logged (any method's when None) and the
+    reasoning method's elicited traces."""
+    out = {(c.sample_id, c.role): c for c in store.model_calls("reasoning", "elicited_reasoning")}
+    for c in store.model_calls(method, "answer"):
+        out.setdefault((c.sample_id, c.role), c)
+    return out
+
+
 def build_items(store: RunLog, samples: Sequence[Sample], tokenizer: Any,
                 method: str | None = None, evidence_methods: Sequence[str] = ("reasoning",),
                 include_answer: bool = True, sequence: str = "auto") -> list[CaptureItem]:
@@ -176,6 +188,7 @@ def build_items(store: RunLog, samples: Sequence[Sample], tokenizer: Any,
     if sequence == "reasoning" and "reasoning" in method_settings(store):
         method = "reasoning"
     used_method, cfg = answer_config(store, method)
+    logged = logged_calls(store, used_method)
     identity = store.get_meta("model_identity")
     ctx = None
     if identity is not None:
@@ -195,9 +208,17 @@ def build_items(store: RunLog, samples: Sequence[Sample], tokenizer: Any,
         answer_ids: tuple[int, ...] = ()
         raw = reasoning = None
         if include_answer:
-            gen = None
+            gen, source = None, "cache"
             info["sequence"] = "answer"
-            if rdet.get("reasoning_source") == "elicited":
+            call = logged.get((s.id, "elicited_reasoning" if rdet.get("reasoning_source") == "elicited"
+                               else "answer"))
+            if call is not None:
+                prompt, source = call.prompt_ids, "log"
+                if call.role == "elicited_reasoning":
+                    info["sequence"] = "elicited_reasoning"
+                gen = Generation(text=call.text, reasoning=call.reasoning, raw_text="",
+                                 token_ids=call.output_ids, finish_reason="")
+            elif rdet.get("reasoning_source") == "elicited":
                 elicited = _elicit_prompt(ctx, s) if ctx is not None else None
                 if elicited is not None:
                     prompt, info["sequence"] = elicited, "elicited_reasoning"
@@ -210,7 +231,7 @@ def build_items(store: RunLog, samples: Sequence[Sample], tokenizer: Any,
             if gen is not None:
                 answer_ids, raw = tuple(gen.token_ids), gen.raw_text
                 reasoning = rdet.get("reasoning") or gen.reasoning
-                info["answer_source"] = "cache"
+                info["answer_source"] = source
             else:
                 text, reasoning = _record_texts(([rrec] if rrec else []) + recs)
                 if text or reasoning:

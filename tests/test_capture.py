@@ -452,3 +452,51 @@ def test_elicited_reasoning_trace_uses_its_own_prompt(tmp_path, hf_tiny):
     assert info["sequence"] == "elicited_reasoning" and info["answer_source"] == "cache"
     assert info["n_prompt"] == len(prompt) and info["quotes_found"] == 1
     store.close()
+
+
+def test_sequences_come_from_the_logged_calls(tmp_path, hf_tiny):
+    """A run made by the runner logs each generation's role: capture takes the exact answer and
+    elicited-trace token ids from the log, and they equal what re-rendering and the call cache
+    give for a run without the log (the path for runs written before calls were logged)."""
+    import sqlite3
+
+    from harness.datasets import load_dataset
+    from harness.runlog import RunLog
+    from harness.render import Renderer
+    from harness.runner import run_methods
+    from probes.sequences import build_items
+
+    samples = load_dataset("demo")[:3]
+    cfg = MethodConfig(answer_tokens=8, probe_tokens=4, judge_tokens=8)
+    run_methods(samples, ["binary", "reasoning"], hf_tiny, tmp_path / "r", config=cfg, progress=False)
+    store = RunLog(tmp_path / "r", create=False)
+    roles = {(c.role, c.k) for c in store.model_calls("binary")}
+    assert roles == {("answer", 0)} | {("question", k) for k in range(5)}
+    assert {c.role for c in store.model_calls("reasoning")} <= {"answer", "elicited_reasoning", "judge"}
+    answer = {c.sample_id: c for c in store.model_calls("binary", "answer")}
+    assert set(answer) == {s.id for s in samples}
+    rend = Renderer(hf_tiny.tokenizer)
+    assert answer[samples[0].id].prompt_ids == tuple(rend.render(samples[0].first_turn()))
+
+    kinds = {"answer": "binary", "reasoning": "reasoning"}
+    logged = {k: build_items(store, samples, hf_tiny.tokenizer, sequence=k) for k in kinds}
+    for k, items in logged.items():
+        assert [it.info["answer_source"] for it in items] == ["log"] * 3, k
+    rea = {r.sample_id: r for r in store.results("reasoning")}
+    for it in logged["reasoning"]:
+        src = rea[it.sample_id].details["reasoning_source"]
+        assert it.info["sequence"] == ("elicited_reasoning" if src == "elicited" else "answer")
+        role = "elicited_reasoning" if src == "elicited" else "answer"
+        call = next(c for c in store.model_calls(None, role) if c.sample_id == it.sample_id)
+        assert it.ids == call.prompt_ids + call.output_ids
+    store.close()
+    db = sqlite3.connect(tmp_path / "r" / "store.sqlite")  # as a run from before the call log
+    db.execute("DELETE FROM model_calls")
+    db.commit()
+    db.close()
+    store = RunLog(tmp_path / "r", create=False)
+    for k, items in logged.items():
+        replayed = build_items(store, samples, hf_tiny.tokenizer, sequence=k)
+        assert [it.info["answer_source"] for it in replayed] == ["cache"] * 3
+        assert [(it.ids, it.spans) for it in replayed] == [(it.ids, it.spans) for it in items]
+    store.close()

@@ -201,7 +201,7 @@ def test_records_of_a_real_run_round_trip(tmp_path, hf_tiny):
     from harness.runner import run_methods
 
     samples = load_dataset("demo")[:2]
-    cfg = MethodConfig(answer_tokens=4, probe_tokens=4, judge_tokens=8)
+    cfg = MethodConfig(answer_tokens=6, probe_tokens=6, judge_tokens=6, temperature=1.0, seed=1)
     methods = ["binary", "motivation", "reasoning"]
     run_methods(samples, methods, hf_tiny, tmp_path / "r", config=cfg, progress=False)
     log = RunLog(tmp_path / "r", create=False)
@@ -213,6 +213,15 @@ def test_records_of_a_real_run_round_trip(tmp_path, hf_tiny):
             assert json.loads(json.dumps(d)) == d
         assert all(v.verdict is not None for r in recs for v in r.votes) == (m != "binary")
         assert all(r.n_answers and r.n_answers >= len(r.votes) for r in recs)
+        # every generation behind the records is in the log with its role
+        calls = log.model_calls(m)
+        assert {c.sample_id for c in calls} == {s.id for s in samples}
+        want = {"binary": {"answer", "question"}, "motivation": {"answer", "question", "judge"},
+                "reasoning": {"answer", "elicited_reasoning", "judge"}}[m]
+        roles = {c.role for c in calls}
+        assert roles <= want and "answer" in roles
+        assert m != "motivation" or "judge" in roles
+        assert all(c.prompt_ids and c.output_ids for c in calls)
 
 
 def test_record_schema_and_fields_checked():

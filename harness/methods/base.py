@@ -5,11 +5,12 @@ answer to a sample, and the ask-parse-vote flow (cf. Inspect AI's solver -> scor
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Sequence
 
 from ..answer_format import AnswerFormat, label_probabilities
 from ..backends.base import Backend, Generation, GenerationRequest, SamplingParams
+from ..call_log import CallLog
 from ..parsing import Parsed
 from ..prompts import Prompt, PromptLibrary
 from ..render import Renderer, format_transcript
@@ -93,7 +94,8 @@ class MethodConfig:
 
 @dataclass
 class RunContext:
-    """Everything a method needs; `backend` and `judge` are cached backends."""
+    """Everything a method needs; `backend` and `judge` are cached backends; `log` collects the
+    roles of the generations made (the runner stores them with the records)."""
 
     backend: Backend
     renderer: Renderer
@@ -101,6 +103,7 @@ class RunContext:
     prompts: PromptLibrary
     judge: Backend | None = None
     judge_renderer: Renderer | None = None
+    log: CallLog = field(default_factory=CallLog)
 
 
 REGISTRY: dict[str, type["Method"]] = {}
@@ -163,7 +166,8 @@ def answer_samples(ctx: RunContext, samples: Sequence[Sample]) -> list[Generatio
             todo.append(i)
             reqs.append(GenerationRequest(ctx.renderer.render(msgs), cfg.params(cfg.answer_tokens)))
     out: list[Generation | None] = [None] * len(samples)
-    for i, g in zip(todo, ctx.backend.generate(reqs) if reqs else []):
+    tags = [(samples[i].id, "answer", 0) for i in todo]
+    for i, g in zip(todo, ctx.log.generate(ctx.backend, reqs, tags)):
         out[i] = g
     return out
 
@@ -212,8 +216,10 @@ class QuestionVoteMethod(Method):
         p = cfg.params(cfg.probe_tokens, seed_offset)
         return replace(p, structured=self.answer_format.structured) if self.constrained else p
 
-    def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, Verdict | None]]:
-        """Each answer's parsed vote and, where a judge read the answer, its verdict (one batch)."""
+    def parse_answers(self, gens: Sequence[Generation],
+                      tags: Sequence[tuple[str, int]]) -> list[tuple[Parsed, Verdict | None]]:
+        """Each answer's parsed vote and, where a judge read the answer, its verdict (one batch;
+        ``tags[i]`` = (sample id, vote k) of answer i)."""
         return [(type(self).parse(g.text), None) for g in gens]
 
     def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
@@ -224,8 +230,9 @@ class QuestionVoteMethod(Method):
                  for _, v, _ in plan]
         reqs = [GenerationRequest(ctx.renderer.render(c), self.probe_params(off))
                 for c, (_, _, off) in zip(convs, plan * len(samples))]
-        gens = ctx.backend.generate(reqs)
-        parsed = self.parse_answers(gens)
+        tags = [(s.id, k) for s in samples for k, _, _ in plan]
+        gens = ctx.log.generate(ctx.backend, reqs, [(sid, "question", k) for sid, k in tags])
+        parsed = self.parse_answers(gens, tags)
         labels: list[dict[str, Any]] = (label_probabilities(ctx.backend, ctx.renderer, self.answer_format, convs)
                                         if self.answer_format is not None else [{}] * len(convs))
         records = []

@@ -27,8 +27,9 @@ class UserMotivation(QuestionVoteMethod):
     prompt_set = "motivation"
     aggregate = staticmethod(majority)
 
-    def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, Verdict | None]]:
-        verdicts = judge_texts(self.ctx, [g.text for g in gens], kind="motivation")
+    def parse_answers(self, gens: Sequence[Generation],
+                      tags: Sequence[tuple[str, int]]) -> list[tuple[Parsed, Verdict | None]]:
+        verdicts = judge_texts(self.ctx, [g.text for g in gens], kind="motivation", tags=tags)
         return [(v.as_parsed(), v) for v in verdicts]
 
     def settings(self) -> dict[str, Any]:

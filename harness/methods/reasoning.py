@@ -82,7 +82,7 @@ class ReasoningTrace(Method):
                                                       assistant_prefix=THINK_PREFIX),
                                   cfg.params(cfg.answer_tokens)) for s in samples]
         tok, out = ctx.renderer.tokenizer, []
-        for g in ctx.backend.generate(reqs) if reqs else []:
+        for g in ctx.log.generate(ctx.backend, reqs, [(s.id, "elicited_reasoning", 0) for s in samples]):
             reasoning, answer = split_reasoning("<think>" + g.raw_text)
             out.append(Generation(text=_strip_specials(answer, tok),
                                   reasoning=_strip_specials(reasoning or "", tok),
@@ -104,7 +104,7 @@ class ReasoningTrace(Method):
     def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         sources, gens = self.traces(samples)
         texts = [g.reasoning if g is not None and g.reasoning else None for g in gens]
-        verdicts = judge_texts(self.ctx, texts, kind="reasoning")
+        verdicts = judge_texts(self.ctx, texts, kind="reasoning", tags=[(s.id, 0) for s in samples])
         records = []
         for s, src, g, t, v in zip(samples, sources, gens, texts, verdicts):
             p = v.as_parsed() if t is not None else Parsed(None, "no reasoning text")

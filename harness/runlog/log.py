@@ -24,10 +24,10 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from ..datasets import _Ctx, parse_record
 from ..errors import StoreError
-from ..records import Record
+from ..records import ModelCall, Record
 from ..sample import Sample
 from .codec import decode_value, dumps, encode_value
-from .schema import CALLS, LOG_NAME, META, RESULTS, SAMPLES, SCHEMA_VERSION, prepare
+from .schema import CALLS, LOG_NAME, META, MODEL_CALLS, RESULTS, SAMPLES, SCHEMA_VERSION, prepare
 from .tables import Table, TableSpec, check_columns
 
 
@@ -54,6 +54,7 @@ class RunLog:
             raise
         self._calls, self._results = Table(self, CALLS), Table(self, RESULTS)
         self._samples, self._meta = Table(self, SAMPLES), Table(self, META)
+        self._model_calls = Table(self, MODEL_CALLS)
 
     # --- plumbing ------------------------------------------------------------------------------
     @contextmanager
@@ -134,12 +135,17 @@ class RunLog:
     def done_ids(self, method: str) -> set[str]:
         return {r[0] for r in self._results.select(["sample_id"], {"method": method})}
 
-    def put_results(self, method: str, records: Sequence[Record | dict[str, Any]]) -> None:
-        """Store records (a dict is checked by :meth:`Record.from_dict` first)."""
+    def put_results(self, method: str, records: Sequence[Record | dict[str, Any]],
+                    calls: Sequence[ModelCall] = ()) -> None:
+        """Store records (a dict is checked by :meth:`Record.from_dict` first) and the model
+        calls behind them, in one transaction."""
         now = time.time()
         rows = [Record.coerce(r) for r in records]
-        self._results.insert([(method, r.sample_id, dumps(r.to_dict()), now) for r in rows],
-                             replace=True)
+        with self.transaction():
+            self._results.insert([(method, r.sample_id, dumps(r.to_dict()), now) for r in rows],
+                                 replace=True)
+            self._model_calls.insert([(method, c.sample_id, c.role, c.k, dumps(c.to_dict()))
+                                      for c in calls], replace=True)
 
     def replace_results(self, method: str, records: Sequence[Record | dict[str, Any]]) -> None:
         """The method's records become exactly `records`, in one transaction (a failure keeps
@@ -160,6 +166,11 @@ class RunLog:
         """:meth:`results` in their stored JSON form (for code that reads records as mappings:
         metrics, report)."""
         return [r.to_dict() for r in self.results(method)]
+
+    def model_calls(self, method: str | None = None, role: str | None = None) -> list[ModelCall]:
+        """Logged model calls (see :mod:`harness.call_log`), optionally of one method/role."""
+        where = {k: v for k, v in (("method", method), ("role", role)) if v is not None}
+        return [ModelCall.from_dict(json.loads(c)) for (c,) in self._model_calls.select(["call"], where)]
 
     def methods(self) -> list[str]:
         return [r[0] for r in self._results.select(["method"], distinct=True, order_by=["method"])]

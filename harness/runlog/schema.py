@@ -2,9 +2,11 @@
 
 Versions
 - 0: run directories written before the run log had a version (evalaware up to the `Store`):
-  the four core tables below, ``user_version`` 0. Opened, they are migrated in place (same
-  tables; the version is set), in one transaction.
-- 1: the current layout; the version is also in ``meta`` (``schema_version``) and the manifest.
+  calls, results, samples, meta; ``user_version`` 0. Opened, they are migrated in place in one
+  transaction: ``model_calls`` is added (empty: such runs logged no roles) and the version set.
+- 1: the current layout, adding ``model_calls`` (which call served which sample in which role,
+  :class:`harness.records.ModelCall`); the version is also in ``meta`` (``schema_version``) and
+  the manifest.
 A log with a newer version, or a version-0 file whose core tables have other columns, is refused
 with a one-line message naming the file and its version.
 """
@@ -27,7 +29,10 @@ RESULTS = TableSpec("results", (("method", "TEXT"), ("sample_id", "TEXT"), ("rec
 SAMPLES = TableSpec("samples", (("sample_id", "TEXT"), ("sample", "TEXT"), ("position", "INTEGER")),
                     ("sample_id",))
 META = TableSpec("meta", (("key", "TEXT"), ("value", "TEXT")), ("key",))
-CORE = (CALLS, RESULTS, SAMPLES, META)
+MODEL_CALLS = TableSpec("model_calls", (("method", "TEXT"), ("sample_id", "TEXT"), ("role", "TEXT"),
+                                        ("k", "INTEGER"), ("call", "TEXT")),
+                        ("method", "sample_id", "role", "k"))
+CORE = (CALLS, RESULTS, SAMPLES, META, MODEL_CALLS)
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
