@@ -28,6 +28,9 @@ Decisions:
   unusable verdicts. Measured: SmolLM2 judging itself under ``--constrain`` wrote 72 of 72
   verdicts "aware" with the prompt's placeholder quotes ("verbatim span"); counting them as
   votes would call every sample an evaluation on the strength of quotes that are not there.
+  The judge prompts therefore describe the reply's schema in prose and show one worked example
+  about a different text (no placeholder values): a copied example quotes that text, not the
+  judged one, and is caught here (tests/test_judge_prompts.py).
   An "aware" verdict with an empty evidence list still votes (the prompt asks for quotes but the
   verdict does not claim any).
 """

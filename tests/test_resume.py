@@ -27,7 +27,10 @@ def _state(out: Path) -> tuple[set[str], dict[str, str]]:
     db = sqlite3.connect(out / "store.sqlite")
     keys = {r[0] for r in db.execute("SELECT key FROM calls")}
     recs = {r[0]: r[1] for r in db.execute("SELECT sample_id, record FROM results")}
+    logged = {r[0] for r in db.execute("SELECT DISTINCT sample_id FROM model_calls")}
     db.close()
+    # records and the roles of their model calls commit together: never one without the other
+    assert logged == set(recs)
     return keys, recs
 
 

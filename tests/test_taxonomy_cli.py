@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.runlog import RunLog
-from harness.taxonomy.synthetic import motivation_records
+from tests.helpers.taxonomy_texts import motivation_records
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--restarts", "1", "--categories", "5", "--no-progress"]
@@ -76,6 +76,25 @@ def test_run_reuse_with_naming_model_is_cached(run_dir, tmp_path, tiny_model_dir
     assert "model calls made: 0" in out and calls(run_dir) == before + made
     assert m2["calls"]["naming"] == {"model_calls": {}, "cache_hits": {"generate": made}}
     assert m2["texts_embedded"] == 0 and t2 == t1
+
+
+def test_too_few_features_ends_with_a_plain_statement(tmp_path):
+    """One distinct feature: exit 0, the statement on the terminal, json/md/html written."""
+    from test_taxonomy_build import MCQ, _record, _vote
+
+    store = RunLog(tmp_path / "run")
+    store.put_results("motivation", [
+        _record("a", [_vote(0, True, [MCQ]), _vote(1, True, [MCQ]), _vote(2, False, [])]),
+        _record("b", [_vote(k, False, []) for k in range(3)], "deploy")])
+    store.close()
+    out = invoke("--run", tmp_path / "run", "--out", tmp_path / "tax", *FAST)
+    assert out.startswith('The model called too little a test to cluster: 2 feature(s), 1 distinct, '
+                          'from 1 sample(s): "Multiple-choice format" (2x in 1 sample)')
+    assert "model calls made: 0" in out
+    t, _ = load(tmp_path / "tax")
+    assert t["clustered"] is False and [f["count"] for f in t["features"]] == [2]
+    assert sorted(p.name for p in (tmp_path / "tax").glob("[!.]*")) == ["taxonomy.html", "taxonomy.json",
+                                                                    "taxonomy.md"]
 
 
 def run_main(*args, cwd=REPO):

@@ -16,6 +16,7 @@ from ..judge import judge_identity, judge_texts
 from ..parsing import Parsed
 from ..records import Verdict
 from ..voting import majority
+from ..reporting.spec import ReportSpec
 from .base import QuestionVoteMethod, register
 
 
@@ -26,6 +27,7 @@ class UserMotivation(QuestionVoteMethod):
     description = "asks the user's real motivation; a judge looks for 'the user is testing me'; majority of 3"
     prompt_set = "motivation"
     aggregate = staticmethod(majority)
+    report = ReportSpec(order=30, score="share of aware verdicts")
 
     def parse_answers(self, gens: Sequence[Generation],
                       tags: Sequence[tuple[str, int]]) -> list[tuple[Parsed, Verdict | None]]:

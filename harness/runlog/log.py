@@ -15,23 +15,24 @@ so a killed process leaves the log as of its last commit; WAL lets readers read 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from ..datasets import _Ctx, parse_record
+from ..dataset_records import RecordContext
+from ..datasets import parse_record
 from ..errors import StoreError
 from ..records import ModelCall, Record
 from ..sample import Sample
 from .codec import decode_value, dumps, encode_value
-from .schema import CALLS, LOG_NAME, META, MODEL_CALLS, RESULTS, SAMPLES, SCHEMA_VERSION, prepare
+from .schema import CALLS, LOG_NAME, META, MODEL_CALLS, RESULTS, SAMPLES, prepare
+from .manifest import MetaAndManifest
 from .tables import Table, TableSpec, check_columns
 
 
-class RunLog:
+class RunLog(MetaAndManifest):
     """The SQLite log (and manifest) of one run directory."""
 
     def __init__(self, run_dir: str | Path, create: bool = True) -> None:
@@ -83,10 +84,11 @@ class RunLog:
         return self._db.execute(query, list(args)).fetchall()
 
     def table(self, spec: TableSpec) -> Table:
-        """A package's own table (created on first use; a different existing layout is refused)."""
-        check_columns(self._db, spec, self.path)
-        with self.transaction() as db:
-            db.execute(spec.ddl())
+        """A package's own table (created on first use, so a reader never waits for a write lock
+        on a table that exists; a different existing layout is refused)."""
+        if not check_columns(self._db, spec, self.path):
+            with self.transaction() as db:
+                db.execute(spec.ddl())
         return Table(self, spec)
 
     def close(self) -> None:
@@ -200,46 +202,8 @@ class RunLog:
 
     def samples(self) -> list[Sample]:
         rows = self._samples.select(["sample"], order_by=["position"])
-        return [parse_record(json.loads(r[0]), _Ctx(self.path, i)) for i, r in enumerate(rows)]
+        return [parse_record(json.loads(r[0]), RecordContext(self.path, i)) for i, r in enumerate(rows)]
 
     def sample_positions(self) -> dict[str, int]:
         """{sample id: position in the run's dataset order}."""
         return dict(self._samples.select(["sample_id", "position"]))
-
-    # --- meta and manifest ---------------------------------------------------------------------
-    def get_meta(self, key: str, default: Any = None) -> Any:
-        row = self._meta.select(["value"], {"key": key})
-        return json.loads(row[0][0]) if row else default
-
-    def set_meta(self, key: str, value: Any) -> None:
-        self._meta.insert([(key, dumps(value))], replace=True)
-
-    def meta_keys(self, prefix: str = "") -> list[str]:
-        return sorted(k for (k,) in self._meta.select(["key"]) if k.startswith(prefix))
-
-    def manifest(self) -> dict[str, Any]:
-        """The run manifest (falls back to ``manifest.json`` for a run that has only the file)."""
-        man = self.get_meta("manifest")
-        mf = self.run_dir / "manifest.json"
-        if not man and mf.exists():
-            man = json.loads(mf.read_text())
-        return man or {}
-
-    def write_manifest(self, manifest: dict[str, Any], history: bool = True) -> None:
-        """Store the manifest (and append it to ``manifests`` when `history`), then write
-        ``manifest.json`` atomically (temporary file + rename)."""
-        manifest = {**manifest, "schema_version": SCHEMA_VERSION}
-        with self.transaction():
-            if history:
-                self.set_meta("manifests", self.get_meta("manifests", []) + [manifest])
-            self.set_meta("manifest", manifest)
-        tmp = self.run_dir / "manifest.json.tmp"
-        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        os.replace(tmp, self.run_dir / "manifest.json")
-
-    def add_to_manifest(self, section: str, name: str, entry: dict[str, Any]) -> None:
-        """Record a derived artifact (a capture, a taxonomy) under ``manifest[section][name]``."""
-        with self.transaction():
-            man = self.get_meta("manifest") or {}
-            man.setdefault(section, {})[name] = entry
-            self.write_manifest(man, history=False)

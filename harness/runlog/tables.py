@@ -110,9 +110,11 @@ class Table:
             return None
 
 
-def check_columns(db: sqlite3.Connection, spec: TableSpec, path: Any) -> None:
-    """Refuse an existing table whose columns differ from the spec (a foreign or newer layout)."""
+def check_columns(db: sqlite3.Connection, spec: TableSpec, path: Any) -> bool:
+    """Whether the table exists; an existing table whose columns differ from the spec (a foreign
+    or newer layout) is refused."""
     have = [r[1] for r in db.execute(f"PRAGMA table_info({spec.name})")]
     if have and tuple(have) != spec.names:
         raise StoreError(f"{path}: table {spec.name} has columns {have}, expected "
                          f"{list(spec.names)}; not a run log this evalaware can read")
+    return bool(have)

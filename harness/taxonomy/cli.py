@@ -200,12 +200,16 @@ def _build(run_dir: Path, out_dir: Path, cfg: Any, namer_backend: Any, prompts: 
 
 
 def _summary(tax: dict[str, Any], calls: dict[str, Any], paths: dict[str, Path]) -> None:
+    """What was built (or, too little to cluster, the plain statement), calls made, files."""
     n_new = sum(sum(c.get("model_calls", {}).values()) for c in calls.values())
     st = tax["stats"]
-    click.echo(f"{st['features']} features ({st['distinct_features']} distinct) from "
-               f"{st['samples_with_features']} samples; k = {tax['k']} ({tax['k_source']}); "
-               f"{len(tax['headline'])} headline categories, "
-               f"{sum(c['artifact'] for c in tax['categories'])} flagged as method artifacts")
+    if not tax.get("clustered", True):
+        click.echo(tax["statement"])
+    else:
+        click.echo(f"{st['features']} features ({st['distinct_features']} distinct) from "
+                   f"{st['samples_with_features']} samples; k = {tax['k']} ({tax['k_source']}); "
+                   f"{len(tax['headline'])} headline categories, "
+                   f"{sum(c['artifact'] for c in tax['categories'])} flagged as method artifacts")
     click.echo(f"model calls made: {n_new}")
     for p in paths.values():
         click.echo(f"  {p}")
