@@ -16,7 +16,9 @@ from tqdm.auto import tqdm
 
 from . import console
 from .backends.base import Backend
-from .backends.vllm import refuse_data_parallel  # imports vllm itself only when an engine starts
+from .backends.hf import HFBackend
+from .backends.openai import OpenAIBackend
+from .backends.vllm import VLLMBackend, refuse_data_parallel  # vllm itself: when an engine starts
 from .cache import CachedBackend
 from .errors import EvalAwareError, StoreError
 from .fingerprint import local_model_path
@@ -29,25 +31,21 @@ from .run_monitor import RunMonitor, default_say
 from .sample import Sample
 from .runlog import RunLog
 
-BACKENDS = ("vllm", "hf", "openai")
+BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
+                                              "openai": OpenAIBackend}
+BACKENDS = tuple(BACKEND_CLASSES)
 
 
 def make_backend(kind: str, model: str, **opts: Any) -> Backend:
     """Create a backend by name; options not meant for it are dropped when None."""
     opts = {k: v for k, v in opts.items() if v is not None}
     if kind == "hf":
-        from .backends.hf import HFBackend
-
         keep = {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer"}
         return HFBackend(model, **{k: v for k, v in opts.items() if k in keep})
     if kind == "vllm":
-        from .backends.vllm import VLLMBackend
-
         drop = {"device", "batch_size", "base_url", "api_key", "max_concurrency", "top_logprobs"}
         return VLLMBackend(model, **{k: v for k, v in opts.items() if k not in drop})
     if kind == "openai":
-        from .backends.openai import OpenAIBackend
-
         keep = {"base_url", "api_key", "tokenizer", "max_concurrency", "timeout", "max_retries",
                 "top_logprobs"}
         return OpenAIBackend(model=model, **{k: v for k, v in opts.items() if k in keep})
@@ -144,6 +142,10 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
     prompts = prompts or PromptLibrary()
     registry = available()
     check_methods(methods)
+    for b in (backend, judge) if config.constrain else ():
+        if b is not None and not b.capabilities.structured_output:
+            raise EvalAwareError(f"--constrain: the {b.kind} backend ({b.device}) cannot hold "
+                                 f"answers to a grammar (no structured output)")
     store = RunLog(run_dir)
     cached = CachedBackend(backend, store)
     judge_cached = CachedBackend(judge, store) if judge is not None else None

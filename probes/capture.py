@@ -90,6 +90,9 @@ class HFEngine:
     convention = LAYER_CONVENTION
 
     def __init__(self, backend: Any) -> None:
+        if not backend.capabilities.hidden_states:
+            raise EvalAwareError(f"the {backend.kind} backend holds no local model to hook for "
+                                 f"activations; capture with --engine hf or vllm")
         self.backend = backend
         self.model = backend.model
         self.tokenizer = backend.tokenizer
@@ -100,7 +103,7 @@ class HFEngine:
     def pooled(self, items: Sequence[CaptureItem], layers: Sequence[int],
                poolings: Sequence[str]) -> torch.Tensor:
         """(batch, n_poolings, n_layers, hidden) float32."""
-        ids, mask, pos = self.backend._left_pad([it.ids for it in items])
+        ids, mask, pos = self.backend.left_pad([it.ids for it in items])
         w = pooling_weights([it.spans for it in items], poolings, ids.shape[1])
         return capture_pooled(self.model, ids, mask, pos, layers, w)
 

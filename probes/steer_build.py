@@ -149,7 +149,7 @@ def build_from_pairs(pairs_file: str | Path, backend: Any, out: str | Path,
     rows = []
     for i in range(0, len(ids), batch_size):
         chunk = ids[i:i + batch_size]
-        tids, mask, pos = backend._left_pad(chunk)
+        tids, mask, pos = backend.left_pad(chunk)
         w = pooling_weights([SequenceSpans(len(c), len(c)) for c in chunk], [NORM_POOLING],
                             tids.shape[1])
         rows.append(capture_pooled(backend.model, tids, mask, pos, want, w)[:, 0].numpy())

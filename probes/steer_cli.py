@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from harness.cli_options import limit_options, verbose_option
+from harness.backends.base import refuse_steering
 from harness.errors import EvalAwareError
+from harness.runner import BACKEND_CLASSES
 
 
 def _floats(spec: str, what: str) -> list[float]:
@@ -131,9 +133,7 @@ def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_ran
     from .steer_run import select_samples, steer_run
     from .steering import load_vector
 
-    if backend == "openai":  # before any engine or server is touched
-        raise EvalAwareError("the openai backend cannot steer: steering adds vectors inside the "
-                             "model; use --backend hf or vllm")
+    refuse_steering(BACKEND_CLASSES[backend])  # by the class: before any engine is touched
     vec = load_vector(vector_dir)
     layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]
     missing = [l for l in layer_ids if l not in vec.directions]

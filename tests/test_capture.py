@@ -32,7 +32,7 @@ def _ref_hidden(model, ids, mask, pos):
 
 
 def test_hooks_equal_output_hidden_states(hf_tiny):
-    ids, mask, pos = hf_tiny._left_pad([[1, 504, 33, 9, 71, 8], [1, 45, 7]])
+    ids, mask, pos = hf_tiny.left_pad([[1, 504, 33, 9, 71, 8], [1, 45, 7]])
     ref = _ref_hidden(hf_tiny.model, ids, mask, pos)
     n = len(decoder_parts(hf_tiny.model)[1])
     got = capture_hidden(hf_tiny.model, ids, mask, pos, list(range(n + 1)))
@@ -52,7 +52,7 @@ def test_hooks_equal_output_hidden_states(hf_tiny):
 
 @pytest.mark.slow
 def test_hooks_equal_output_hidden_states_smollm2(hf_smollm2):
-    ids, mask, pos = hf_smollm2._left_pad([[1, 504, 33, 9, 71, 8, 11, 12], [1, 45, 7]])
+    ids, mask, pos = hf_smollm2.left_pad([[1, 504, 33, 9, 71, 8, 11, 12], [1, 45, 7]])
     ref = _ref_hidden(hf_smollm2.model, ids, mask, pos)
     layers = [0, 1, 15, 29, 30]
     got = capture_hidden(hf_smollm2.model, ids, mask, pos, layers)
@@ -108,7 +108,7 @@ def test_layers_above_the_highest_requested_do_not_run(hf_tiny):
     calls = []
     h = blocks[-1].register_forward_hook(lambda *a: calls.append(1))
     try:
-        ids, mask, pos = hf_tiny._left_pad([[1, 2, 3]])
+        ids, mask, pos = hf_tiny.left_pad([[1, 2, 3]])
         got = capture_hidden(hf_tiny.model, ids, mask, pos, [1])
     finally:
         h.remove()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.answer_format import BINARY, PROBABILITY, label_probabilities
-from harness.backends.base import GenerationRequest, SamplingParams, StructuredOutput
+from harness.backends.base import Capabilities, GenerationRequest, SamplingParams, StructuredOutput
 from harness.cache import call_key
 from harness.datasets import load_dataset
 from harness.errors import StoreError
@@ -85,7 +85,7 @@ def test_prefix_teacher_forcing_equals_loglikelihood(hf_tiny):
     np.testing.assert_allclose(loglikelihood_by_prefix(hf_tiny, pairs), hf_tiny.loglikelihood(pairs), atol=1e-4)
 
     class Prefixing(WrappedBackend):
-        prefix_scoring = True  # what a prefix-caching engine declares
+        capabilities = Capabilities(prefix_scoring=True)  # what a prefix-caching engine declares
 
     direct = label_probabilities(hf_tiny, r, PROBABILITY, convs)
     via_prefix = label_probabilities(Prefixing(hf_tiny), r, PROBABILITY, convs)

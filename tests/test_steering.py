@@ -320,9 +320,11 @@ def test_cli_refuses_openai_before_any_engine(tmp_path, planted_run):
     assert not (tmp_path / "o").exists()
     # the backend contract refuses too
     from harness.backends.base import Backend
+    from harness.backends.openai import OpenAIBackend
 
-    with pytest.raises(BackendError, match="cannot steer"):
-        Backend.check_steering(type("B", (), {"kind": "openai"})(), Steering({1: np.ones(4)}))
+    assert not OpenAIBackend.capabilities.steering
+    with pytest.raises(BackendError, match="openai backend cannot steer"):
+        Backend.check_steering(OpenAIBackend, Steering({1: np.ones(4)}))
 
 
 def test_report_intervals_resample_whole_categories():

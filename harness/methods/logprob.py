@@ -84,7 +84,7 @@ class _LogprobBase(Method):
         cfg = self.ctx.config
         prompts = [self._start.render(self.prompt_messages(s)) for s in samples]
         # vLLM: score multi-token words through prefix-cached next-token calls (cheaper there).
-        via = "prefix" if self.ctx.backend.prefix_scoring else "loglikelihood"
+        via = "prefix" if self.ctx.backend.capabilities.prefix_scoring else "loglikelihood"
         scores = score_prompts(self.ctx.backend, prompts, plan=self._plan, aware_via=via,
                                tol=cfg.aware_tol, boundary=cfg.aware_boundary, full_vocab=cfg.full_vocab)
         out = []
