@@ -27,7 +27,7 @@ from .report import method_label, report
 from .run_lock import run_dir_lock
 from .run_monitor import tally
 from .runner import check_backend, check_methods, needs_judge, open_backend, run_methods
-from .store import Store
+from .runlog import RunLog
 from .taxonomy.cli import taxonomy
 from .token_limits import default_token_limits
 
@@ -290,7 +290,7 @@ def run(model, backend, dataset, methods, out, label, label_field, subset, view,
                               prompts=prompts, template_kwargs=template_kwargs,
                               judge=judge, batch_size=batch_size,
                               dataset_path=resolve_dataset(dataset), progress=not no_progress)
-    store = Store(out, create=False)
+    store = RunLog(out, create=False)
     click.echo(f"\nrun directory: {out}")
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
     _print_summary(store, method_list)
@@ -330,7 +330,7 @@ def _print_summary(store, methods) -> None:
     click.echo(f"{'method':<32} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
                f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}  excluded")
     for m in methods:
-        recs = store.results(m)
+        recs = store.result_dicts(m)
         acc = per_class_accuracy(recs)
         t = tally(recs)
         auc = roc_auc(*scored(recs))
@@ -354,7 +354,7 @@ def show(run_dir: str) -> None:
     Example:
       evalaware show runs/demo
     """
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     man = store.get_meta("manifest", {})
     click.echo(f"model: {man.get('model', {}).get('model')}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")
     click.echo(f"samples: {len(store.samples())}  cached calls: {store.count_calls()}")
@@ -378,7 +378,7 @@ def export(run_dir: str, out: str | None) -> None:
       evalaware export runs/demo --out demo.jsonl
     """
     path = out or str(Path(run_dir) / "results.jsonl")
-    n = Store(run_dir, create=False).export_jsonl(path)
+    n = RunLog(run_dir, create=False).export_jsonl(path)
     click.echo(f"{n} records -> {path}")
 
 

@@ -29,7 +29,7 @@ from .render import Renderer
 from .run_lock import writes_run_dir
 from .run_monitor import RunMonitor, default_say
 from .sample import Sample
-from .store import Store
+from .runlog import RunLog
 
 BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
                                               "openai": OpenAIBackend}
@@ -111,7 +111,7 @@ def needs_judge(methods: Sequence[str]) -> bool:
     return any(m in registry and registry[m].needs_judge for m in methods)
 
 
-def _check_same(store: Store, key: str, value: Any, what: str) -> None:
+def _check_same(store: RunLog, key: str, value: Any, what: str) -> None:
     old = store.get_meta(key)
     if old is None:
         store.set_meta(key, value)
@@ -146,7 +146,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
         if b is not None and not b.capabilities.structured_output:
             raise EvalAwareError(f"--constrain: the {b.kind} backend ({b.device}) cannot hold "
                                  f"answers to a grammar (no structured output)")
-    store = Store(run_dir)
+    store = RunLog(run_dir)
     cached = CachedBackend(backend, store)
     judge_cached = CachedBackend(judge, store) if judge is not None else None
     renderer = Renderer(backend.tokenizer, dict(template_kwargs or {}))
@@ -172,8 +172,8 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
                        disable=not progress, dynamic_ncols=True)
             for batch in chunks(todo, batch_size):
                 records = method.run_batch(batch)
-                store.put_results(name, records)
-                monitor.add(name, records)
+                store.put_results(name, records, ctx.log.take())
+                monitor.add(name, [r.to_dict() for r in records])
                 bar.update(len(batch))
             bar.close()
             summary[name] = {"skipped": len(samples) - len(todo), "computed": len(todo)}
@@ -191,10 +191,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
             "calls": _calls(cached, judge_cached),
             **(extra_manifest or {}),
         })
-        history = store.get_meta("manifests", [])
-        store.set_meta("manifests", history + [manifest])
-        store.set_meta("manifest", manifest)
-        (Path(run_dir) / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        store.write_manifest(manifest)
         store.close()
     summary["_calls"] = _calls(cached, judge_cached)
     return summary

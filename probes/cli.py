@@ -14,7 +14,7 @@ import click
 from harness.cli_options import limit_options, verbose_option
 from harness.errors import EvalAwareError
 from harness.run_lock import run_dir_lock
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .activation_store import ActivationStore
 from .capture import run_capture
@@ -33,7 +33,7 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def _open(run_dir: str):
-    return Store(run_dir, create=False)
+    return RunLog(run_dir, create=False)
 
 
 def _fmt(x: Any) -> str:

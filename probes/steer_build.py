@@ -12,8 +12,8 @@ import numpy as np
 
 from harness.errors import EvalAwareError
 from harness.render import Renderer
+from harness.runlog import RunLog
 from harness.sample import Message
-from harness.store import Store
 
 from .activation_store import ActivationStore
 from .data import probe_data
@@ -39,7 +39,7 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
                    probe: str | Path | None = None, holdout_folds: int = 2, seed: int = 0,
                    labels: str = "truth", group_key: str = "category") -> SteeringVector:
     """Difference of class means on a training split (or a probe's weights), per layer."""
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     try:
         acts = ActivationStore(store, capture)
         if acts.settings is None:
@@ -87,7 +87,7 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
         store.close()
 
 
-def _from_probe(store: Store, acts: ActivationStore, probe: str | Path, out: str | Path,
+def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path, out: str | Path,
                 identity: dict[str, Any], man: dict[str, Any]) -> SteeringVector:
     p = load_probe(probe)
     want, got = p.meta.get("weights_sha256"), identity.get("weights_sha256")

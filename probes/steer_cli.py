@@ -10,7 +10,7 @@ from harness.cli_options import limit_options, verbose_option
 from harness.datasets import load_dataset, resolve_dataset
 from harness.errors import EvalAwareError
 from harness.runner import BACKEND_CLASSES, make_backend
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .activation_store import ActivationStore
 from .capture import parse_layers
@@ -73,7 +73,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         finally:
             backend.close()
     else:
-        st = Store(run_dir, create=False)
+        st = RunLog(run_dir, create=False)
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
         n = int(settings.get("num_hidden_layers") or 0)

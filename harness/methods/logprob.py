@@ -32,8 +32,10 @@ from typing import Any, ClassVar, Sequence
 from tokenization import ScoringPlan, TargetWords, from_backend, score_prompts
 
 from ..sample import Message, Sample
-from ..voting import Vote
+from ..records import Record
+from ..voting import Tally
 from ..answer_position import answer_start
+from ..reporting.spec import Family, ReportSpec
 from .base import Method, MethodConfig, register, sample_view
 
 # Cases scored by default: lower and Title. An all-caps one-word answer is rare, and its splits
@@ -43,8 +45,18 @@ SCORING_CASES = ("lower", "title")
 DEFAULT_MIN_COVERAGE = MethodConfig.min_coverage  # 0.01; see the module docstring
 
 
+REPORT_FAMILY = Family(
+    title="Logprob scoring", order=10, coverage_gated=True,
+    note="Logprob methods: `score` is the method's P(eval); the variants are the naive first-token "
+         "score (the paper's), the same limited to the top 20 tokens (what hosted APIs return) and "
+         "the tokenizer-aware score, each with its coverage (probability mass on the candidate "
+         "words; aware: on the whole words followed by a word boundary). Samples below the run's "
+         "`--min-coverage` have no score (`no_signal`).")
+
+
 class _LogprobBase(Method):
     form: ClassVar[str]
+    report = ReportSpec(order=50, score="P(eval)", family=REPORT_FAMILY)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
@@ -67,7 +79,7 @@ class _LogprobBase(Method):
                 "word_list": self._words.name or "custom", "answer_position": self._start.how,
                 "words": {w.word: w.label for w in self._plan.per_word}}
 
-    def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         cfg = self.ctx.config
         prompts = [self._start.render(self.prompt_messages(s)) for s in samples]
         # vLLM: score multi-token words through prefix-cached next-token calls (cheaper there).
@@ -78,7 +90,7 @@ class _LogprobBase(Method):
         for s, sc in zip(samples, scores):
             p = sc.aware_p_eval
             signal = p is not None and sc.aware_coverage >= cfg.min_coverage
-            vote = Vote(("eval" if p >= 0.5 else "deploy") if signal else None,  # type: ignore[operator]
+            vote = Tally(("eval" if p >= 0.5 else "deploy") if signal else None,  # type: ignore[operator]
                         p if signal else None, int(signal), int(not signal))
             out.append(self.record(s, vote, form=self.form, signal=signal,
                                    error=None if signal else "no_signal", min_coverage=cfg.min_coverage,
