@@ -13,6 +13,8 @@ import sys
 from collections import Counter
 from typing import Any, Callable, Sequence
 
+from tqdm.auto import tqdm
+
 from .parsing import error_kind
 
 CUT_WARN = 0.10
@@ -37,8 +39,6 @@ def tally(records: Sequence[dict[str, Any]]) -> Counter[str]:
 
 
 def default_say(msg: str) -> None:
-    from tqdm.auto import tqdm
-
     tqdm.write(msg, file=sys.stderr)
 
 

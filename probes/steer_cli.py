@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import click
 
-from harness.cli_options import limit_options, verbose_option
 from harness.backends.base import refuse_steering
+from harness.backends.hf import HFBackend
+from harness.cli_options import limit_options, verbose_option
+from harness.datasets import load_dataset, resolve_dataset
 from harness.errors import EvalAwareError
-from harness.runner import BACKEND_CLASSES
+from harness.runner import BACKEND_CLASSES, make_backend
+from harness.runlog import RunLog
+
+from .activation_store import ActivationStore
+from .capture import parse_layers
+from .hooks import num_layers
+from .steer_build import build_from_pairs, build_from_run, read_pairs
+from .steer_report import write_steer_report
+from .steer_run import select_samples, steer_run
+from .steering import load_vector
 
 
 def _floats(spec: str, what: str) -> list[float]:
@@ -48,18 +59,11 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
       evalaware steer build --run runs/demo --probe probes/smollm2 --out vectors/probe
       evalaware steer build --pairs pairs.jsonl --model smollm2 --out vectors/pairs
     """
-    from .capture import parse_layers
-
     if bool(run_dir) == bool(pairs):
         raise EvalAwareError("pass exactly one of --run and --pairs")
     if pairs:
         if not model:
             raise EvalAwareError("--pairs needs --model")
-        from harness.backends.hf import HFBackend
-
-        from .hooks import num_layers
-        from .steer_build import build_from_pairs, read_pairs
-
         read_pairs(pairs)  # bad input fails before the model loads
         backend = HFBackend(model)
         try:
@@ -69,11 +73,6 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         finally:
             backend.close()
     else:
-        from harness.runlog import RunLog
-
-        from .activation_store import ActivationStore
-        from .steer_build import build_from_run
-
         st = RunLog(run_dir, create=False)
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
@@ -127,12 +126,6 @@ def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_ran
       evalaware steer run --vector vectors/smollm2 --layers 10,15 --alphas -0.5,0,0.5 \\
           --backend vllm --dataset demo --samples all --out runs/steer_vllm
     """
-    from harness.datasets import load_dataset, resolve_dataset
-    from harness.runner import make_backend
-
-    from .steer_run import select_samples, steer_run
-    from .steering import load_vector
-
     refuse_steering(BACKEND_CLASSES[backend])  # by the class: before any engine is touched
     vec = load_vector(vector_dir)
     layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]
@@ -178,8 +171,6 @@ def report_cmd(out, report_dir, bootstrap, seed) -> None:
     Example:
       evalaware steer report runs/steer
     """
-    from .steer_report import write_steer_report
-
     rd = write_steer_report(out, report_dir, n_boot=bootstrap, seed=seed)
     click.echo((rd / "steering.md").read_text())
     click.echo(f"written: {rd / 'steering.md'}, {rd / 'steering.html'}, figures in {rd}")

@@ -11,9 +11,23 @@ from typing import Any
 import click
 
 from .. import errors
+from ..cache import CachedBackend
 from ..cli_options import label_option, limit_options, read_samples, verbose_option
+from ..datasets import resolve_dataset
+from ..manifest import base_manifest
+from ..methods import MethodConfig
+from ..prompts import PromptLibrary
+from ..run_lock import run_dir_lock
+from ..runlog import RunLog
+from ..runner import check_backend, open_backend, run_methods
+from ..token_limits import default_token_limits
+from .artifacts import DEFAULT_THRESHOLD
+from .build import TaxonomyConfig, build_taxonomy
 from .cluster import ALGORITHMS, K_RULES, PAPER_K_RANGE
+from .embed import DEFAULT_EMBEDDER
 from .extract import SCOPES
+from .naming import Namer
+from .render import write_outputs
 
 METHOD = "motivation"
 
@@ -22,9 +36,6 @@ def _method_config(seed: int, tokens: dict[str, int | None], constrain: bool = F
                    tokenizer: Any = None, template_kwargs: dict[str, Any] | None = None) -> Any:
     """MethodConfig with the token limits given, the others from the model's kind
     (:mod:`harness.token_limits`)."""
-    from ..methods import MethodConfig
-    from ..token_limits import default_token_limits
-
     return MethodConfig(seed=seed, constrain=constrain,
                         **default_token_limits(tokenizer, template_kwargs, **tokens))
 
@@ -32,9 +43,6 @@ def _method_config(seed: int, tokens: dict[str, int | None], constrain: bool = F
 def _run_motivation(samples: list[Any], dataset: str, run_dir: Path, engine: Any, judge: Any,
                     prompts: Any, config: Any, batch_size: int,
                     template_kwargs: dict[str, Any], progress: bool) -> dict[str, Any]:
-    from ..datasets import resolve_dataset
-    from ..runner import run_methods
-
     return run_methods(samples, [METHOD], engine, run_dir, config=config,
                        prompts=prompts, template_kwargs=template_kwargs, judge=judge,
                        batch_size=batch_size, dataset_path=resolve_dataset(dataset), progress=progress)
@@ -104,13 +112,6 @@ def taxonomy(dataset, run_dir, out, model, backend, judge_model, judge_backend, 
       evalaware taxonomy --run runs/qwen3 --judge /models/Qwen3-32B --out runs/qwen3-tax
       evalaware taxonomy --run runs/qwen3 --no-llm-names --k 120 --out runs/qwen3-tax-k120
     """
-    from ..prompts import PromptLibrary
-    from ..run_lock import run_dir_lock
-    from ..runner import check_backend, open_backend
-    from .artifacts import DEFAULT_THRESHOLD
-    from .build import TaxonomyConfig
-    from .embed import DEFAULT_EMBEDDER
-
     if bool(dataset) == bool(run_dir):
         raise click.UsageError("give exactly one of --dataset (run the motivation method) or --run "
                                "(reuse a run directory)")
@@ -167,13 +168,6 @@ def _build(run_dir: Path, out_dir: Path, cfg: Any, namer_backend: Any, prompts: 
            name_tokens: int, batch_size: int, template_kwargs: dict[str, Any],
            calls: dict[str, Any], progress: bool) -> tuple[dict[str, Any], dict[str, Path]]:
     """Taxonomy of the run's motivation records, named through the run's call cache; written."""
-    from ..cache import CachedBackend
-    from ..manifest import base_manifest
-    from ..runlog import RunLog
-    from .build import build_taxonomy
-    from .naming import Namer
-    from .render import write_outputs
-
     store = RunLog(run_dir, create=False)
     try:
         records = store.result_dicts(METHOD)
