@@ -27,14 +27,14 @@ def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str],
     """Mean of the (sample id, value) pairs with a 95% cluster-bootstrap interval (whole
     categories resampled: :func:`harness.metrics.bootstrap_weighted` with `groups`); no interval
     from a single category."""
-    from harness.metrics import _wmean, bootstrap_weighted
+    from harness.metrics import weighted_mean_rows, bootstrap_weighted
 
     pairs = [(sid, float(v)) for sid, v in values if v is not None]
     if not pairs:
         return None, None
     v = np.array([x for _, x in pairs])
     g = [groups.get(sid, sid) for sid, _ in pairs]
-    ci = bootstrap_weighted(lambda W: _wmean(W, v), len(v), n=n_boot, seed=seed, groups=g) \
+    ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n=n_boot, seed=seed, groups=g) \
         if len(set(g)) > 1 else None
     return float(v.mean()), ci
 
