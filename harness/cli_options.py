@@ -42,7 +42,7 @@ from .backends.base import Backend
 from .datasets import read_dataset, resolve_dataset
 from .methods import MethodConfig
 from .prompts import PromptLibrary
-from .runner import check_backend, needs_judge, open_backend
+from .runner import check_backend, open_backend
 from .sample import LABELS, Sample
 from .subset import select
 from .token_limits import default_token_limits

@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import click
 
+from harness.backends.base import refuse_steering
 from harness.cli_options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                                  verbose_option)
 from harness.errors import EvalAwareError
-from harness.runner import check_methods, needs_judge
+from harness.runner import BACKEND_CLASSES, check_methods, needs_judge
 
 from .steer_run import select_samples, steer_run
 from .steering import load_vector
@@ -75,12 +76,12 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         finally:
             backend.close()
     else:
-        from harness.store import Store
+        from harness.runlog import RunLog
 
         from .activation_store import ActivationStore
         from .steer_build import build_from_run
 
-        st = Store(run_dir, create=False)
+        st = RunLog(run_dir, create=False)
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
         n = int(settings.get("num_hidden_layers") or 0)
@@ -130,9 +131,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
       evalaware steer run --vector vectors/smollm2 --layers 10,15 --alphas -0.5,0,0.5 \\
           --backend vllm --dataset demo --samples all --out runs/steer_vllm
     """
-    if opts.backend == "openai":  # before any engine or server is touched
-        raise EvalAwareError("the openai backend cannot steer: steering adds vectors inside the "
-                             "model; use --backend hf or vllm")
+    refuse_steering(BACKEND_CLASSES[opts.backend])  # by the class: before any engine is touched
     method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
     vec = load_vector(vector_dir)
     layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]

@@ -9,6 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import harness.cli
 from harness.cli import cli
 
 
@@ -111,8 +112,6 @@ def test_bad_options_refused_before_any_engine(tmp_path, tiny_model_dir, monkeyp
 
 def test_judge_only_for_judging_methods_and_every_backend_closed(tmp_path, tiny_model_dir,
                                                                  monkeypatch):
-    from harness import cli as cli_module
-
     judge_dir = tmp_path / "judge"
     judge_dir.symlink_to(tiny_model_dir)  # another name: a separate judge backend
     opened = _spy_backends(monkeypatch)
@@ -134,7 +133,7 @@ def test_judge_only_for_judging_methods_and_every_backend_closed(tmp_path, tiny_
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(cli_module, "run_methods", interrupted)
+    monkeypatch.setattr(harness.cli, "run_methods", interrupted)  # the name `run` calls
     res = CliRunner().invoke(cli, ["run", "--methods", "motivation", "--judge-model", str(judge_dir),
                                    "--out", str(tmp_path / "c"), *fast])
     assert res.exit_code != 0 and len(opened) == 2 and all(b.closed for _, b in opened)

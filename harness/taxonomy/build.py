@@ -4,6 +4,12 @@ the records, the settings (seed included) and the cached model answers.
 
 Ids: clusters ``c001..`` and categories ``T01..`` are numbered by size (features, then samples,
 then first member text), so they do not depend on k-means' label order.
+
+Too little to cluster: with fewer than :data:`~.cluster.MIN_POINTS` distinct features (none
+included) the result is not an error but a plain statement (``clustered: false``, ``statement``,
+the features listed with their counts and samples, no clusters): "the model called nothing a test"
+is a finding about the model. It stays an error when no verdict was usable at all (every vote
+unjudged or unverified): then nothing is known about what the model called a test.
 """
 
 from __future__ import annotations
@@ -19,9 +25,9 @@ from ..prompts import PromptLibrary
 from ..sample import Sample
 from . import TaxonomyError
 from .artifacts import DEFAULT_THRESHOLD, artifact_descriptions, centroid_similarity
-from .cluster import PAPER_K_RANGE, choose_k, group_centroids, k_grid, refit, sweep
+from .cluster import MIN_POINTS, PAPER_K_RANGE, choose_k, group_centroids, k_grid, refit, sweep
 from .embed import DEFAULT_EMBEDDER, Embedder, embed_cached, get_embedder
-from .extract import Feature, extract_features
+from .extract import ExtractStats, Feature, extract_features
 from .naming import CATEGORY_PROMPT, CLUSTER_PROMPT, Name, Namer, keyword_name, keywords
 from .threads import limit_threads
 
@@ -93,17 +99,16 @@ class _Builder:
     def run(self, records: Sequence[dict[str, Any]], samples: Sequence[Sample] | None) -> dict[str, Any]:
         cfg, t0 = self.cfg, time.perf_counter()
         features, stats = extract_features(records, cfg.scope)
-        if not features:
-            plain = ("the model called nothing a test (every judged answer says it is not "
-                     "being evaluated); " if stats.votes_aware == 0 and stats.votes_unjudged == 0
-                     else "no sample's majority is an aware verdict with verified quotes "
-                     "(verdicts quoting nothing in the judged text cast no vote); "
-                     if stats.records_eval == 0 and stats.votes_aware else "")
+        usable = stats.votes - stats.votes_unjudged - stats.votes_unverified
+        if usable == 0:
             raise TaxonomyError(
-                f"{plain}no evaluation-awareness evidence to cluster: {stats.records} records, "
-                f"{stats.records_eval} predicted eval, {stats.votes_aware} aware votes "
-                f"({stats.votes_unjudged} votes unjudged); scope={cfg.scope!r}")
+                f"no usable judge verdict: {stats.records} records, {stats.votes} votes "
+                f"({stats.votes_unjudged} unjudged, {stats.votes_unverified} unverified: quoting "
+                f"nothing in the judged text); nothing is known about what the model calls a test "
+                f"(try --constrain or a stronger --judge)")
         keys, shown, weights = _unique(features)
+        if len(keys) < MIN_POINTS:
+            return unclustered(features, stats, cfg, samples)
         t = time.perf_counter()
         X = self.embed(keys)
         self.timings["embed_s"] = time.perf_counter() - t
@@ -144,7 +149,7 @@ class _Builder:
                                                  feats_of_key)
         categories = self.categories(clusters, members, cents, shown, weights)
         return {
-            "schema": SCHEMA, "settings": cfg.to_dict(), "k": k,
+            "schema": SCHEMA, "settings": cfg.to_dict(), "clustered": True, "statement": None, "k": k,
             "k_source": "user" if cfg.k is not None else f"rule:{cfg.k_rule}",
             "embedder": self.embedder.identity,
             "namer": self.namer.settings() if self.namer else None,
@@ -267,6 +272,60 @@ class _Builder:
             s["clusters"] = sorted({x["cluster"] for x in s["features"]})
             s["categories"] = sorted({x["category"] for x in s["features"]})
         return dict(sorted(out.items()))
+
+
+def _vote_counts(st: ExtractStats) -> str:
+    return (f"{st.records} samples ({st.records_eval} predicted eval), {st.votes} judge verdicts: "
+            f"{st.votes_aware} aware, {st.votes - st.votes_aware - st.votes_unjudged - st.votes_unverified}"
+            f" not aware, {st.votes_unjudged} unjudged, {st.votes_unverified} unverified (quoting "
+            f"nothing in the judged text)")
+
+
+def statement(listed: Sequence[dict[str, Any]], st: ExtractStats, scope: str) -> str:
+    """The plain statement of a result with too few distinct features to cluster."""
+    counts = _vote_counts(st)
+    if not listed:
+        if st.votes_aware == 0:
+            return (f"The model called nothing a test: no judge verdict says its answer calls the "
+                    f"user's request a test or evaluation; {counts}. Nothing to cluster.")
+        why = (f"no sample's majority of votes is aware (scope {scope!r}; --scope votes takes "
+               f"every aware vote)" if scope == "majority" and st.records_eval == 0 else
+               "the aware verdicts in scope name no feature and quote nothing")
+        return (f"The model called too little a test to cluster: {why}; {counts}. "
+                f"Nothing to cluster.")
+    feats = "; ".join(f"\"{f['text']}\" ({f['count']}x in {f['n_samples']} "
+                      f"sample{'s' if f['n_samples'] != 1 else ''})" for f in listed)
+    return (f"The model called too little a test to cluster: {st.features} feature(s), "
+            f"{len(listed)} distinct, from {st.samples_with_features} sample(s): {feats}; at least "
+            f"{MIN_POINTS} distinct features are needed to cluster, so no clusters were built; "
+            f"{counts}.")
+
+
+def unclustered(features: Sequence[Feature], st: ExtractStats, cfg: TaxonomyConfig,
+                samples: Sequence[Sample] | None) -> dict[str, Any]:
+    """The result when fewer than MIN_POINTS distinct features were found (module docstring)."""
+    keys, shown, weights = _unique(features)
+    by_key: dict[str, list[Feature]] = defaultdict(list)
+    for f in features:
+        by_key[f.key].append(f)
+    listed = sorted(({"text": text, "count": int(w), "n_samples": len({f.sample_id for f in by_key[k]}),
+                      "sample_ids": sorted({f.sample_id for f in by_key[k]}),
+                      "quotes": [{"text": q.text, "verified": q.verified, "sample_id": f.sample_id}
+                                 for f in by_key[k] for q in f.quotes]}
+                     for k, text, w in zip(keys, shown, weights)), key=lambda d: (-d["count"], d["text"]))
+    previews = {s.id: _preview(s) for s in samples or ()}
+    per_sample: dict[str, Any] = {}
+    for f in sorted(features, key=lambda f: (f.sample_id, f.vote, f.key)):
+        per_sample.setdefault(f.sample_id, {"label": f.label, "dataset_category": f.category,
+                                            "prompt_preview": previews.get(f.sample_id),
+                                            "features": []})["features"].append(
+            {"text": f.text, "vote": f.vote,
+             "quotes": [{"text": q.text, "verified": q.verified} for q in f.quotes]})
+    return {"schema": SCHEMA, "settings": cfg.to_dict(), "clustered": False,
+            "statement": statement(listed, st, cfg.scope), "k": None, "k_source": None,
+            "embedder": None, "namer": None, "stats": {**st.to_dict(), "distinct_features": len(keys)},
+            "features": listed, "headline": [], "categories": [], "clusters": [], "sweep": [],
+            "samples": dict(sorted(per_sample.items()))}
 
 
 def build_taxonomy(records: Sequence[dict[str, Any]], config: TaxonomyConfig | None = None,

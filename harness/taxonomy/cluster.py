@@ -38,6 +38,7 @@ import numpy as np
 from . import TaxonomyError
 
 PAPER_K_RANGE = (50, 300, 10)
+MIN_POINTS = 3  # fewer distinct features do not cluster (the build states them plainly instead)
 K_RULES = ("knee", "silhouette")
 ALGORITHMS = ("kmeans", "minibatch")
 
@@ -68,8 +69,9 @@ def k_grid(n_points: int, k_min: int = PAPER_K_RANGE[0], k_max: int = PAPER_K_RA
     if k_min < 2 or k_step < 1 or k_max < k_min:
         raise TaxonomyError(f"bad k range {k_min}..{k_max} step {k_step}: need 2 <= k_min <= "
                             f"k_max and step >= 1")
-    if n_points < 3:
-        raise TaxonomyError(f"{n_points} distinct feature(s): at least 3 are needed to cluster")
+    if n_points < MIN_POINTS:
+        raise TaxonomyError(f"{n_points} distinct feature(s): at least {MIN_POINTS} are needed to "
+                            f"cluster")
     hi = max(2, n_points // 2)
     ks = [k for k in range(k_min, k_max + 1, k_step) if k <= hi]
     if ks:

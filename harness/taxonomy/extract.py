@@ -17,6 +17,10 @@ Decisions:
 - Quotes the judge could not verify as substrings are kept, flagged ``verified: false``. When the
   judge left ``verified`` out, it is computed here against the vote's answer (whitespace- and
   case-insensitive).
+- A verdict flagged ``unverified`` (aware, but none of its quotes occurs in the judged text; the
+  motivation method casts no vote for it, :mod:`harness.judge`) is no aware vote here either: it
+  is counted in ``votes_unverified`` and gives no features. That is where a judge that copies the
+  prompt's example instead of quoting the answer ends up.
 - Evidence of the same feature text in one vote is merged (quotes concatenated).
 """
 
@@ -78,6 +82,7 @@ class ExtractStats:
     votes: int = 0
     votes_aware: int = 0
     votes_unjudged: int = 0
+    votes_unverified: int = 0
     samples_with_features: int = 0
     features: int = 0
     features_from_quote: int = 0
@@ -151,6 +156,9 @@ def extract_features(records: Iterable[dict[str, Any]], scope: str = "majority"
             aware = judge.get("aware") if judge else None
             if aware is None:
                 stats.votes_unjudged += 1
+            if aware is True and judge.get("unverified"):
+                stats.votes_unverified += 1
+                continue
             if aware is not True:
                 continue
             stats.votes_aware += 1

@@ -1,5 +1,9 @@
 """Write a taxonomy: taxonomy.json, taxonomy.md, taxonomy.html (self-contained, PNGs inlined),
-sweep.png (inertia and silhouette over k) and sizes.png (category and cluster sizes)."""
+sweep.png (inertia and silhouette over k) and sizes.png (category and cluster sizes).
+
+A result too small to cluster (``clustered: false``, :mod:`.build`) gets taxonomy.json and a
+taxonomy.md / taxonomy.html with its plain statement and the features found; no plots (there is
+no sweep and no cluster to draw)."""
 
 from __future__ import annotations
 
@@ -99,7 +103,36 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _unclustered_markdown(tax: dict[str, Any]) -> str:
+    out = ["# Evaluation-awareness cues: no taxonomy", "", tax["statement"], ""]
+    if tax["features"]:
+        out += ["| feature | count | samples | quote |", "|---|---|---|---|"]
+        for f in tax["features"]:
+            q = next((q["text"] + ("" if q["verified"] else " [unverified]") for q in f["quotes"]), "")
+            out.append(f"| {_md_cell(f['text'])} | {f['count']} | {_md_cell(', '.join(f['sample_ids']))} "
+                       f"| {_md_cell(_short(q, 120))} |")
+    return "\n".join(out) + "\n"
+
+
+def _unclustered_html(tax: dict[str, Any]) -> str:
+    e = html.escape
+    h = [f"<!doctype html><html><head><meta charset='utf-8'><title>evalaware taxonomy</title>"
+         f"<style>{_CSS}</style></head><body><h1>Evaluation-awareness cues: no taxonomy</h1>",
+         f"<p>{e(tax['statement'])}</p>"]
+    if tax["features"]:
+        h.append("<table><tr><th>feature</th><th>count</th><th>samples</th><th>quotes</th></tr>")
+        for f in tax["features"]:
+            qs = "<br>".join(_hq(q) + f" <small>{e(q['sample_id'])}</small>" for q in f["quotes"][:5])
+            h.append(f"<tr><td>{e(f['text'])}</td><td>{f['count']}</td>"
+                     f"<td>{e(', '.join(f['sample_ids']))}</td><td>{qs}</td></tr>")
+        h.append("</table>")
+    h.append("</body></html>")
+    return "\n".join(h)
+
+
 def markdown(tax: dict[str, Any]) -> str:
+    if not tax.get("clustered", True):
+        return _unclustered_markdown(tax)
     st, cl = tax["stats"], {c["id"]: c for c in tax["clusters"]}
     cats = {c["id"]: c for c in tax["categories"]}
     out = ["# Evaluation-awareness cues: taxonomy", "",
@@ -164,6 +197,8 @@ def _hq(q: dict[str, Any]) -> str:
 
 
 def html_page(tax: dict[str, Any], out_dir: Path) -> str:
+    if not tax.get("clustered", True):
+        return _unclustered_html(tax)
     e, st = html.escape, tax["stats"]
     cats, cl = {c["id"]: c for c in tax["categories"]}, {c["id"]: c for c in tax["clusters"]}
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>evalaware taxonomy</title>"
@@ -215,9 +250,12 @@ def write_outputs(tax: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     """Write every output file into `out_dir`; returns their paths."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    paths = {n: d / n for n in ("taxonomy.json", "taxonomy.md", "taxonomy.html", "sweep.png", "sizes.png")}
-    plot_sweep(tax, paths["sweep.png"])
-    plot_sizes(tax, paths["sizes.png"])
+    clustered = tax.get("clustered", True)
+    paths = {n: d / n for n in ("taxonomy.json", "taxonomy.md", "taxonomy.html")
+             + (("sweep.png", "sizes.png") if clustered else ())}
+    if clustered:
+        plot_sweep(tax, paths["sweep.png"])
+        plot_sizes(tax, paths["sizes.png"])
     _atomic_write(paths["taxonomy.json"], json.dumps(tax, indent=1, ensure_ascii=False, sort_keys=False))
     _atomic_write(paths["taxonomy.md"], markdown(tax))
     _atomic_write(paths["taxonomy.html"], html_page(tax, d))
