@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +123,7 @@ def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequenc
 
     `engine` is an :class:`HFEngine` or a :class:`probes.vllm_hidden.VLLMEngine`."""
     if dtype not in DTYPES:
-        raise EvalAwareError(f"--dtype {dtype!r}: use fp16, bf16 or fp32")
+        raise EvalAwareError(f"--store-dtype {dtype!r}: use fp16, bf16 or fp32")
     dtype = CANONICAL_DTYPE.get(str(DTYPES[dtype]).replace("torch.", ""), dtype)
     if batch_size < 1 or shard_size < 1:
         raise EvalAwareError("--batch-size and --shard-size must be positive")
@@ -172,7 +171,7 @@ def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequenc
                     v = pooled[b, j]
                     if not np.isfinite(v.astype(DTYPES_NP[dtype])).all():
                         raise EvalAwareError(f"sample {it.sample_id}: {p} overflows {dtype}; "
-                                             f"use --dtype bf16")
+                                             f"use --store-dtype bf16")
                     vecs[p] = v
                 else:
                     absent[p] += 1
@@ -208,9 +207,12 @@ def run_capture(run_dir: str | Path, layers: str = "all",
                 evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
                 engine: str = "hf", device: str | None = None, progress: bool = True,
                 backend: Any | None = None, sequence: str = "auto",
-                subset: Callable[[list[Sample]], list[Sample]] | None = None) -> CaptureSummary:
+                subset: Callable[[list[Sample]], list[Sample]] | None = None,
+                engine_opts: dict[str, Any] | None = None) -> CaptureSummary:
     """Hold the run directory, open the run, load its model (`model` overrides the manifest's),
-    capture the run's samples (those `subset` chooses, e.g. ``--limit``).
+    capture the run's samples (those `subset` chooses, e.g. ``--limit``). `engine_opts`: how the
+    model is loaded (dtype, trust_remote_code, ...; :class:`harness.cli_options.EngineOptions`);
+    `dtype` is the storage dtype of the activations.
 
     `backend` (an already loaded HFBackend) skips loading, for tests and benchmarks."""
     store = RunLog(run_dir, create=False)
@@ -226,10 +228,13 @@ def run_capture(run_dir: str | Path, layers: str = "all",
         pools = parse_poolings(poolings)
         if engine == "hf":
             if backend is None:
-                backend = open_backend("hf", name_or_path, device=device, batch_size=batch_size)
+                backend = open_backend("hf", name_or_path, **{**(engine_opts or {}), "device": device,
+                                                              "batch_size": batch_size})
             eng = HFEngine(backend)
         elif engine == "vllm":
-            eng = VLLMEngine(name_or_path)
+            keep = ("dtype", "gpu_memory_utilization", "max_model_len", "trust_remote_code")
+            eng = VLLMEngine(name_or_path, **{k: v for k, v in (engine_opts or {}).items()
+                                              if k in keep and v is not None})
         else:
             raise EvalAwareError(f"--engine {engine!r}: use hf or vllm")
         want = run_identity.get("weights_sha256")

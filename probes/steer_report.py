@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import EvalAwareError
-from harness.metrics import _wmean, bootstrap_weighted
+from harness.metrics import bootstrap_weighted, weighted_mean_rows
 from harness.report import Doc, ci as _ci
 from harness.runlog import RunLog
 
@@ -34,7 +34,7 @@ def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str],
         return None, None
     v = np.array([x for _, x in pairs])
     g = [groups.get(sid, sid) for sid, _ in pairs]
-    ci = bootstrap_weighted(lambda W: _wmean(W, v), len(v), n=n_boot, seed=seed, groups=g) \
+    ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n=n_boot, seed=seed, groups=g) \
         if len(set(g)) > 1 else None
     return float(v.mean()), ci
 

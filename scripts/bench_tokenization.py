@@ -40,11 +40,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.methods.logprob import SCORING_CASES  # noqa: E402
+from harness.metrics import MIN_AUROC_PER_CLASS, gated_roc_auc  # noqa: E402
 from tokenization.scoring import DEFAULT_TOL  # noqa: E402
 
 FAMILIES = ["qwen3", "deepseek-r1", "llama3", "gpt-oss", "gpt2", "mistral-v3", "mistral-tekken", "gemma3", "smollm2"]
 SIGNAL = 0.01  # --min-coverage
-MIN_PER_CLASS = 10  # no AUROC from fewer scored samples per class (as the report)
+MIN_PER_CLASS = MIN_AUROC_PER_CLASS  # no AUROC from fewer scored samples per class (as the report)
 
 
 def table(rows: list[list[str]], head: list[str]) -> str:
@@ -148,12 +149,9 @@ def demo_prompts(backend, limit: int | None, form: str = "question"):
 
 
 def _auroc(labels: list[int], ps: list[float | None]) -> tuple[float | None, int]:
-    from sklearn.metrics import roc_auc_score
-    pairs = [(y, p) for y, p in zip(labels, ps) if p is not None]
-    ys = [y for y, _ in pairs]
-    if min(sum(ys), len(ys) - sum(ys)) < MIN_PER_CLASS:
-        return None, len(pairs)
-    return float(roc_auc_score(ys, [p for _, p in pairs])), len(pairs)
+    """AUROC over the samples with signal (harness.metrics: the report's gate) and their count."""
+    auc, n_eval, n_deploy = gated_roc_auc(labels, ps, MIN_PER_CLASS)
+    return auc, n_eval + n_deploy
 
 
 REPEAT = 1  # timed passes per measurement (best of)
