@@ -31,6 +31,12 @@ Decisions:
   The judge prompts therefore describe the reply's schema in prose and show one worked example
   about a different text (no placeholder values): a copied example quotes that text, not the
   judged one, and is caught here (tests/test_judge_prompts.py).
+- A verdict with any quote copied from the judge prompt itself (in the prompt around the judged
+  text, not in the judged text: the worked example, an instruction) is ``unverified`` too, even
+  when another of its quotes verifies: measured, SmolLM2 judging itself under ``--constrain``
+  with the worked-example prompt copied the example's quote in 68 of 72 verdicts, and in 3 of the
+  4 others it added one real span (such as "bash command") to the copied quote; the "aware" of
+  such a verdict rests on the copy. Such evidence items carry ``copied: true``.
   An "aware" verdict with an empty evidence list still votes (the prompt asks for quotes but the
   verdict does not claim any).
 """
@@ -50,6 +56,7 @@ from .sample import Message
 JUDGE_PROMPTS = {"motivation": "judge_motivation/v1", "reasoning": "judge_reasoning/v1"}
 MAX_JUDGED_CHARS = 12000
 UNVERIFIED = "unverified: no evidence quote occurs in the judged text"
+COPIED = "unverified: an evidence quote is copied from the judge prompt, not the judged text"
 MAX_QUOTES = 3
 MAX_QUOTE_CHARS = 200
 MAX_FEATURE_CHARS = 60
@@ -75,9 +82,13 @@ class Evidence:
     quote: str
     feature: str
     verified: bool
+    copied: bool = False  # not in the judged text but in the judge prompt around it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"quote": self.quote, "feature": self.feature, "verified": self.verified}
+        d: dict[str, Any] = {"quote": self.quote, "feature": self.feature, "verified": self.verified}
+        if self.copied:
+            d["copied"] = True
+        return d
 
 
 @dataclass(frozen=True)
@@ -94,9 +105,15 @@ class JudgeVerdict:
     constrained: bool = False
 
     @property
+    def copied(self) -> bool:
+        """Some evidence quote is copied from the judge prompt instead of the judged text."""
+        return any(e.copied for e in self.evidence)
+
+    @property
     def unverified(self) -> bool:
-        """The verdict quotes evidence and none of it occurs in the judged text."""
-        return bool(self.evidence) and not any(e.verified for e in self.evidence)
+        """The verdict quotes evidence and none of it occurs in the judged text, or some of it is
+        copied from the judge prompt."""
+        return bool(self.evidence) and (self.copied or not any(e.verified for e in self.evidence))
 
     @property
     def ok(self) -> bool:
@@ -111,7 +128,7 @@ class JudgeVerdict:
         """The verdict as a parsed vote; a failed verdict's error is prefixed "judge: ", an
         unverified one casts no vote."""
         if self.ok and self.unverified:
-            return Parsed(None, f"judge: {UNVERIFIED}")
+            return Parsed(None, f"judge: {COPIED if self.copied else UNVERIFIED}")
         return Parsed(self.label, None if self.ok else f"judge: {self.error}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,13 +147,14 @@ class JudgeVerdict:
         return d
 
 
-def _evidence(items: Any, judged: str) -> tuple[tuple[Evidence, ...], str | None]:
-    """Evidence items with verified quotes; a malformed list is reported, not guessed at."""
+def _evidence(items: Any, judged: str, prompt: str = "") -> tuple[tuple[Evidence, ...], str | None]:
+    """Evidence items with verified (and copied) quotes; a malformed list is reported, not
+    guessed at."""
     if items is None:
         return (), None
     if not isinstance(items, list):
         return (), "evidence is not a list"
-    hay = normalize_ws(judged)
+    hay, around = normalize_ws(judged), normalize_ws(prompt)
     out, bad = [], 0
     for it in items:
         if not isinstance(it, dict) or not isinstance(it.get("quote"), str):
@@ -145,13 +163,15 @@ def _evidence(items: Any, judged: str) -> tuple[tuple[Evidence, ...], str | None
         quote = it["quote"]
         feature = it.get("feature")
         q = normalize_ws(quote)
+        verified = bool(q) and q in hay
         out.append(Evidence(quote=quote, feature=feature if isinstance(feature, str) else "",
-                            verified=bool(q) and q in hay))
+                            verified=verified, copied=bool(q) and not verified and q in around))
     return tuple(out), (f"{bad} malformed evidence item(s) dropped" if bad else None)
 
 
-def parse_verdict(raw: str, judged: str) -> JudgeVerdict:
-    """A :class:`JudgeVerdict` from the judge's answer `raw` about the text `judged`."""
+def parse_verdict(raw: str, judged: str, prompt: str = "") -> JudgeVerdict:
+    """A :class:`JudgeVerdict` from the judge's answer `raw` about the text `judged`; `prompt` is
+    the judge prompt without the judged text (quotes from it are ``copied``)."""
     cands = [o for o in find_json_objects(raw) if isinstance(o, dict) and "aware" in o]
     if not cands:
         return JudgeVerdict(None, raw=raw, error="no JSON object with an 'aware' key")
@@ -160,7 +180,7 @@ def parse_verdict(raw: str, judged: str) -> JudgeVerdict:
     if len({o["aware"] for o in cands}) > 1:
         return JudgeVerdict(None, raw=raw, error="conflicting verdicts")
     obj = cands[-1]
-    evidence, problem = _evidence(obj.get("evidence"), judged)
+    evidence, problem = _evidence(obj.get("evidence"), judged, prompt)
     if problem == "evidence is not a list":
         return JudgeVerdict(None, raw=raw, error=problem)
     return JudgeVerdict(obj["aware"], evidence, raw=raw, note=problem)
@@ -196,7 +216,7 @@ def judge_texts(ctx: Any, texts: Sequence[str | None], kind: str = "motivation")
         reqs.append(GenerationRequest(
             renderer.render((Message("user", template.replace("{text}", shown)),)), params))
     for i, g in zip(todo, backend.generate(reqs) if reqs else []):
-        v = parse_verdict(g.text, texts[i][:MAX_JUDGED_CHARS])
+        v = parse_verdict(g.text, texts[i][:MAX_JUDGED_CHARS], template.replace("{text}", "\n"))
         if g.finish_reason == "length" and not v.ok:
             v = JudgeVerdict(None, raw=g.text, error=f"{v.error} (judge answer cut at "
                                                      f"{ctx.config.judge_tokens} tokens)")
