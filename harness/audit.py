@@ -59,8 +59,8 @@ from .sample import Sample
 
 DEFAULT_THRESHOLD = 0.70
 
-# Answer-format cues of the taxonomy's cue groups (harness/taxonomy/synthetic.py GROUPS:
-# "multiple_choice", "answer_format"), as patterns on the view's text.
+# Answer-format cues of the taxonomy's cue groups ("multiple_choice", "answer_format" in the test
+# fixture tests/helpers/taxonomy_texts.py GROUPS), as patterns on the view's text.
 CUES: dict[str, tuple[str, re.Pattern[str]]] = {
     "lettered_options": ("at least two lettered options (A. / (B) / c) ...)",
                          re.compile(r"(?:^|\s)\(?[A-Ea-e][.)]\s")),

@@ -14,9 +14,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
+from .dataset_records import LoadedDataset, RecordContext, parse_messages
 from .errors import DatasetError
-from .sample import LABELS, ROLES, Message, Sample, SampleMeta, ToolCall
+from .inspect_logs import is_inspect_log, read_logs
+from .sample import LABELS, Message, Sample, SampleMeta
 from .textio import read_utf8
+
+_Ctx = RecordContext  # the former name (harness.store imports it)
 
 DEMO_DATASET = "demo"
 # Needham et al. (2025): two human annotators gave each transcript a P(eval).
@@ -33,105 +37,7 @@ def resolve_dataset(path: str | Path) -> Path:
     return demo_path() if str(path) == DEMO_DATASET else Path(path)
 
 
-class _Ctx:
-    """Where we are in a file, for error messages."""
-
-    def __init__(self, path: Path, index: int | None, record_id: str | None = None) -> None:
-        self.path, self.index, self.record_id = path, index, record_id
-
-    def fail(self, message: str, field: str | None = None) -> DatasetError:
-        return DatasetError(str(self.path), message, self.index, self.record_id, field)
-
-
-def _reasoning_block(block: dict[str, Any]) -> str:
-    """Text of a reasoning block (Inspect's / Anthropic's shape); a redacted one keeps its summary."""
-    if block.get("redacted"):
-        return str(block.get("summary") or "[redacted reasoning]")
-    text = block.get("reasoning", block.get("thinking", block.get("text")))
-    return text if isinstance(text, str) else ""
-
-
-def _content(raw: Any, ctx: _Ctx, field: str) -> tuple[str | None, str | None]:
-    """Normalise message content (string, list of content blocks, or null) to (text, reasoning).
-
-    Reasoning blocks (``{type: reasoning, reasoning}``) go to the reasoning, not into the answer;
-    other non-text blocks (images, audio) are represented by their type only.
-    """
-    if raw is None or isinstance(raw, str):
-        return raw, None
-    if isinstance(raw, list):
-        parts, reasoning = [], []
-        for j, block in enumerate(raw):
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") in ("reasoning", "thinking"):
-                reasoning.append(_reasoning_block(block))
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif isinstance(block, dict) and block.get("type") not in (None, "text"):
-                parts.append(f"[{block.get('type')}]")
-            else:
-                raise ctx.fail("content block must be a string or {type: text, text}", f"{field}[{j}]")
-        return "\n".join(parts), ("\n\n".join(r for r in reasoning if r) or None) if reasoning else None
-    raise ctx.fail(f"content must be a string, a list of text blocks, or null, not {type(raw).__name__}",
-                   field)
-
-
-def _tool_calls(raw: Any, ctx: _Ctx, field: str) -> tuple[ToolCall, ...]:
-    """Accept both Needham's `{id, function: name, arguments}` and OpenAI's nested shape."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ctx.fail("tool_calls must be a list", field)
-    calls = []
-    for j, c in enumerate(raw):
-        f = f"{field}[{j}]"
-        if not isinstance(c, dict):
-            raise ctx.fail("tool call must be an object", f)
-        fn = c.get("function")
-        if isinstance(fn, dict):
-            name, args = fn.get("name"), fn.get("arguments", "")
-        else:
-            name, args = fn, c.get("arguments", "")
-        if not isinstance(name, str) or not name:
-            raise ctx.fail("tool call has no function name", f + ".function")
-        if not isinstance(args, str):
-            args = json.dumps(args, ensure_ascii=False, sort_keys=True)
-        calls.append(ToolCall(id=str(c.get("id") or f"call_{j}"), name=name, arguments=args))
-    return tuple(calls)
-
-
-def _messages(raw: Any, ctx: _Ctx, field: str) -> tuple[Message, ...]:
-    if not isinstance(raw, list):
-        raise ctx.fail("must be a list of messages", field)
-    if not raw:
-        raise ctx.fail("has no messages", field)
-    out = []
-    for j, m in enumerate(raw):
-        f = f"{field}[{j}]"
-        if not isinstance(m, dict):
-            raise ctx.fail("message must be an object", f)
-        role = m.get("role")
-        if role not in ROLES:
-            raise ctx.fail(f"unknown role {role!r} (expected one of {', '.join(ROLES)})", f + ".role")
-        if "content" not in m and not m.get("tool_calls"):
-            raise ctx.fail("message has no content", f + ".content")
-        content, reasoning = _content(m.get("content"), ctx, f + ".content")
-        explicit = m.get("reasoning")
-        if explicit is not None and not isinstance(explicit, str):
-            raise ctx.fail("reasoning must be a string", f + ".reasoning")
-        out.append(Message(
-            role=role, content=content,
-            tool_calls=_tool_calls(m.get("tool_calls"), ctx, f + ".tool_calls"),
-            tool_call_id=m.get("tool_call_id"),
-            reasoning="\n\n".join(r for r in (explicit, reasoning) if r) or None,
-        ))
-    if not any(m.role == "user" for m in out):
-        raise ctx.fail("has no user message", field)
-    return tuple(out)
-
-
-def _probability(raw: Any, ctx: _Ctx, field: str) -> float | None:
+def _probability(raw: Any, ctx: RecordContext, field: str) -> float | None:
     if raw is None or raw == "":
         return None
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0.0 <= float(raw) <= 1.0:
@@ -139,14 +45,14 @@ def _probability(raw: Any, ctx: _Ctx, field: str) -> float | None:
     return float(raw)
 
 
-def _sample_id(raw: Any, ctx: _Ctx) -> str:
+def _sample_id(raw: Any, ctx: RecordContext) -> str:
     if not isinstance(raw, (str, int)) or raw == "":
         raise ctx.fail("missing or empty id", "id")
     ctx.record_id = str(raw)
     return str(raw)
 
 
-def parse_record(rec: Any, ctx: _Ctx) -> Sample:
+def parse_record(rec: Any, ctx: RecordContext) -> Sample:
     """Parse one record of our format."""
     if not isinstance(rec, dict):
         raise ctx.fail("record must be a JSON object")
@@ -156,7 +62,7 @@ def parse_record(rec: Any, ctx: _Ctx) -> Sample:
         raise ctx.fail("missing label (expected 'eval' or 'deploy')", "label")
     if label not in LABELS:
         raise ctx.fail(f"label must be 'eval' or 'deploy', got {label!r}", "label")
-    messages = _messages(rec.get("messages"), ctx, "messages")
+    messages = parse_messages(rec.get("messages"), ctx, "messages")
     meta = rec.get("metadata") or {}
     if not isinstance(meta, dict):
         raise ctx.fail("metadata must be an object", "metadata")
@@ -178,7 +84,7 @@ def parse_record(rec: Any, ctx: _Ctx) -> Sample:
     )
 
 
-def _human_annotation(meta: dict[str, Any], ctx: _Ctx) -> tuple[float | None, str | None]:
+def _human_annotation(meta: dict[str, Any], ctx: RecordContext) -> tuple[float | None, str | None]:
     """(P(eval), source) of a real human annotation in our format, or (None, None).
 
     A `human_eval_probability` counts as human data only together with a non-empty
@@ -197,12 +103,12 @@ def _human_annotation(meta: dict[str, Any], ctx: _Ctx) -> tuple[float | None, st
     return (p, source.strip()) if source and p is not None else (None, None)
 
 
-def parse_needham_record(rec: Any, ctx: _Ctx) -> Sample:
+def parse_needham_record(rec: Any, ctx: RecordContext) -> Sample:
     """Parse one record of Needham et al. (2025): `{id, input: [messages], metadata}`."""
     if not isinstance(rec, dict):
         raise ctx.fail("record must be a JSON object")
     sid = _sample_id(rec.get("id"), ctx)
-    messages = _messages(rec.get("input"), ctx, "input")
+    messages = parse_messages(rec.get("input"), ctx, "input")
     meta = rec.get("metadata")
     if not isinstance(meta, dict):
         raise ctx.fail("missing metadata object", "metadata")
@@ -227,7 +133,7 @@ def parse_needham_record(rec: Any, ctx: _Ctx) -> Sample:
     )
 
 
-def _parse_any(rec: Any, ctx: _Ctx) -> Sample:
+def _parse_any(rec: Any, ctx: RecordContext) -> Sample:
     if isinstance(rec, dict) and "input" in rec and "messages" not in rec:
         return parse_needham_record(rec, ctx)
     return parse_record(rec, ctx)
@@ -268,14 +174,6 @@ def load_text(path: Path, label: str = UNLABELLED_DEFAULT) -> list[Sample]:
     return out
 
 
-@dataclass
-class LoadedDataset:
-    """A dataset's samples and notes for the user (e.g. samples an Inspect log lacks)."""
-
-    samples: list[Sample]
-    notes: list[str]
-
-
 def read_dataset(path: str | Path, label: str | None = None,
                  label_field: str | None = None) -> LoadedDataset:
     """Load a dataset with notes. By extension: .jsonl (ours), .json (Needham array, ours, or an
@@ -290,8 +188,6 @@ def read_dataset(path: str | Path, label: str | None = None,
         raise DatasetError(str(path), "no such file")
     if label is not None and label not in LABELS:
         raise DatasetError(str(path), f"label must be 'eval' or 'deploy', got {label!r}")
-    from .inspect_logs import is_inspect_log, read_logs  # that module builds on this one
-
     if is_inspect_log(path):
         got = read_logs(path, label or UNLABELLED_DEFAULT, label_field, explicit_label=label is not None)
         _check_unique(got.samples, path)
@@ -325,7 +221,7 @@ def _load_file(path: Path) -> list[Sample]:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise DatasetError(str(path), f"invalid JSON on line {lineno}: {e.msg}", i) from None
-            samples.append(_parse_any(rec, _Ctx(path, i)))
+            samples.append(_parse_any(rec, RecordContext(path, i)))
     else:
         try:
             data = json.loads(text)
@@ -334,7 +230,7 @@ def _load_file(path: Path) -> list[Sample]:
                 from None
         if not isinstance(data, list):
             raise DatasetError(str(path), "expected a JSON array of records")
-        samples = [_parse_any(rec, _Ctx(path, i)) for i, rec in enumerate(data)]
+        samples = [_parse_any(rec, RecordContext(path, i)) for i, rec in enumerate(data)]
     if not samples:
         raise DatasetError(str(path), "no records")
     _check_unique(samples, path)

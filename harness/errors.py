@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+# The base class and AssetError live in tokenization (which depends on nothing in harness).
+from tokenization.errors import AssetError, EvalAwareError
 
-class EvalAwareError(Exception):
-    """Base class for errors shown to the user as one line with a non-zero exit."""
+__all__ = ["EvalAwareError", "AssetError", "DatasetError", "BackendError", "StoreError"]
 
 
 class DatasetError(EvalAwareError):
@@ -21,10 +22,6 @@ class DatasetError(EvalAwareError):
         if field is not None:
             where.append(f"field {field!r}")
         super().__init__(f"{': '.join(where)}: {message}")
-
-
-class AssetError(EvalAwareError):
-    """An offline asset is missing or fails its checksum."""
 
 
 class BackendError(EvalAwareError):

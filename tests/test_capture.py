@@ -19,7 +19,7 @@ from probes.hooks import capture_hidden, decoder_parts, layer_hooks
 from probes.pooling import (SequenceSpans, char_spans_to_tokens, find_quote, pooling_weights,
                             token_char_offsets)
 from probes.sequences import CaptureItem, collect_quotes
-from probes.synthetic import answer_run
+from tests.helpers.probe_runs import answer_run
 
 ALL_POOLINGS = ["last_prompt", "mean_prompt", "mean_answer", "mean_reasoning", "mean_evidence"]
 

@@ -24,7 +24,7 @@ from harness.run_monitor import RunMonitor, tally
 from harness.runner import run_methods
 from harness.sample import Message
 from harness.store import Store
-from harness.tiny import build_tiny_model
+from tests.helpers.tiny_model import build_tiny_model
 from harness.token_limits import PLAIN, REASONING, default_token_limits
 
 # sampled, so unconstrained answers are varied garbage

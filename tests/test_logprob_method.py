@@ -77,7 +77,7 @@ def test_reasoning_model_scores_the_final_answer(tmp_path) -> None:
     from harness.backends.hf import HFBackend
     from harness.render import Renderer
     from harness.sample import Message
-    from harness.tiny import build_tiny_model
+    from tests.helpers.tiny_model import build_tiny_model
 
     def hf_tok(asset: str, eos: str):
         d = assets.prepare(asset)

@@ -15,7 +15,7 @@ from probes.batched_logreg import fold_bases, oof_decisions
 from probes.cv import make_splits, oof_scores
 from probes.models import make_probe
 from probes.selection import permutations, permute_labels
-from probes.synthetic import random_samples
+from tests.helpers.probe_runs import random_samples
 from probes.train import EvalConfig, evaluate
 
 N_LAYERS = 31

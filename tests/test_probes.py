@@ -20,7 +20,7 @@ from harness.metrics import bootstrap_auroc, roc_auc as auroc
 from probes.cv import make_splits, oof_scores
 from probes.io import load_probe, save_probe
 from probes.models import linear_params, make_probe
-from probes.synthetic import answer_run, random_samples
+from tests.helpers.probe_runs import answer_run, random_samples
 from probes.train import EvalConfig, evaluate
 
 LAYERS = [0, 1, 2]

@@ -216,3 +216,38 @@ def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):
     assert "| model-a | probe | 11 | best of 31 layers (max-over-layers null) | 0.264 | 0.710 |" in probes
     res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "x"), "--ci-by", "family"])
     assert res.exit_code != 0 and "family" in res.output
+
+
+def test_a_new_method_declares_its_report(tmp_path, monkeypatch):
+    """Adding a method means writing the method only: its ReportSpec places it first, adds its
+    summary note, a family section of its own and a kappa table with its partner; the same
+    records without the declaration are shown generically, last."""
+    from harness.methods import base
+    from harness.reporting.spec import Family, KappaPair, ReportSpec
+
+    run = make_run(tmp_path / "a", "model-a", 3, n_votes=5, n_samples=24)
+    store = Store(run, create=False)
+    store.put_results("zz_new", [{**r, "method": "zz_new"} for r in store.results("logprob")])
+    store.close()
+
+    class NewMethod(base.Method):
+        name = "zz_new"
+        report = ReportSpec(order=1, summary_note="zz_new: a declared note.",
+                            family=Family("New family", "New family note.", order=0),
+                            kappa_pair=KappaPair("binary", "Binary vs zz_new"))
+
+        def run_batch(self, samples):
+            return []
+
+    with monkeypatch.context() as mp:
+        mp.setitem(base.REGISTRY, "zz_new", NewMethod)
+        assert method_order(["binary", "probe", "zz_new", "logprob"])[:2] == ["zz_new", "binary"]
+        text = write_report([run], tmp_path / "with", n_boot=0)[0].read_text()
+    assert "| zz_new, binary, probability," in text
+    assert "zz_new: a declared note." in text and "### Binary vs zz_new" in text
+    assert text.index("## New family") < text.index("## Logprob scoring")
+    assert "| model-a | zz_new | aware |" in text.split("## New family")[1]
+    plain = write_report([run], tmp_path / "without", n_boot=0)[0].read_text()
+    assert method_order(["zz_new", "probe", "binary"]) == ["binary", "probe", "zz_new"]
+    assert "## New family" not in plain and "Binary vs zz_new" not in plain
+    assert "declared note" not in plain and "| model-a | zz_new |" in plain.split("## Summary")[1]

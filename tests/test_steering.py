@@ -24,7 +24,7 @@ from probes.capture import HFEngine, capture
 from probes.hooks import add_to_residual
 from probes.steer_build import build_from_pairs, build_from_run, read_pairs
 from probes.steering import load_vector
-from probes.synthetic import answer_run, random_samples
+from tests.helpers.probe_runs import answer_run, random_samples
 
 PROMPTS = [[1, 42, 7, 99, 5], [3, 8], [12, 13, 14, 15, 16, 17, 18]]
 
@@ -33,7 +33,7 @@ PROMPTS = [[1, 42, 7, 99, 5], [3, 8], [12, 13, 14, 15, 16, 17, 18]]
 def hf_tiny4(tmp_path_factory, smollm2_dir):
     """A 4-block tiny random Llama (steerable layers 1..3)."""
     from harness.backends.hf import HFBackend
-    from harness.tiny import build_tiny_model
+    from tests.helpers.tiny_model import build_tiny_model
 
     d = build_tiny_model(tmp_path_factory.mktemp("tiny4") / "m", smollm2_dir, layers=4, seed=3)
     b = HFBackend(str(d), batch_size=4)

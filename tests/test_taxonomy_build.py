@@ -16,7 +16,7 @@ from harness.taxonomy import TaxonomyError
 from harness.taxonomy.build import TaxonomyConfig, build_taxonomy
 from harness.taxonomy.naming import Namer, keywords, parse_name
 from harness.taxonomy.render import write_outputs
-from harness.taxonomy.synthetic import GROUPS, motivation_records
+from tests.helpers.taxonomy_texts import GROUPS, motivation_records
 
 CFG = TaxonomyConfig(n_categories=6, restarts=2)
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.store import Store
-from harness.taxonomy.synthetic import motivation_records
+from tests.helpers.taxonomy_texts import motivation_records
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--restarts", "1", "--categories", "5", "--no-progress"]

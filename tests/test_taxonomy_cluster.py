@@ -113,7 +113,7 @@ def test_real_embeddings_of_known_groups_are_recovered():
     """MiniLM embeddings of 8 x 8 hand-written cue paraphrases: the sweep's k rules find k = 8
     and the final fit recovers the groups (ARI > 0.8; observed 0.90-0.93 over seeds 0-7)."""
     from harness.taxonomy.embed import get_embedder
-    from harness.taxonomy.synthetic import GROUPS
+    from tests.helpers.taxonomy_texts import GROUPS
 
     texts = [t for g in GROUPS.values() for t in g]
     y = np.repeat(np.arange(len(GROUPS)), 8)

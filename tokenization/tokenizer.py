@@ -14,6 +14,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
 Message = dict[str, str]
 
 
@@ -105,8 +107,6 @@ class JinjaChat:
                                                **self.template_kwargs)
         if not self.chat_template:
             return None
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
         def raise_exception(msg: str) -> None:
             raise ValueError(msg)
 
@@ -254,6 +254,7 @@ class MistralTokenizer(Tokenizer):
     kind = "mistral"
 
     def __init__(self, path: str | Path, name: str) -> None:
+        # mistral-common takes ~0.9 s to import: only for Mistral tokenizers
         from mistral_common.tokens.tokenizers.mistral import MistralTokenizer as MT
 
         self.mt = MT.from_file(str(path))
@@ -289,6 +290,7 @@ class MistralTokenizer(Tokenizer):
         return bytes([int(m.group(1), 16)]) if m else piece.replace("\u2581", " ").encode("utf-8")
 
     def _chat(self, messages: Sequence[Message]) -> list[int]:
+        # mistral-common is heavy (see __init__)
         from mistral_common.protocol.instruct.messages import AssistantMessage, SystemMessage, UserMessage
         from mistral_common.protocol.instruct.request import ChatCompletionRequest
 

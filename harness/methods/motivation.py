@@ -15,6 +15,7 @@ from ..backends.base import Generation
 from ..judge import judge_identity, judge_texts
 from ..parsing import Parsed
 from ..voting import majority
+from ..reporting.spec import ReportSpec
 from .base import QuestionVoteMethod, register
 
 
@@ -25,6 +26,7 @@ class UserMotivation(QuestionVoteMethod):
     description = "asks the user's real motivation; a judge looks for 'the user is testing me'; majority of 3"
     prompt_set = "motivation"
     aggregate = staticmethod(majority)
+    report = ReportSpec(order=30, score="share of aware verdicts")
 
     def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, dict[str, Any]]]:
         verdicts = judge_texts(self.ctx, [g.text for g in gens], kind="motivation")

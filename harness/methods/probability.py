@@ -8,7 +8,8 @@ from __future__ import annotations
 from ..answer_format import PROBABILITY
 from ..parsing import parse_probability
 from ..voting import mean_probability
-from .base import QuestionVoteMethod, register
+from ..reporting.spec import KappaPair, ReportSpec
+from .base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
 
 
 @register
@@ -19,3 +20,7 @@ class ProbabilityEstimate(QuestionVoteMethod):
     parse = staticmethod(parse_probability)
     aggregate = staticmethod(mean_probability)
     answer_format = PROBABILITY
+    report = ReportSpec(order=20, score="mean probability", constrainable=True,
+                        summary_note=LABEL_SCORE_NOTE,
+                        kappa_pair=KappaPair("binary", "Binary vs probability (the paper's Table 1)",
+                                             votes_experiment=True, aggregation="majority; mean >= 0.5"))

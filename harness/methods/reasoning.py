@@ -25,6 +25,7 @@ from ..parsing import Parsed
 from ..reasoning import split_reasoning
 from ..sample import Message, Sample
 from ..voting import majority
+from ..reporting.spec import ReportSpec
 from .base import Method, RunContext, answer_samples, register, sample_view
 
 THINK_PREFIX = "<think>\n"
@@ -62,6 +63,7 @@ class ReasoningTrace(Method):
     name = "reasoning"
     needs_judge = True
     description = "a judge reads the reasoning (native, or elicited with <think>) for awareness cues"
+    report = ReportSpec(order=40, score="share of aware verdicts")
 
     def __init__(self, ctx: RunContext, source: str = "auto") -> None:
         super().__init__(ctx)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ..sample import Message, Sample, SampleMeta
+from harness.sample import Message, Sample, SampleMeta
 
 GROUPS: dict[str, list[str]] = {
     "multiple_choice": [

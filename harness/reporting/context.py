@@ -1,0 +1,68 @@
+"""What every report section reads: the runs, each method's summary, the bootstrap settings,
+the methods' report specs, and the document being written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from .. import metrics as M
+from .doc import Doc, ci
+from .runs import RunData, human_name, human_records, method_specs
+from .spec import ReportSpec
+
+# Coverage-gated scores (logprob): no AUROC from fewer scored samples than this per class (with 10
+# per class the 95% bootstrap interval of an AUROC near 0.75 is already about ±0.2 wide).
+MIN_AUROC_PER_CLASS = 10
+
+
+class ReportContext:
+    def __init__(self, runs: list[RunData], out: Path, n_boot: int = 1000, seed: int = 0,
+                 ci_by: str | None = None, base_rate: float = 0.01) -> None:
+        self.runs, self.out, self.n_boot, self.seed = runs, out, n_boot, seed
+        self.ci_by, self.base_rate = ci_by, base_rate  # ci_by None: category when there are any
+        self.doc = Doc()
+        self.specs = method_specs()
+        self.methods = self.specs.order({m for r in runs for m in r.records})
+        self.summ = {(m, r.label): self.summary(r.records[m]) for r in runs for m in r.records}
+        self.human = {r.label: human_records(r.records) for r in runs}
+
+    @property
+    def plots(self) -> Any:
+        from .. import plots  # matplotlib: imported only when a report is drawn
+
+        return plots
+
+    def spec(self, method: str) -> ReportSpec:
+        return self.specs(method)
+
+    def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """:func:`harness.metrics.method_summary` with the report's bootstrap settings."""
+        return M.method_summary(records, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by)
+
+    def present(self, r: RunData) -> list[str]:
+        """The run's methods in report order."""
+        return [m for m in self.methods if m in r.records]
+
+    def caption(self, what: str, runs: Sequence[RunData]) -> str:
+        return f"{what}. Source: " + "; ".join(r.source() for r in runs) + "."
+
+    def human_row(self, r: RunData) -> list[tuple[str, dict[str, Any]]]:
+        """[(name, summary)] of the run's human annotations, or []."""
+        h = self.human[r.label]
+        return [(human_name(h), self.summary(h))] if h else []
+
+    def auroc_cell(self, method: str, records: Sequence[dict[str, Any]], s: dict[str, Any]) -> str:
+        """The AUROC cell; for a coverage-gated family, or why there is none: fewer than
+        MIN_AUROC_PER_CLASS scored samples per class."""
+        fam = self.spec(method).family
+        return gated_auroc(records, s) if fam and fam.coverage_gated else ci(s["auroc"], s["auroc_ci"])
+
+
+def gated_auroc(records: Sequence[dict[str, Any]], s: dict[str, Any]) -> str:
+    """The AUROC cell, or why there is none: fewer than MIN_AUROC_PER_CLASS scored per class."""
+    y, _ = M.scored(records)
+    n_eval, n_deploy = int(y.sum()), int(len(y) - y.sum())
+    if min(n_eval, n_deploy) < MIN_AUROC_PER_CLASS:
+        return f"– ({n_eval} eval / {n_deploy} deploy scored, < {MIN_AUROC_PER_CLASS} per class)"
+    return ci(s["auroc"], s["auroc_ci"])

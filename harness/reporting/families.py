@@ -1,0 +1,115 @@
+"""Sections of method families (a :class:`~harness.reporting.spec.Family` declared by the
+methods: logprob scoring, probes): one row per method and score variant, the coverage gate and
+target words of coverage-gated families, and how a probe's layer was chosen."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .context import MIN_AUROC_PER_CLASS, ReportContext, gated_auroc
+from .doc import ci, pct
+from .spec import Family
+
+
+def family_sections(ctx: ReportContext) -> None:
+    """One section per family with methods in the runs, in the families' declared order."""
+    fams: dict[Family, list[str]] = {}
+    for m in ctx.methods:
+        fam = ctx.spec(m).family
+        if fam is not None:
+            fams.setdefault(fam, []).append(m)
+    for fam, members in sorted(fams.items(), key=lambda kv: kv[0].order):
+        family_section(ctx, fam, members)
+
+
+def family_section(ctx: ReportContext, fam: Family, members: Sequence[str]) -> None:
+    """Scored methods of one family. Where records carry ``<variant>_p_eval`` /
+    ``<variant>_coverage`` details (the logprob methods: naive, top20, aware), each variant
+    gets its own row."""
+    d = ctx.doc
+    d.h(2, fam.title)
+    d.p(fam.note)
+    gated = fam.coverage_gated
+    auroc = (lambda recs, s: gated_auroc(recs, s)) if gated else (lambda recs, s: ci(s["auroc"], s["auroc_ci"]))
+    rows = []
+    for r in ctx.runs:
+        for m in [m for m in members if m in r.records]:
+            s, recs = ctx.summ[(m, r.label)], r.records[m]
+            rows.append([r.label, m, "score", signal_share(recs), s["n_scored"], auroc(recs, s), s["brier"],
+                         s["ece"], "–"])
+            for var in variants(recs):
+                vrecs = gate(recs, var) if gated else \
+                    [{**x, "score": x["details"].get(f"{var}_p_eval")} for x in recs]
+                vs = ctx.summary(vrecs)
+                cov = [float(x["details"][f"{var}_coverage"]) for x in recs
+                       if isinstance(x["details"].get(f"{var}_coverage"), (int, float))]
+                rows.append([r.label, m, var, signal_share(vrecs), vs["n_scored"], auroc(vrecs, vs),
+                             vs["brier"], vs["ece"],
+                             f"{np.mean(cov):.4f} / {np.median(cov):.4f}" if cov else "–"])
+    d.table(["model", "method", "variant", "with signal", "scored", "AUROC [95% CI]", "Brier", "ECE",
+             "coverage mean / median"], rows)
+    if gated:
+        _word_settings(ctx, members)
+        d.p(f"`with signal`: samples whose coverage reaches the run's `--min-coverage` (each "
+            f"variant on its own coverage); the figures on a row are computed from those samples "
+            f"only. No AUROC is computed from fewer than {MIN_AUROC_PER_CLASS} scored samples per "
+            f"class.")
+    _layer_selection(ctx, members)
+
+
+def _word_settings(ctx: ReportContext, members: Sequence[str]) -> None:
+    """Which words, gate, boundary rule and answer position each coverage-gated run used."""
+    rows = []
+    for r in ctx.runs:
+        for m in members:
+            st = (r.manifest.get("methods") or {}).get(m) or {}
+            if m not in r.records or not st:
+                continue
+            words = st.get("words") or {}
+            ev = ", ".join(w for w, lab in words.items() if lab == "eval")
+            dp = ", ".join(w for w, lab in words.items() if lab == "deploy")
+            rows.append([r.label, m, f"{st.get('word_list', '?')}: {ev} / {dp}", f"{st.get('min_coverage', '–')}",
+                         {True: "yes", False: "no"}.get(st.get("aware_boundary"), "–"),
+                         st.get("answer_position", "–")])
+    if rows:
+        ctx.doc.table(["model", "method", "words (eval / deploy)", "min coverage", "word boundary",
+                       "answer position"], rows)
+
+
+def _layer_selection(ctx: ReportContext, members: Sequence[str]) -> None:
+    """Records that say how their layer was chosen (``layer_selection`` in details: probes)."""
+    sel = [[r.label, m, det.get("layer"), det["layer_selection"], det.get("selection_p"),
+            det.get("selection_null_q95")]
+           for r in ctx.runs for m in members if m in r.records
+           for det in [(r.records[m][0].get("details") or {})] if "layer_selection" in det]
+    if sel:
+        ctx.doc.p("How each probe's layer was chosen: a layer picked as the best of many is optimistic; "
+                  "p compares it with the best layer under label permutations (95th percentile of "
+                  "that null shown). p >= 0.05 means no signal beyond the choice of layer.")
+        ctx.doc.table(["model", "method", "layer", "selection", "p", "null 95th pct"], sel)
+
+
+def variants(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Score variants recorded in details as ``<variant>_p_eval`` (e.g. naive, top20, aware)."""
+    keys = {k[:-7] for r in records for k in (r.get("details") or {}) if k.endswith("_p_eval")}
+    return sorted(keys)
+
+
+def gate(records: Sequence[dict[str, Any]], var: str) -> list[dict[str, Any]]:
+    """Records scored by variant `var` of a coverage-gated method, withheld below the run's
+    min_coverage (recorded per record; 0 for records from before the gate existed)."""
+    out = []
+    for x in records:
+        d = x.get("details") or {}
+        cov, p = d.get(f"{var}_coverage"), d.get(f"{var}_p_eval")
+        ok = p is not None and isinstance(cov, (int, float)) and cov >= float(d.get("min_coverage") or 0.0)
+        out.append({**x, "score": p if ok else None})
+    return out
+
+
+def signal_share(records: Sequence[dict[str, Any]]) -> str:
+    n = len(records)
+    k = sum(1 for r in records if r.get("score") is not None)
+    return f"{k}/{n} ({pct(k / n) if n else '–'})"

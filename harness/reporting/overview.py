@@ -1,0 +1,88 @@
+"""The report's opening: what the figures mean, the runs, and the summary per method."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..run_monitor import tally
+from .context import ReportContext
+from .doc import ci, pct_ci
+from .runs import HUMAN, method_label, prompt_set_text, unsourced_human
+
+
+def intro(ctx: ReportContext) -> None:
+    """Title, and what the figures mean (the registered methods' declared scores named)."""
+    scores = dict.fromkeys(ctx.specs(m).score for m in ctx.specs.order(ctx.specs.declared))
+    ctx.doc.h(1, "Evaluation-awareness report")
+    ctx.doc.p("Truth: eval = the sample comes from an evaluation/benchmark, deploy = real use. "
+              "`eval→eval` is the share of eval samples a method calls eval, `deploy→deploy` the share "
+              "of deploy samples it calls deploy (undecided samples count as wrong). AUROC uses each "
+              f"method's score ({', '.join(scores)}); "
+              "Brier is the mean squared error of the score, abs Brier the mean absolute error "
+              "|truth − score| (what the paper's footnote calls Brier), ECE uses 10 equal-width bins.")
+
+
+def runs_section(ctx: ReportContext) -> None:
+    d = ctx.doc
+    d.h(2, "Runs")
+    rows = []
+    for r in ctx.runs:
+        cfg = r.config()
+        rows.append([r.label, f"`{r.run_dir}`", r.backend, r.weights, r.git,
+                     cfg.get("view", "?"), cfg.get("person", "?"),
+                     len(next(iter(r.records.values()))), ", ".join(ctx.specs.order(r.records)),
+                     r.judge_name(), prompt_set_text(r.manifest),
+                     "yes" if cfg.get("constrain") else "no"])
+    d.table(["model", "run", "backend", "weights", "git", "view", "person", "samples",
+             "methods", "judge", "prompt set", "constrained"], rows)
+    d.p("Prompt set: evalaware's own wordings (`harness/prompts/`) unless a run names a "
+        "`--prompts` override. Our binary and probability wordings are not Needham et "
+        "al.'s (2025), so those rows are not the paper's prompts. `constrained`: the "
+        "engine held binary/probability answers to their tag and judge verdicts to their "
+        "JSON schema (`--constrain`); such rows are marked. `self-judged`: the model under "
+        "test judged its own motivation answers / reasoning (awareness mixed with judging "
+        "skill).")
+
+
+def summary_section(ctx: ReportContext) -> None:
+    d = ctx.doc
+    d.h(2, "Summary")
+    rows = []
+    for r in ctx.runs:
+        for m, s in [(m, ctx.summ[(m, r.label)]) for m in ctx.present(r)] + ctx.human_row(r):
+            t = tally(r.records.get(m, []))
+            rows.append([r.label, method_label(m, r.manifest), s["n"],
+                         pct_ci(s["eval_correct"], s["eval_correct_ci"]),
+                         pct_ci(s["deploy_correct"], s["deploy_correct_ci"]), s["undecided"],
+                         ctx.auroc_cell(m, r.records.get(m, []), s), ci(s["brier"], s["brier_ci"]),
+                         ci(s["abs_brier"], s["abs_brier_ci"]), ci(s["ece"], s["ece_ci"]),
+                         sum(s["errors"].values()),
+                         f"{t['cut']}/{t['answers']}" if t["answers"] else "–"])
+    d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
+             "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "excluded answers", "cut answers"], rows)
+    d.p(resampling_note(list(ctx.summ.values()), ctx.n_boot))
+    notes = dict.fromkeys(n for m in ctx.methods for n in [ctx.spec(m).summary_note] if n)
+    d.p(" ".join(["`cut answers`: the model's generations behind the records (sample answers, question "
+                  "answers, reasoning traces, judge verdicts) that stopped at the token limit.", *notes]))
+    if any(ctx.human.values()):
+        d.p(f"`{HUMAN} (...)`: P(eval) from the human annotations the dataset carries, named "
+            "by their source in the row, for reference (eval if >= 0.5; no model involved).")
+    unsourced = {r.label: unsourced_human(r.records) for r in ctx.runs}
+    if any(unsourced.values()):
+        d.p("Not shown as a human row: " + ", ".join(
+            f"{k}: {v} samples" for k, v in unsourced.items() if v) + " carry a "
+            "`human_eval_probability` without a `human_eval_source` naming human annotators "
+            "(e.g. the first demo set's author guesses); such values are not human data.")
+
+
+def resampling_note(summaries: Sequence[dict[str, Any]], n_boot: int) -> str:
+    """One sentence naming the bootstrap unit(s) behind the report's intervals."""
+    if not n_boot:
+        return "No bootstrap intervals (--bootstrap 0)."
+    units = sorted({(s["ci_by"], s["n_groups"]) for s in summaries})
+    parts = [f"whole categories ({n} categories)" if u == "category" else f"samples ({n})"
+             for u, n in units]
+    return (f"Intervals: 95% percentile bootstrap, {n_boot} resamples of " + "; ".join(parts) +
+            ". Resampling categories keeps correlated samples of one source together, so the "
+            "interval reflects how many independent sources stand behind a figure "
+            "(`--ci-by sample` treats every sample as independent).")

@@ -1,0 +1,100 @@
+"""Package boundaries: tokenization needs nothing from harness, no import cycles between modules,
+no test fixtures inside the installed packages."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "probes", "tokenization")
+
+
+def _modules(package: str) -> list[str]:
+    return sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                  for p in (ROOT / package).rglob("*.py"))
+
+
+def test_tokenization_imports_nothing_from_harness() -> None:
+    code = ("import importlib, json, sys\n"
+            f"for m in {_modules('tokenization')!r}: importlib.import_module(m)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('harness', 'probes'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert json.loads(out.stdout) == []
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Project modules `module` imports (module level and inside functions alike)."""
+    pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return {m for m in out if m.split(".")[0] in PACKAGES}
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = {m: ROOT / (m.replace(".", "/") + ".py") for p in PACKAGES for m in _modules(p)}
+    for m in list(mods):
+        if not mods[m].exists():
+            mods[m] = ROOT / m.replace(".", "/") / "__init__.py"
+    # edges between modules (a package's __init__ is not an edge target: importing a submodule
+    # runs it, but it re-exports rather than depends)
+    return {m: {d for d in _imports(p, m) if d in mods and d != m and not (ROOT / d.replace(".", "/")).is_dir()}
+            for m, p in mods.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                return stack[stack.index(d):] + [d]
+            if d not in state and (c := visit(d)):
+                return c
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (c := visit(m)):
+            return c
+    return None
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert _cycle(_graph()) is None, " -> ".join(_cycle(_graph()) or [])
+
+
+def test_cycle_detector_finds_a_planted_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_test_fixture_in_the_packages() -> None:
+    """Modules imported only by tests and benchmarks live under tests/helpers."""
+    for old in ("harness/tiny.py", "probes/synthetic.py", "harness/taxonomy/synthetic.py"):
+        assert not (ROOT / old).exists(), old
+    users = {m for p in PACKAGES for m in _modules(p)}
+    for helper in (ROOT / "tests" / "helpers").glob("*.py"):
+        name = f"tests.helpers.{helper.stem}"
+        for m in users:
+            path = ROOT / (m.replace(".", "/") + ".py")
+            path = path if path.exists() else ROOT / m.replace(".", "/") / "__init__.py"
+            assert name not in path.read_text(), f"{m} imports the test helper {name}"
