@@ -5,18 +5,31 @@ from __future__ import annotations
 import json
 import os
 import sys
-from importlib import import_module
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
-from .cli_options import label_option, limit_options, read_samples, verbose_option
-from .errors import EvalAwareError
+from probes.cli import activations, probes
+from probes.steer_cli import steer
+from tokenization import TargetWords
+from tokenization.cli import tokens
 
-# Command groups that live in other modules; attached when the module is present.
-PLUGINS = (("tokenization.cli", "tokens"), ("harness.report", "report"),
-           ("probes.cli", "activations"), ("probes.cli", "probes"),
-           ("harness.taxonomy.cli", "taxonomy"), ("probes.steer_cli", "steer"))
+from . import assets as A
+from . import console
+from .cli_options import label_option, limit_options, read_samples, verbose_option
+from .datasets import load_dataset, resolve_dataset, summarize
+from .errors import EvalAwareError
+from .methods import MethodConfig
+from .metrics import answer_errors, per_class_accuracy, roc_auc, scored
+from .prompts import PromptLibrary
+from .report import method_label, report
+from .run_lock import run_dir_lock
+from .run_monitor import tally
+from .runner import check_backend, check_methods, needs_judge, open_backend, run_methods
+from .runlog import RunLog
+from .taxonomy.cli import taxonomy
+from .token_limits import default_token_limits
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -49,8 +62,6 @@ def assets_prepare(names: tuple[str, ...], force: bool) -> None:
       evalaware assets prepare smollm2
       evalaware assets prepare --force smollm2
     """
-    from . import assets as A
-
     for name in names or A.default_names():
         click.echo(f"{name}: {A.prepare(name, force=force)}")
 
@@ -63,8 +74,6 @@ def assets_list() -> None:
     Example:
       evalaware assets list
     """
-    from . import assets as A
-
     for name, a in sorted(A.registry().items()):
         state = "prepared" if A.is_prepared(name) else "-"
         click.echo(f"{name:<22} {a.kind:<20} {state:<9} {a.description}")
@@ -91,8 +100,6 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
       evalaware data validate logs/2025-01-01T00-00-00_my-task_abc.eval --label eval
       evalaware data validate logs/ --label-field split
     """
-    from .datasets import resolve_dataset, summarize
-
     samples = read_samples(path, label, label_field)
     click.echo(f"{resolve_dataset(path)}: OK")
     for line in summarize(samples).lines():
@@ -127,8 +134,7 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
       evalaware data audit needham_dataset.json --json
       evalaware data audit my_bench.txt real_users.txt --label eval --label deploy
     """
-    from .audit import audit
-    from .datasets import load_dataset
+    from .audit import audit  # sklearn's models and scipy: ~1 s, only for `data audit`
 
     n_txt = sum(1 for p in paths if p.endswith(".txt"))
     if len(labels) not in (0, 1, n_txt):
@@ -244,17 +250,6 @@ def run(model, backend, dataset, methods, out, label, label_field, subset, view,
       evalaware run --model smollm2 --backend hf --dataset logs/ --view full --person third \\
           --methods binary --out runs/inspect
     """
-    from contextlib import ExitStack
-
-    from .datasets import resolve_dataset
-    from .methods import MethodConfig
-    from .prompts import PromptLibrary
-    from .run_lock import run_dir_lock
-    from .runner import check_backend, check_methods, open_backend, run_methods
-    from .store import Store
-    from .token_limits import default_token_limits
-    from tokenization import TargetWords
-
     # Everything that can be checked without a model, before any engine starts (exit 2).
     method_list = check_methods(_methods_option(methods))
     _check_run_numbers(n_votes=n_votes, answer_tokens=answer_tokens, probe_tokens=probe_tokens,
@@ -295,7 +290,7 @@ def run(model, backend, dataset, methods, out, label, label_field, subset, view,
                               prompts=prompts, template_kwargs=template_kwargs,
                               judge=judge, batch_size=batch_size,
                               dataset_path=resolve_dataset(dataset), progress=not no_progress)
-    store = Store(out, create=False)
+    store = RunLog(out, create=False)
     click.echo(f"\nrun directory: {out}")
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
     _print_summary(store, method_list)
@@ -314,9 +309,6 @@ def _judge_spec(methods: list[str], model: str, backend: str, judge_model: str |
                 judge_backend: str | None, judge_base_url: str | None, api_key_env: str):
     """None (no method needs a judge), "model" (the model under test judges), or the
     (backend, model, options) of a separate judge, checked without loading it."""
-    from . import console
-    from .runner import check_backend, needs_judge
-
     if not needs_judge(methods):
         if judge_model or judge_backend or judge_base_url:
             console.status("note: no method of this run needs a judge; the --judge-* options are not used")
@@ -334,15 +326,11 @@ def _print_summary(store, methods) -> None:
     """Per method: accuracy, undecided, excluded answers, answers cut at the token limit, judge
     verdicts unusable / with no verified quote, the AUROC of the score (label probability
     for binary/probability) and the excluded answers by kind (e.g. `no_signal`). Rows are marked constrained / self-judged from the run's settings."""
-    from .metrics import answer_errors, per_class_accuracy, roc_auc, scored
-    from .report import method_label
-    from .run_monitor import tally
-
     man = store.get_meta("manifest", {}) or {}
     click.echo(f"{'method':<32} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
                f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}  excluded")
     for m in methods:
-        recs = store.results(m)
+        recs = store.result_dicts(m)
         acc = per_class_accuracy(recs)
         t = tally(recs)
         auc = roc_auc(*scored(recs))
@@ -366,9 +354,7 @@ def show(run_dir: str) -> None:
     Example:
       evalaware show runs/demo
     """
-    from .store import Store
-
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     man = store.get_meta("manifest", {})
     click.echo(f"model: {man.get('model', {}).get('model')}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")
     click.echo(f"samples: {len(store.samples())}  cached calls: {store.count_calls()}")
@@ -391,27 +377,14 @@ def export(run_dir: str, out: str | None) -> None:
     Example:
       evalaware export runs/demo --out demo.jsonl
     """
-    from .store import Store
-
     path = out or str(Path(run_dir) / "results.jsonl")
-    n = Store(run_dir, create=False).export_jsonl(path)
+    n = RunLog(run_dir, create=False).export_jsonl(path)
     click.echo(f"{n} records -> {path}")
 
 
-def _attach_plugins() -> None:
-    for module, attr in PLUGINS:
-        try:
-            mod = import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name and module.startswith(e.name):
-                continue
-            raise
-        cmd = getattr(mod, attr, None)
-        if isinstance(cmd, click.Command) and attr not in cli.commands:
-            cli.add_command(cmd, attr)
-
-
-_attach_plugins()
+# Command groups that live in other modules, attached by name.
+for _group in (tokens, report, activations, probes, taxonomy, steer):
+    cli.add_command(_group)
 
 
 def main() -> None:

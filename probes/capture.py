@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from harness.errors import EvalAwareError
 from harness.run_lock import writes_run_dir
 from harness.sample import Sample
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .activation_store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
 from .hooks import capture_pooled, num_layers
@@ -90,6 +90,9 @@ class HFEngine:
     convention = LAYER_CONVENTION
 
     def __init__(self, backend: Any) -> None:
+        if not backend.capabilities.hidden_states:
+            raise EvalAwareError(f"the {backend.kind} backend holds no local model to hook for "
+                                 f"activations; capture with --engine hf or vllm")
         self.backend = backend
         self.model = backend.model
         self.tokenizer = backend.tokenizer
@@ -100,12 +103,12 @@ class HFEngine:
     def pooled(self, items: Sequence[CaptureItem], layers: Sequence[int],
                poolings: Sequence[str]) -> torch.Tensor:
         """(batch, n_poolings, n_layers, hidden) float32."""
-        ids, mask, pos = self.backend._left_pad([it.ids for it in items])
+        ids, mask, pos = self.backend.left_pad([it.ids for it in items])
         w = pooling_weights([it.spans for it in items], poolings, ids.shape[1])
         return capture_pooled(self.model, ids, mask, pos, layers, w)
 
 
-def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence[str],
+def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequence[str],
             dtype: str = "fp16", name: str = "default", batch_size: int = 8,
             shard_size: int = 64, method: str | None = None,
             evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
@@ -182,18 +185,13 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
                           removed_files=removed, stats=acts.stats(), absent=absent)
 
 
-def _record_in_manifest(store: Store, name: str, settings: dict[str, Any]) -> None:
+def _record_in_manifest(store: RunLog, name: str, settings: dict[str, Any]) -> None:
     """Add the capture (settings, package versions, git revision) to the run manifest."""
-    import json
-
     from harness.manifest import git_revision, package_versions
 
-    man = store.get_meta("manifest") or {}
-    man.setdefault("activations", {})[name] = {
+    store.add_to_manifest("activations", name, {
         **settings, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "packages": package_versions(), "git_revision": git_revision()}
-    store.set_meta("manifest", man)
-    (store.run_dir / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True))
+        "packages": package_versions(), "git_revision": git_revision()})
 
 
 DTYPES_NP = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32}
@@ -213,7 +211,7 @@ def run_capture(run_dir: str | Path, layers: str = "all",
     capture the run's samples (those `subset` chooses, e.g. ``--limit``).
 
     `backend` (an already loaded HFBackend) skips loading, for tests and benchmarks."""
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     eng: Any = None
     own_backend = backend is None
     try:

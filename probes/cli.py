@@ -26,9 +26,9 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def _open(run_dir: str):
-    from harness.store import Store
+    from harness.runlog import RunLog
 
-    return Store(run_dir, create=False)
+    return RunLog(run_dir, create=False)
 
 
 def _fmt(x: Any) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import EvalAwareError
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .activation_store import ActivationStore
 from .data import probe_data
@@ -34,7 +34,7 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
                    probe: str | Path | None = None, holdout_folds: int = 2, seed: int = 0,
                    labels: str = "truth", group_key: str = "category") -> SteeringVector:
     """Difference of class means on a training split (or a probe's weights), per layer."""
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     try:
         acts = ActivationStore(store, capture)
         if acts.settings is None:
@@ -82,7 +82,7 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
         store.close()
 
 
-def _from_probe(store: Store, acts: ActivationStore, probe: str | Path, out: str | Path,
+def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path, out: str | Path,
                 identity: dict[str, Any], man: dict[str, Any]) -> SteeringVector:
     from .io import load_probe
 
@@ -149,7 +149,7 @@ def build_from_pairs(pairs_file: str | Path, backend: Any, out: str | Path,
     rows = []
     for i in range(0, len(ids), batch_size):
         chunk = ids[i:i + batch_size]
-        tids, mask, pos = backend._left_pad(chunk)
+        tids, mask, pos = backend.left_pad(chunk)
         w = pooling_weights([SequenceSpans(len(c), len(c)) for c in chunk], [NORM_POOLING],
                             tids.shape[1])
         rows.append(capture_pooled(backend.model, tids, mask, pos, want, w)[:, 0].numpy())

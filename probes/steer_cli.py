@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from harness.cli_options import limit_options, verbose_option
+from harness.backends.base import refuse_steering
 from harness.errors import EvalAwareError
+from harness.runner import BACKEND_CLASSES
 
 
 def _floats(spec: str, what: str) -> list[float]:
@@ -67,12 +69,12 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         finally:
             backend.close()
     else:
-        from harness.store import Store
+        from harness.runlog import RunLog
 
         from .activation_store import ActivationStore
         from .steer_build import build_from_run
 
-        st = Store(run_dir, create=False)
+        st = RunLog(run_dir, create=False)
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
         n = int(settings.get("num_hidden_layers") or 0)
@@ -131,9 +133,7 @@ def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_ran
     from .steer_run import select_samples, steer_run
     from .steering import load_vector
 
-    if backend == "openai":  # before any engine or server is touched
-        raise EvalAwareError("the openai backend cannot steer: steering adds vectors inside the "
-                             "model; use --backend hf or vllm")
+    refuse_steering(BACKEND_CLASSES[backend])  # by the class: before any engine is touched
     vec = load_vector(vector_dir)
     layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]
     missing = [l for l in layer_ids if l not in vec.directions]

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import EvalAwareError
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .steer_run import PLAN_FILE
 
@@ -51,9 +51,9 @@ def load_conditions(out: str | Path) -> tuple[dict[str, Any], dict[str, dict[str
         run = d / c["name"]
         if not (run / "store.sqlite").exists():
             continue
-        st = Store(run, create=False)
+        st = RunLog(run, create=False)
         try:
-            data[c["name"]] = {**c, "records": {m: st.results(m) for m in st.methods()},
+            data[c["name"]] = {**c, "records": {m: st.result_dicts(m) for m in st.methods()},
                                "groups": {x.id: x.metadata.category for x in st.samples()},
                                "sanity": (st.get_meta("steering") or {}).get("sanity")}
         finally:

@@ -27,7 +27,7 @@ from harness.backends.steered import SteeredBackend, Steering
 from harness.cache import CachedBackend
 from harness.errors import EvalAwareError
 from harness.sample import Sample
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .steering import SteeringVector
 
@@ -145,7 +145,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
         run_dir = out / c.name
         sb = SteeredBackend(backend, steered[c.name])
         if c.control == "none" and reuse_run and (Path(reuse_run) / "store.sqlite").exists():
-            st = Store(run_dir)
+            st = RunLog(run_dir)
             st.import_calls(reuse_run)
             st.close()
         info = {"condition": c.name, "control": c.control, "alpha": c.alpha, "layers": layers,
@@ -156,7 +156,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
             print(f"[steer] {c.name}", flush=True)
         run_methods(samples, methods, sb, run_dir, progress=progress,
                     extra_manifest={"steering": info}, **run_kwargs)
-        st = Store(run_dir, create=False)
+        st = RunLog(run_dir, create=False)
         try:
             sanity = neutral_perplexity(CachedBackend(sb, st))
             st.set_meta("steering", {**info, "sanity": sanity})

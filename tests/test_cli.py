@@ -6,6 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import harness.cli
 from harness.cli import cli
 
 
@@ -131,7 +132,7 @@ def test_judge_only_for_judging_methods_and_every_backend_closed(tmp_path, tiny_
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(runner, "run_methods", interrupted)
+    monkeypatch.setattr(harness.cli, "run_methods", interrupted)  # the name `run` calls
     res = CliRunner().invoke(cli, ["run", "--methods", "motivation", "--judge-model", str(judge_dir),
                                    "--out", str(tmp_path / "c"), *fast])
     assert res.exit_code != 0 and len(opened) == 2 and all(b.closed for _, b in opened)

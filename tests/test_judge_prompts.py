@@ -119,15 +119,15 @@ def test_copying_judge_gives_unverified_votes_no_prediction_and_no_taxonomy(tmp_
     from harness.datasets import load_dataset
     from harness.run_monitor import tally
     from harness.runner import run_methods
-    from harness.store import Store
+    from harness.runlog import RunLog
     from harness.taxonomy import TaxonomyError
     from harness.taxonomy.build import build_taxonomy
 
     model = CopyingJudge(AutoTokenizer.from_pretrained(assets.prepare("smollm2")), add_real)
     run_methods(load_dataset("demo")[:3], ["motivation"], model, tmp_path / "run", judge=model,
                 progress=False)
-    store = Store(tmp_path / "run", create=False)
-    recs = store.results("motivation")
+    store = RunLog(tmp_path / "run", create=False)
+    recs = store.result_dicts("motivation")
     store.close()
     votes = [v for r in recs for v in r["details"]["votes"]]
     assert len(votes) == 9 and all(error_kind(v["error"]) == "unverified" for v in votes)

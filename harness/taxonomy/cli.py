@@ -169,14 +169,14 @@ def _build(run_dir: Path, out_dir: Path, cfg: Any, namer_backend: Any, prompts: 
     """Taxonomy of the run's motivation records, named through the run's call cache; written."""
     from ..cache import CachedBackend
     from ..manifest import base_manifest
-    from ..store import Store
+    from ..runlog import RunLog
     from .build import build_taxonomy
     from .naming import Namer
     from .render import write_outputs
 
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     try:
-        records = store.results(METHOD)
+        records = store.result_dicts(METHOD)
         if not records:
             raise errors.EvalAwareError(f"{run_dir}: no {METHOD!r} records (run `evalaware run "
                                         f"--methods {METHOD}` or `evalaware taxonomy --dataset`)")
@@ -189,7 +189,12 @@ def _build(run_dir: Path, out_dir: Path, cfg: Any, namer_backend: Any, prompts: 
                            "cache_hits": dict(cached.hits) if cached else {}}
         tax["manifest"].update(base_manifest(), run_dir=str(run_dir), calls=calls,
                                prompts_sha256=prompts.used)
-        return tax, write_outputs(tax, out_dir)
+        paths = write_outputs(tax, out_dir)
+        store.add_to_manifest("taxonomies", str(Path(out_dir).resolve()), {
+            "created": tax["manifest"]["created"], "git_revision": tax["manifest"]["git_revision"],
+            "k": tax["k"], "features": tax["stats"]["features"], "calls": calls,
+            "files": sorted(p.name for p in paths.values())})
+        return tax, paths
     finally:
         store.close()
 
