@@ -75,7 +75,7 @@ def label_probabilities(backend: Any, renderer: Renderer, fmt: AnswerFormat,
     pairs = [(p, c) for p in prompts for c in conts]
     if not pairs:
         lls: list[float] = []
-    elif backend.prefix_scoring:
+    elif backend.capabilities.prefix_scoring:
         lls = loglikelihood_by_prefix(backend, pairs)
     else:
         lls = backend.loglikelihood(pairs)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .backends.base import (Backend, Generation, GenerationRequest, NextTokenView, TokenIds,
                             WrappedBackend)
-from .store import Store
+from .runlog import RunLog
 
 
 def call_key(identity: dict[str, Any], op: str, payload: dict[str, Any]) -> str:
@@ -29,7 +29,7 @@ class CachedBackend(WrappedBackend):
     """Wraps a backend; same contract. `misses` counts items sent to the inner backend per op.
     Activations (hidden_states) are not cached here: probes/ stores them in safetensors shards."""
 
-    def __init__(self, inner: Backend, store: Store) -> None:
+    def __init__(self, inner: Backend, store: RunLog) -> None:
         super().__init__(inner)
         self.store = store
         self.misses: Counter[str] = Counter()

@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-from importlib import import_module
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
-from .cli_options import label_option, limit_options, read_samples, verbose_option
-from .errors import EvalAwareError
+from probes.cli import activations, probes
+from probes.steer_cli import steer
+from tokenization.cli import tokens
 
-# Command groups that live in other modules; attached when the module is present.
-PLUGINS = (("tokenization.cli", "tokens"), ("harness.report", "report"),
-           ("probes.cli", "activations"), ("probes.cli", "probes"),
-           ("harness.taxonomy.cli", "taxonomy"), ("probes.steer_cli", "steer"))
+from . import assets as A
+from .cli_options import (MethodOptions, RunOptions, label_option, method_options, progress_option,
+                          read_samples, run_options, verbose_option)
+from .datasets import load_dataset, resolve_dataset, summarize
+from .errors import EvalAwareError
+from .metrics import answer_errors, per_class_accuracy, roc_auc, scored
+from .report import method_label, report
+from .run_lock import run_dir_lock
+from .run_monitor import tally
+from .runner import check_methods, needs_judge, run_methods
+from .runlog import RunLog
+from .taxonomy.cli import taxonomy
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -49,8 +57,6 @@ def assets_prepare(names: tuple[str, ...], force: bool) -> None:
       evalaware assets prepare smollm2
       evalaware assets prepare --force smollm2
     """
-    from . import assets as A
-
     for name in names or A.default_names():
         click.echo(f"{name}: {A.prepare(name, force=force)}")
 
@@ -63,8 +69,6 @@ def assets_list() -> None:
     Example:
       evalaware assets list
     """
-    from . import assets as A
-
     for name, a in sorted(A.registry().items()):
         state = "prepared" if A.is_prepared(name) else "-"
         click.echo(f"{name:<22} {a.kind:<20} {state:<9} {a.description}")
@@ -91,8 +95,6 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
       evalaware data validate logs/2025-01-01T00-00-00_my-task_abc.eval --label eval
       evalaware data validate logs/ --label-field split
     """
-    from .datasets import resolve_dataset, summarize
-
     samples = read_samples(path, label, label_field)
     click.echo(f"{resolve_dataset(path)}: OK")
     for line in summarize(samples).lines():
@@ -127,8 +129,7 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
       evalaware data audit needham_dataset.json --json
       evalaware data audit my_bench.txt real_users.txt --label eval --label deploy
     """
-    from .audit import audit
-    from .datasets import load_dataset
+    from .audit import audit  # sklearn's models and scipy: ~1 s, only for `data audit`
 
     n_txt = sum(1 for p in paths if p.endswith(".txt"))
     if len(labels) not in (0, 1, n_txt):
@@ -156,80 +157,16 @@ def _methods_option(value: str) -> list[str]:
 
 
 @cli.command()
-@click.option("--model", required=True, help="Asset name (smollm2), local path, or hub id in the local HF cache.")
-@click.option("--backend", type=click.Choice(["vllm", "hf", "openai"]), default="vllm", show_default=True)
-@click.option("--dataset", required=True, help="Dataset file, directory of Inspect logs, or `demo`.")
+@run_options(model_required=True)
 @click.option("--methods", default="binary", show_default=True,
               help="Comma-separated: binary, probability, motivation, reasoning, logprob.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
-@click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn", show_default=True)
-@click.option("--person", type=click.Choice(["first", "third"]), default="first", show_default=True)
-@click.option("--n-votes", type=int, help="Questions per sample (default: one per prompt variant).")
-@click.option("--temperature", type=float, default=0.0, show_default=True)
-@click.option("--top-p", type=float, default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--answer-tokens", type=int,
-              help="Max tokens of the model's answer to the sample [default: 256; 4096 for a model "
-                   "whose template opens a reasoning block].")
-@click.option("--probe-tokens", type=int,
-              help="Max tokens of the answer to each probe question [default: 160; reasoning model 2048].")
-@click.option("--constrain", is_flag=True,
-              help="Engine-enforced answers: binary/probability give exactly their tagged answer, "
-                   "judge verdicts follow their JSON schema (vllm: structured outputs; hf: xgrammar; "
-                   "openai: a vLLM server's structured_outputs). Recorded; labelled in reports.")
-@click.option("--batch-size", type=int, default=16, show_default=True, help="Samples per committed batch.")
-@click.option("--hf-batch-size", type=int, default=8, show_default=True, help="hf: prompts per forward pass.")
-@click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False), help="Directory overriding prompt files.")
-@click.option("--enable-thinking/--disable-thinking", default=None,
-              help="Chat-template switch for reasoning models (Qwen3); recorded in the manifest.")
-@click.option("--dtype", default="auto", show_default=True)
-@click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai).")
-@click.option("--tensor-parallel-size", type=int, help="vLLM: GPUs per model.")
-@click.option("--pipeline-parallel-size", type=int, help="vLLM: pipeline stages (multi-node with Ray).")
-@click.option("--data-parallel-size", type=int,
-              help="vLLM: engine replicas. vLLM 0.32 takes it only in `vllm serve` (offline LLM refuses it): "
-                   "serve with `--data-parallel-size N` and use --backend openai, or give --base-url per replica.")
-@click.option("--distributed-executor-backend", type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
-              help="vLLM: how tensor/pipeline workers are started (ray for multi-node).")
-@click.option("--gpu-memory-utilization", type=float, help="vLLM: share of GPU (CPU: host) memory.")
-@click.option("--max-model-len", type=int, help="vLLM: context length.")
-@click.option("--base-url", "base_urls", multiple=True,
-              help="openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several times to spread "
-                   "requests over replicas serving the same model (a failing one's requests go to the others).")
-@click.option("--max-concurrency", type=click.IntRange(1), help="openai: requests in flight per server (default 8).")
-@click.option("--top-logprobs", type=int, help="openai: logprobs per position the server returns (vLLM: up to --max-logprobs; OpenAI: 20).")
-@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai: env var holding the key.")
-@click.option("--judge-tokens", type=int,
-              help="Max tokens of each judge verdict (motivation, reasoning) [default: 1024; "
-                   "reasoning model 4096].")
-@click.option("--aware-tol", type=click.FloatRange(0, 1, max_open=True), default=1e-4, show_default=True,
-              help="logprob methods: skip multi-token variants that cannot move the aware P(eval) by more "
-                   "than this (0: score every variant).")
-@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.01, show_default=True,
-              help="logprob methods: samples whose target words get less probability than this have no "
-                   "prediction and no score (counted as no_signal).")
-@click.option("--words", default="paper", show_default=True,
-              help="logprob methods: target words: paper | extended | a JSON file {eval: [..], deploy: [..]} "
-                   "| 'eval=a,b;deploy=c,d'.")
-@click.option("--aware-boundary/--no-aware-boundary", default=True, show_default=True,
-              help="logprob methods: aware scoring counts a word only when a word boundary follows it.")
-@click.option("--full-vocab", is_flag=True,
-              help="logprob methods: read (and cache) the full next-token distribution instead of the "
-                   "candidate ids + top-k (same scores, slower on vLLM).")
-@click.option("--judge-model", help="Judge model (default: the model under test).")
-@click.option("--judge-backend", type=click.Choice(["vllm", "hf", "openai"]), help="Judge backend.")
-@click.option("--judge-base-url", help="Judge server URL (openai backend).")
-@click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code.")
-@click.option("--no-progress", is_flag=True)
-@label_option
-@limit_options
+@method_options()
+@progress_option
 @verbose_option
-def run(model, backend, dataset, methods, out, label, label_field, subset, view, person, n_votes, temperature, top_p,
-        seed, answer_tokens, probe_tokens, constrain, batch_size, hf_batch_size, prompts_dir, enable_thinking, dtype,
-        tokenizer, tensor_parallel_size, pipeline_parallel_size, data_parallel_size,
-        distributed_executor_backend, gpu_memory_utilization,
-        max_model_len, base_urls, max_concurrency, top_logprobs, api_key_env, judge_tokens, aware_tol, min_coverage, words, aware_boundary, full_vocab, judge_model, judge_backend, judge_base_url,
-        trust_remote_code, no_progress) -> None:
+def run(opts: RunOptions, method_opts: MethodOptions, methods: str, out: str, seed: int,
+        progress: bool) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
     \b
@@ -244,58 +181,24 @@ def run(model, backend, dataset, methods, out, label, label_field, subset, view,
       evalaware run --model smollm2 --backend hf --dataset logs/ --view full --person third \\
           --methods binary --out runs/inspect
     """
-    from contextlib import ExitStack
-
-    from .datasets import resolve_dataset
-    from .methods import MethodConfig
-    from .prompts import PromptLibrary
-    from .run_lock import run_dir_lock
-    from .runner import check_backend, check_methods, open_backend, run_methods
-    from .store import Store
-    from .token_limits import default_token_limits
-    from tokenization import TargetWords
-
     # Everything that can be checked without a model, before any engine starts (exit 2).
     method_list = check_methods(_methods_option(methods))
-    _check_run_numbers(n_votes=n_votes, answer_tokens=answer_tokens, probe_tokens=probe_tokens,
-                       judge_tokens=judge_tokens, batch_size=batch_size, hf_batch_size=hf_batch_size)
-    if any(m.startswith("logprob") for m in method_list):
-        try:
-            TargetWords.parse(words)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--words") from None
-    opts = dict(dtype=dtype, tokenizer=tokenizer, batch_size=hf_batch_size, tensor_parallel_size=tensor_parallel_size,
-                pipeline_parallel_size=pipeline_parallel_size, data_parallel_size=data_parallel_size,
-                distributed_executor_backend=distributed_executor_backend, max_concurrency=max_concurrency,
-                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                base_url=list(base_urls) or None, top_logprobs=top_logprobs, api_key=os.environ.get(api_key_env) if backend == "openai" else None,
-                trust_remote_code=trust_remote_code or None)
-    check_backend(backend, model, opts)
-    judge_spec = _judge_spec(method_list, model, backend, judge_model, judge_backend, judge_base_url,
-                             api_key_env)
-    samples = subset(read_samples(dataset, label, label_field))
-    prompts = PromptLibrary(prompts_dir)
-    template_kwargs = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+    opts.check_model()
+    separate_judge = opts.check_judge(needs_judge(method_list))
+    samples = opts.samples()
+    prompts = method_opts.prompts()
+    template_kwargs = opts.engine.template_kwargs
     # Every backend opened here is closed on every way out (errors, Ctrl-C).
     with run_dir_lock(out, command="evalaware run"), ExitStack() as backends:
-        engine = backends.enter_context(open_backend(backend, model, **opts))
-        judge = None
-        if judge_spec == "model":
-            judge = engine
-        elif judge_spec is not None:
-            judge = backends.enter_context(open_backend(judge_spec[0], judge_spec[1], role="judge",
-                                                        **judge_spec[2]))
-        limits = default_token_limits(engine.tokenizer, template_kwargs, answer_tokens=answer_tokens,
-                                      probe_tokens=probe_tokens, judge_tokens=judge_tokens)
-        config = MethodConfig(view=view, person=person, n_votes=n_votes, temperature=temperature,
-                              top_p=top_p, seed=seed, aware_tol=aware_tol, constrain=constrain,
-                              min_coverage=min_coverage, words=words, aware_boundary=aware_boundary,
-                              full_vocab=full_vocab, **limits)
+        engine = opts.open_model(backends)
+        judge = opts.open_judge(backends) if separate_judge else (
+            engine if needs_judge(method_list) else None)
+        config = method_opts.config(engine.tokenizer, template_kwargs, seed)
         summary = run_methods(samples, method_list, engine, out, config=config,
                               prompts=prompts, template_kwargs=template_kwargs,
-                              judge=judge, batch_size=batch_size,
-                              dataset_path=resolve_dataset(dataset), progress=not no_progress)
-    store = Store(out, create=False)
+                              judge=judge, batch_size=method_opts.batch_size,
+                              dataset_path=opts.dataset_path, progress=progress)
+    store = RunLog(out, create=False)
     click.echo(f"\nrun directory: {out}")
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
     _print_summary(store, method_list)
@@ -303,46 +206,15 @@ def run(model, backend, dataset, methods, out, label, label_field, subset, view,
     click.echo(f"{n} records exported to {Path(out) / 'results.jsonl'}")
 
 
-def _check_run_numbers(**values: int | None) -> None:
-    """Counts that must be positive when given."""
-    bad = [k for k, v in values.items() if v is not None and v < 1]
-    if bad:
-        raise click.UsageError(", ".join("--" + k.replace("_", "-") for k in bad) + " must be at least 1")
-
-
-def _judge_spec(methods: list[str], model: str, backend: str, judge_model: str | None,
-                judge_backend: str | None, judge_base_url: str | None, api_key_env: str):
-    """None (no method needs a judge), "model" (the model under test judges), or the
-    (backend, model, options) of a separate judge, checked without loading it."""
-    from . import console
-    from .runner import check_backend, needs_judge
-
-    if not needs_judge(methods):
-        if judge_model or judge_backend or judge_base_url:
-            console.status("note: no method of this run needs a judge; the --judge-* options are not used")
-        return None
-    kind = judge_backend or backend
-    if (judge_model or model) == model and kind == backend and not judge_base_url:
-        return "model"
-    opts = dict(base_url=judge_base_url, api_key=os.environ.get(api_key_env))
-    check_backend(kind, judge_model or model, opts,
-                  flags={"base_url": "--judge-base-url", "top_logprobs": "--top-logprobs"})
-    return kind, judge_model or model, opts
-
-
 def _print_summary(store, methods) -> None:
     """Per method: accuracy, undecided, excluded answers, answers cut at the token limit, judge
     verdicts unusable / with no verified quote, the AUROC of the score (label probability
     for binary/probability) and the excluded answers by kind (e.g. `no_signal`). Rows are marked constrained / self-judged from the run's settings."""
-    from .metrics import answer_errors, per_class_accuracy, roc_auc, scored
-    from .report import method_label
-    from .run_monitor import tally
-
     man = store.get_meta("manifest", {}) or {}
     click.echo(f"{'method':<32} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
                f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}  excluded")
     for m in methods:
-        recs = store.results(m)
+        recs = store.result_dicts(m)
         acc = per_class_accuracy(recs)
         t = tally(recs)
         auc = roc_auc(*scored(recs))
@@ -366,9 +238,7 @@ def show(run_dir: str) -> None:
     Example:
       evalaware show runs/demo
     """
-    from .store import Store
-
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     man = store.get_meta("manifest", {})
     click.echo(f"model: {man.get('model', {}).get('model')}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")
     click.echo(f"samples: {len(store.samples())}  cached calls: {store.count_calls()}")
@@ -391,27 +261,14 @@ def export(run_dir: str, out: str | None) -> None:
     Example:
       evalaware export runs/demo --out demo.jsonl
     """
-    from .store import Store
-
     path = out or str(Path(run_dir) / "results.jsonl")
-    n = Store(run_dir, create=False).export_jsonl(path)
+    n = RunLog(run_dir, create=False).export_jsonl(path)
     click.echo(f"{n} records -> {path}")
 
 
-def _attach_plugins() -> None:
-    for module, attr in PLUGINS:
-        try:
-            mod = import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name and module.startswith(e.name):
-                continue
-            raise
-        cmd = getattr(mod, attr, None)
-        if isinstance(cmd, click.Command) and attr not in cli.commands:
-            cli.add_command(cmd, attr)
-
-
-_attach_plugins()
+# Command groups that live in other modules, attached by name.
+for _group in (tokens, report, activations, probes, taxonomy, steer):
+    cli.add_command(_group)
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ from .inspect_logs import is_inspect_log, read_logs
 from .sample import LABELS, Message, Sample, SampleMeta
 from .textio import read_utf8
 
-_Ctx = RecordContext  # the former name (harness.store imports it)
 
 DEMO_DATASET = "demo"
 # Needham et al. (2025): two human annotators gave each transcript a P(eval).

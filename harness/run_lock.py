@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from .errors import EvalAwareError, StoreError
-from .store import STORE_NAME
+from .runlog import LOG_NAME as STORE_NAME
 
 LOCK_NAME = ".evalaware-lock"
 

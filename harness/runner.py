@@ -16,7 +16,9 @@ from tqdm.auto import tqdm
 
 from . import console
 from .backends.base import Backend
-from .backends.vllm import refuse_data_parallel  # imports vllm itself only when an engine starts
+from .backends.hf import HFBackend
+from .backends.openai import OpenAIBackend
+from .backends.vllm import VLLMBackend, refuse_data_parallel  # vllm itself: when an engine starts
 from .cache import CachedBackend
 from .errors import EvalAwareError, StoreError
 from .fingerprint import local_model_path
@@ -27,27 +29,23 @@ from .render import Renderer
 from .run_lock import writes_run_dir
 from .run_monitor import RunMonitor, default_say
 from .sample import Sample
-from .store import Store
+from .runlog import RunLog
 
-BACKENDS = ("vllm", "hf", "openai")
+BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
+                                              "openai": OpenAIBackend}
+BACKENDS = tuple(BACKEND_CLASSES)
 
 
 def make_backend(kind: str, model: str, **opts: Any) -> Backend:
     """Create a backend by name; options not meant for it are dropped when None."""
     opts = {k: v for k, v in opts.items() if v is not None}
     if kind == "hf":
-        from .backends.hf import HFBackend
-
         keep = {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer"}
         return HFBackend(model, **{k: v for k, v in opts.items() if k in keep})
     if kind == "vllm":
-        from .backends.vllm import VLLMBackend
-
         drop = {"device", "batch_size", "base_url", "api_key", "max_concurrency", "top_logprobs"}
         return VLLMBackend(model, **{k: v for k, v in opts.items() if k not in drop})
     if kind == "openai":
-        from .backends.openai import OpenAIBackend
-
         keep = {"base_url", "api_key", "tokenizer", "max_concurrency", "timeout", "max_retries",
                 "top_logprobs"}
         return OpenAIBackend(model=model, **{k: v for k, v in opts.items() if k in keep})
@@ -113,7 +111,7 @@ def needs_judge(methods: Sequence[str]) -> bool:
     return any(m in registry and registry[m].needs_judge for m in methods)
 
 
-def _check_same(store: Store, key: str, value: Any, what: str) -> None:
+def _check_same(store: RunLog, key: str, value: Any, what: str) -> None:
     old = store.get_meta(key)
     if old is None:
         store.set_meta(key, value)
@@ -144,7 +142,11 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
     prompts = prompts or PromptLibrary()
     registry = available()
     check_methods(methods)
-    store = Store(run_dir)
+    for b in (backend, judge) if config.constrain else ():
+        if b is not None and not b.capabilities.structured_output:
+            raise EvalAwareError(f"--constrain: the {b.kind} backend ({b.device}) cannot hold "
+                                 f"answers to a grammar (no structured output)")
+    store = RunLog(run_dir)
     cached = CachedBackend(backend, store)
     judge_cached = CachedBackend(judge, store) if judge is not None else None
     renderer = Renderer(backend.tokenizer, dict(template_kwargs or {}))
@@ -170,8 +172,8 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
                        disable=not progress, dynamic_ncols=True)
             for batch in chunks(todo, batch_size):
                 records = method.run_batch(batch)
-                store.put_results(name, records)
-                monitor.add(name, records)
+                store.put_results(name, records, ctx.log.take())
+                monitor.add(name, [r.to_dict() for r in records])
                 bar.update(len(batch))
             bar.close()
             summary[name] = {"skipped": len(samples) - len(todo), "computed": len(todo)}
@@ -189,10 +191,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
             "calls": _calls(cached, judge_cached),
             **(extra_manifest or {}),
         })
-        history = store.get_meta("manifests", [])
-        store.set_meta("manifests", history + [manifest])
-        store.set_meta("manifest", manifest)
-        (Path(run_dir) / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        store.write_manifest(manifest)
         store.close()
     summary["_calls"] = _calls(cached, judge_cached)
     return summary

@@ -34,22 +34,21 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from harness.errors import StoreError
-from harness.store import Store
+from harness.runlog import RunLog, TableSpec
 
 DTYPES = {"fp16": torch.float16, "float16": torch.float16, "bf16": torch.bfloat16,
           "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32}
 CANONICAL_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS act_index (capture TEXT NOT NULL, sample_id TEXT NOT NULL,
-    pooling TEXT NOT NULL, layer INTEGER NOT NULL, shape TEXT NOT NULL, shard INTEGER NOT NULL,
-    offset INTEGER NOT NULL, PRIMARY KEY (capture, pooling, layer, sample_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS act_samples (capture TEXT NOT NULL, sample_id TEXT NOT NULL,
-    shard TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (capture, sample_id));
-CREATE TABLE IF NOT EXISTS act_shards (capture TEXT NOT NULL, shard TEXT NOT NULL,
-    n_samples INTEGER NOT NULL, bytes INTEGER NOT NULL, sha256 TEXT NOT NULL,
-    created REAL NOT NULL, PRIMARY KEY (capture, shard));
-"""
+ACT_INDEX = TableSpec("act_index", (
+    ("capture", "TEXT"), ("sample_id", "TEXT"), ("pooling", "TEXT"), ("layer", "INTEGER"),
+    ("shape", "TEXT"), ("shard", "INTEGER"), ("offset", "INTEGER")),
+    ("capture", "pooling", "layer", "sample_id"), without_rowid=True)
+ACT_SAMPLES = TableSpec("act_samples", (("capture", "TEXT"), ("sample_id", "TEXT"), ("shard", "TEXT"),
+                                        ("info", "TEXT")), ("capture", "sample_id"))
+ACT_SHARDS = TableSpec("act_shards", (
+    ("capture", "TEXT"), ("shard", "TEXT"), ("n_samples", "INTEGER"), ("bytes", "INTEGER"),
+    ("sha256", "TEXT"), ("created", "REAL")), ("capture", "shard"))
 
 
 @dataclass
@@ -80,11 +79,13 @@ def _sha256(path: Path) -> str:
 class ActivationStore:
     """Pooled activations of one capture (a name) inside a run directory."""
 
-    def __init__(self, store: Store, capture: str = "default") -> None:
+    def __init__(self, store: RunLog, capture: str = "default") -> None:
         if not capture or "/" in capture or capture.startswith("."):
             raise StoreError(f"bad capture name {capture!r}")
         self.store, self.capture = store, capture
-        store.ensure_schema(SCHEMA)
+        self.index, self.sample_rows = store.table(ACT_INDEX), store.table(ACT_SAMPLES)
+        self.shard_rows = store.table(ACT_SHARDS)
+        self.where = {"capture": capture}
         self.dir = store.run_dir / "activations" / capture
         self.meta_key = f"activations/{capture}"
 
@@ -122,14 +123,10 @@ class ActivationStore:
 
     # --- writing -------------------------------------------------------------------------
     def shards(self) -> list[str]:
-        rows = self.store.db.execute("SELECT shard FROM act_shards WHERE capture=? ORDER BY shard",
-                                     (self.capture,))
-        return [r[0] for r in rows]
+        return [r[0] for r in self.shard_rows.select(["shard"], self.where, order_by=["shard"])]
 
     def done_ids(self) -> set[str]:
-        rows = self.store.db.execute("SELECT sample_id FROM act_samples WHERE capture=?",
-                                     (self.capture,))
-        return {r[0] for r in rows}
+        return {r[0] for r in self.sample_rows.select(["sample_id"], self.where)}
 
     def _next_shard(self) -> int:
         return max((shard_number(s) + 1 for s in self.shards()), default=0)
@@ -173,28 +170,24 @@ class ActivationStore:
     def _index_shard(self, name: str, final: Path, index: list[tuple[Any, ...]],
                      rows: Sequence[CapturedSample]) -> None:
         size, digest = final.stat().st_size, _sha256(final)
-        with self.store.transaction() as db:
-            db.executemany("INSERT INTO act_index VALUES (?, ?, ?, ?, ?, ?, ?)", index)
-            db.executemany("INSERT INTO act_samples VALUES (?, ?, ?, ?)",
-                           [(self.capture, r.sample_id, name, json.dumps(r.info, sort_keys=True))
-                            for r in rows])
-            db.execute("INSERT INTO act_shards VALUES (?, ?, ?, ?, ?, ?)",
-                       (self.capture, name, len(rows), size, digest, time.time()))
+        with self.store.transaction():
+            self.index.insert(index)
+            self.sample_rows.insert([(self.capture, r.sample_id, name,
+                                      json.dumps(r.info, sort_keys=True)) for r in rows])
+            self.shard_rows.insert([(self.capture, name, len(rows), size, digest, time.time())])
 
     # --- reading -------------------------------------------------------------------------
     def poolings(self) -> list[str]:
-        rows = self.store.db.execute("SELECT DISTINCT pooling FROM act_index WHERE capture=? "
-                                     "ORDER BY pooling", (self.capture,))
-        return [r[0] for r in rows]
+        return [r[0] for r in self.index.select(["pooling"], self.where, order_by=["pooling"],
+                                                distinct=True)]
 
     def layers(self) -> list[int]:
         s = self.settings
         return list(s["layers"]) if s else []
 
     def sample_info(self) -> dict[str, dict[str, Any]]:
-        rows = self.store.db.execute("SELECT sample_id, info FROM act_samples WHERE capture=?",
-                                     (self.capture,))
-        return {sid: json.loads(info) for sid, info in rows}
+        return {sid: json.loads(info)
+                for sid, info in self.sample_rows.select(["sample_id", "info"], self.where)}
 
     def load(self, pooling: str, layers: Iterable[int] | None = None,
              sample_ids: Sequence[str] | None = None) -> tuple[list[str], dict[int, np.ndarray]]:
@@ -206,10 +199,10 @@ class ActivationStore:
         if missing:
             raise StoreError(f"capture {self.capture!r} has no layer(s) {missing}; captured: "
                              f"{self.layers()}")
-        q = ("SELECT i.sample_id, i.layer, i.shard, i.offset FROM act_index i "
-             "LEFT JOIN samples s ON s.sample_id = i.sample_id "
-             "WHERE i.capture=? AND i.pooling=? ORDER BY s.position, i.sample_id")
-        rows = self.store.db.execute(q, (self.capture, pooling)).fetchall()
+        rows = self.index.select(["sample_id", "layer", "shard", "offset"],
+                                 {**self.where, "pooling": pooling})
+        position = self.store.sample_positions()  # run order; unknown ids first, then by id
+        rows.sort(key=lambda r: (position.get(r[0], -1), r[0]))
         if not rows:
             raise StoreError(f"capture {self.capture!r} has no vectors for pooling {pooling!r}; "
                              f"available: {', '.join(self.poolings()) or 'none'}")
@@ -240,26 +233,16 @@ class ActivationStore:
     def stats(self) -> dict[str, Any]:
         """Sizes: shard bytes per sample vs the theoretical n_layers x hidden x bytes per vector."""
         s = self.settings or {}
-        n_samples, n_bytes = self.store.db.execute(
-            "SELECT COALESCE(SUM(n_samples), 0), COALESCE(SUM(bytes), 0) FROM act_shards "
-            "WHERE capture=?", (self.capture,)).fetchone()
-        n_vectors = self.store.db.execute("SELECT COUNT(*) FROM act_index WHERE capture=?",
-                                          (self.capture,)).fetchone()[0]
-        index_bytes = self.store.db.execute(
-            "SELECT COALESCE(SUM(LENGTH(capture) + LENGTH(sample_id) + LENGTH(pooling) + "
-            "LENGTH(shape) + 12), 0) FROM act_index WHERE capture=?",
-            (self.capture,)).fetchone()[0]
-        try:  # actual pages of the index table (all captures), where SQLite has dbstat
-            index_db = self.store.db.execute(
-                "SELECT SUM(pgsize) FROM dbstat WHERE name='act_index'").fetchone()[0]
-        except Exception:
-            index_db = None
+        n_samples = self.shard_rows.total("n_samples", self.where)
+        n_bytes = self.shard_rows.total("bytes", self.where)
+        keys = self.index.select(["sample_id", "pooling", "shape"], self.where)
+        n_vectors = len(keys)
+        index_bytes = sum(len(self.capture) + len(a) + len(b) + len(c) + 12 for a, b, c in keys)
+        index_db = self.index.page_bytes()  # actual pages of the table (all captures)
         itemsize = torch.tensor([], dtype=DTYPES[s.get("dtype", "fp16")]).element_size()
         hidden = int(s.get("hidden_size", 0))
         payload = n_vectors * hidden * itemsize
-        per_pooling = dict(self.store.db.execute(
-            "SELECT pooling, COUNT(*) FROM act_index WHERE capture=? GROUP BY pooling",
-            (self.capture,)).fetchall())
+        per_pooling = self.index.count_by("pooling", self.where)
         n_layers = len(s.get("layers", []))
         return {
             "samples": int(n_samples), "shards": len(self.shards()), "shard_bytes": int(n_bytes),

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import EvalAwareError
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .activation_store import ActivationStore
 from harness.metrics import roc_auc
@@ -28,7 +28,7 @@ def ids_digest(ids: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
 
 
-def train_and_save(store: Store, capture: str, pooling: str, layer: int | str, out_dir: str | Path,
+def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, out_dir: str | Path,
                    probe: str = "logreg", cfg: EvalConfig | None = None,
                    progress: bool = True) -> tuple[Path, dict[str, Any]]:
     """Pick the layer (``"best"`` = highest grouped-CV AUROC), record its CV scores under every
@@ -75,7 +75,7 @@ def train_and_save(store: Store, capture: str, pooling: str, layer: int | str, o
     return save_probe(out_dir, linear_params(pipe), meta), meta
 
 
-def apply_probe(probe: LinearProbe, store: Store, capture: str = "default",
+def apply_probe(probe: LinearProbe, store: RunLog, capture: str = "default",
                 write: bool = False, method: str = "probe", force: bool = False,
                 allow_train_overlap: bool = False) -> dict[str, Any]:
     """Score the capture's activations; optionally write records. Returns scores and AUROC."""
@@ -113,7 +113,7 @@ def apply_probe(probe: LinearProbe, store: Store, capture: str = "default",
     return res
 
 
-def write_oof_records(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",
+def write_oof_records(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",
                       scheme: str = "grouped", cfg: EvalConfig | None = None,
                       method: str = "probe", selection: dict[str, Any] | None = None) -> int:
     """Out-of-fold scores of one probe configuration as method records (honest: every sample is

@@ -12,14 +12,17 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.errors import EvalAwareError
+from harness.manifest import git_revision, package_versions
 from harness.run_lock import writes_run_dir
+from harness.runner import open_backend
 from harness.sample import Sample
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .activation_store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
 from .hooks import capture_pooled, num_layers
 from .pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
 from .sequences import CaptureItem, build_items
+from .vllm_hidden import VLLMEngine
 
 LAYER_CONVENTION = ("hf: id i < L is the residual stream entering block i (0 = embeddings); "
                     "id L is the last block's output after the final norm")
@@ -90,6 +93,9 @@ class HFEngine:
     convention = LAYER_CONVENTION
 
     def __init__(self, backend: Any) -> None:
+        if not backend.capabilities.hidden_states:
+            raise EvalAwareError(f"the {backend.kind} backend holds no local model to hook for "
+                                 f"activations; capture with --engine hf or vllm")
         self.backend = backend
         self.model = backend.model
         self.tokenizer = backend.tokenizer
@@ -100,12 +106,12 @@ class HFEngine:
     def pooled(self, items: Sequence[CaptureItem], layers: Sequence[int],
                poolings: Sequence[str]) -> torch.Tensor:
         """(batch, n_poolings, n_layers, hidden) float32."""
-        ids, mask, pos = self.backend._left_pad([it.ids for it in items])
+        ids, mask, pos = self.backend.left_pad([it.ids for it in items])
         w = pooling_weights([it.spans for it in items], poolings, ids.shape[1])
         return capture_pooled(self.model, ids, mask, pos, layers, w)
 
 
-def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence[str],
+def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequence[str],
             dtype: str = "fp16", name: str = "default", batch_size: int = 8,
             shard_size: int = 64, method: str | None = None,
             evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
@@ -117,7 +123,7 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
 
     `engine` is an :class:`HFEngine` or a :class:`probes.vllm_hidden.VLLMEngine`."""
     if dtype not in DTYPES:
-        raise EvalAwareError(f"--dtype {dtype!r}: use fp16, bf16 or fp32")
+        raise EvalAwareError(f"--store-dtype {dtype!r}: use fp16, bf16 or fp32")
     dtype = CANONICAL_DTYPE.get(str(DTYPES[dtype]).replace("torch.", ""), dtype)
     if batch_size < 1 or shard_size < 1:
         raise EvalAwareError("--batch-size and --shard-size must be positive")
@@ -165,7 +171,7 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
                     v = pooled[b, j]
                     if not np.isfinite(v.astype(DTYPES_NP[dtype])).all():
                         raise EvalAwareError(f"sample {it.sample_id}: {p} overflows {dtype}; "
-                                             f"use --dtype bf16")
+                                             f"use --store-dtype bf16")
                     vecs[p] = v
                 else:
                     absent[p] += 1
@@ -182,18 +188,11 @@ def capture(store: Store, engine: Any, layers: Sequence[int], poolings: Sequence
                           removed_files=removed, stats=acts.stats(), absent=absent)
 
 
-def _record_in_manifest(store: Store, name: str, settings: dict[str, Any]) -> None:
+def _record_in_manifest(store: RunLog, name: str, settings: dict[str, Any]) -> None:
     """Add the capture (settings, package versions, git revision) to the run manifest."""
-    import json
-
-    from harness.manifest import git_revision, package_versions
-
-    man = store.get_meta("manifest") or {}
-    man.setdefault("activations", {})[name] = {
+    store.add_to_manifest("activations", name, {
         **settings, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "packages": package_versions(), "git_revision": git_revision()}
-    store.set_meta("manifest", man)
-    (store.run_dir / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True))
+        "packages": package_versions(), "git_revision": git_revision()})
 
 
 DTYPES_NP = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32}
@@ -208,12 +207,15 @@ def run_capture(run_dir: str | Path, layers: str = "all",
                 evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
                 engine: str = "hf", device: str | None = None, progress: bool = True,
                 backend: Any | None = None, sequence: str = "auto",
-                subset: Callable[[list[Sample]], list[Sample]] | None = None) -> CaptureSummary:
+                subset: Callable[[list[Sample]], list[Sample]] | None = None,
+                engine_opts: dict[str, Any] | None = None) -> CaptureSummary:
     """Hold the run directory, open the run, load its model (`model` overrides the manifest's),
-    capture the run's samples (those `subset` chooses, e.g. ``--limit``).
+    capture the run's samples (those `subset` chooses, e.g. ``--limit``). `engine_opts`: how the
+    model is loaded (dtype, trust_remote_code, ...; :class:`harness.cli_options.EngineOptions`);
+    `dtype` is the storage dtype of the activations.
 
     `backend` (an already loaded HFBackend) skips loading, for tests and benchmarks."""
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     eng: Any = None
     own_backend = backend is None
     try:
@@ -226,14 +228,13 @@ def run_capture(run_dir: str | Path, layers: str = "all",
         pools = parse_poolings(poolings)
         if engine == "hf":
             if backend is None:
-                from harness.runner import open_backend
-
-                backend = open_backend("hf", name_or_path, device=device, batch_size=batch_size)
+                backend = open_backend("hf", name_or_path, **{**(engine_opts or {}), "device": device,
+                                                              "batch_size": batch_size})
             eng = HFEngine(backend)
         elif engine == "vllm":
-            from .vllm_hidden import VLLMEngine
-
-            eng = VLLMEngine(name_or_path)
+            keep = ("dtype", "gpu_memory_utilization", "max_model_len", "trust_remote_code")
+            eng = VLLMEngine(name_or_path, **{k: v for k, v in (engine_opts or {}).items()
+                                              if k in keep and v is not None})
         else:
             raise EvalAwareError(f"--engine {engine!r}: use hf or vllm")
         want = run_identity.get("weights_sha256")

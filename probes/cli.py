@@ -1,20 +1,28 @@
-"""`evalaware activations ...` and `evalaware probes ...` (attached by harness.cli's PLUGINS)."""
+"""`evalaware activations ...` and `evalaware probes ...` (attached by harness.cli)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import click
 
-from harness.cli_options import limit_options, verbose_option
+from harness.cli_options import RunOptions, limit_options, progress_option, run_options, verbose_option
 from harness.errors import EvalAwareError
+from harness.run_lock import run_dir_lock
+from harness.runlog import RunLog
 
+from .activation_store import ActivationStore
+from .capture import run_capture
+from .io import load_probe
+from .plot import auroc_by_layer
 from .pooling import DEFAULT_POOLINGS, POOLINGS
 
+STORE_DTYPES = ("fp16", "bf16", "fp32")
 _RUN = click.option("--run", "run_dir", required=True, type=click.Path(exists=True, file_okay=False),
                     help="Run directory (made by `evalaware run`).")
 _NAME = click.option("--name", default="default", show_default=True,
@@ -26,9 +34,7 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def _open(run_dir: str):
-    from harness.store import Store
-
-    return Store(run_dir, create=False)
+    return RunLog(run_dir, create=False)
 
 
 def _fmt(x: Any) -> str:
@@ -47,11 +53,12 @@ def activations() -> None:
               help="all | every:K | comma list (0 = embeddings, -1 = last).")
 @click.option("--pooling", default=",".join(DEFAULT_POOLINGS), show_default=True,
               help=f"Comma list of {', '.join(POOLINGS)}.")
-@click.option("--dtype", type=click.Choice(["fp16", "bf16", "fp32"]), default="fp16", show_default=True,
-              help="Storage dtype of the shards (the model runs in its own dtype).")
-@click.option("--model", help="Override the run's model (asset name, path or cached hub id).")
+@click.option("--store-dtype", type=click.Choice(STORE_DTYPES), default="fp16", show_default=True,
+              help="Storage dtype of the shards (--dtype is the model's dtype, as in every command).")
+@run_options(dataset=None, judge=False, backends=("hf", "vllm"), default_backend="hf", engine_alias=True,
+             model_help="Override the run's model (asset name, path or cached hub id).")
 @_NAME
-@click.option("--batch-size", type=int, default=8, show_default=True)
+@click.option("--batch-size", type=int, default=8, show_default=True, help="Samples per forward pass.")
 @click.option("--shard-size", type=int, default=64, show_default=True, help="Samples per shard.")
 @click.option("--method", help="Take the answer settings from this method's (default: reasoning, "
                                "motivation, binary, ... whichever the run has).")
@@ -62,29 +69,46 @@ def activations() -> None:
               show_default=True, help="answer: prompt + answer. reasoning: the sequence the "
               "reasoning judge read (elicited traces use their own prompt). auto: reasoning when "
               "the run has reasoning records.")
-@click.option("--engine", type=click.Choice(["hf", "vllm"]), default="hf", show_default=True,
-              help="hf: forward hooks (CPU/GPU). vllm: extract_hidden_states (last id pre-norm).")
-@click.option("--device", help="hf engine: cpu, cuda, cuda:1 ...")
-@click.option("--no-progress", is_flag=True)
+@click.option("--device", help="hf backend: cpu, cuda, cuda:1 ...")
 @limit_options
+@progress_option
 @verbose_option
-def capture_cmd(run_dir, layers, pooling, dtype, model, name, batch_size, shard_size, method,
-                evidence_methods, no_answer, sequence, engine, device, no_progress, subset) -> None:
+def capture_cmd(run_dir, layers, pooling, store_dtype, opts: RunOptions, name, batch_size, shard_size,
+                method, evidence_methods, no_answer, sequence, device, progress, subset) -> None:
     """Capture pooled activations for every sample of RUN; resumable (re-run after an interrupt).
+
+    The model's dtype and engine settings are those of `evalaware run` (--dtype, --max-model-len,
+    --gpu-memory-utilization, --trust-remote-code); the backend is hf (forward hooks, CPU/GPU) or
+    vllm (extract_hidden_states; the last layer id is taken before the final norm).
 
     \b
     Examples:
       evalaware activations capture --run runs/demo
-      evalaware activations capture --run runs/demo --layers every:3 --pooling last_prompt --dtype bf16
-      evalaware activations capture --run runs/qwen --engine vllm --layers 0,12,24,36
+      evalaware activations capture --run runs/demo --layers every:3 --pooling last_prompt --store-dtype bf16
+      evalaware activations capture --run runs/qwen --backend vllm --layers 0,12,24,36
     """
-    from .capture import run_capture
-
-    s = run_capture(run_dir, layers=layers, poolings=pooling, dtype=dtype, model=model, name=name,
-                    batch_size=batch_size, shard_size=shard_size, method=method,
+    eng = opts.engine
+    if eng.dtype in STORE_DTYPES:
+        raise click.UsageError(f"--dtype {eng.dtype}: --dtype is the model's dtype now (as in "
+                               f"`evalaware run`); the shards' storage dtype is --store-dtype {eng.dtype}")
+    unused = [flag for flag, v in (("--tensor-parallel-size", eng.tensor_parallel_size),
+                                   ("--pipeline-parallel-size", eng.pipeline_parallel_size),
+                                   ("--data-parallel-size", eng.data_parallel_size),
+                                   ("--distributed-executor-backend", eng.distributed_executor_backend),
+                                   ("--base-url", eng.base_urls or None),
+                                   ("--max-concurrency", eng.max_concurrency),
+                                   ("--top-logprobs", eng.top_logprobs),
+                                   ("--enable-thinking/--disable-thinking", eng.enable_thinking)) if v is not None]
+    if unused:
+        raise click.UsageError(f"activations capture does not take {', '.join(unused)} (the "
+                               "sequences and their chat template come from the run)")
+    if opts.model:
+        opts.check_model()
+    s = run_capture(run_dir, layers=layers, poolings=pooling, dtype=store_dtype, model=opts.model,
+                    name=name, batch_size=batch_size, shard_size=shard_size, method=method,
                     evidence_methods=_csv(evidence_methods) or [], include_answer=not no_answer,
-                    engine=engine, device=device, progress=not no_progress, sequence=sequence,
-                    subset=subset)
+                    engine=opts.backend, device=device, progress=progress, sequence=sequence,
+                    subset=subset, engine_opts=opts.model_opts())
     click.echo(f"captured {s.samples_captured} samples ({s.samples_done_before} already done) in "
                f"{s.seconds:.1f} s: {s.samples_per_s:.2f} samples/s, {s.tokens} tokens, "
                f"{s.shards_written} new shard(s)")
@@ -115,8 +139,6 @@ def info_cmd(run_dir, name) -> None:
     Example:
       evalaware activations info --run runs/demo
     """
-    from .activation_store import ActivationStore
-
     acts = ActivationStore(_open(run_dir), name)
     if acts.settings is None:
         raise EvalAwareError(f"{run_dir}: no capture named {name!r}")
@@ -155,7 +177,7 @@ def _eval_options(f):
 
 
 def _config(label_source, schemes, group_key, family_key, n_splits, C, n_boot, ci_by, seed, **extra):
-    from .train import EvalConfig
+    from .train import EvalConfig  # .train, .apply: scikit-learn (~1.4 s), not at CLI start-up
 
     return EvalConfig(label_source=label_source, schemes=tuple(_csv(schemes) or ()),
                       group_key=group_key, family_key=family_key, n_splits=n_splits, C=C,
@@ -203,18 +225,13 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
 
 def _writing(run_dir: str, writes: bool):
     """Hold RUN for writing when the command writes into it; a reader takes no lock."""
-    from contextlib import nullcontext
-
-    from harness.run_lock import run_dir_lock
-
     return run_dir_lock(run_dir, create=False) if writes else nullcontext()
 
 
 def _eval(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name,
           no_progress) -> None:
     """The sweep of `probes eval`, its files and (with --write-records) its records."""
-    from .apply import write_oof_records
-    from .plot import auroc_by_layer
+    from .apply import write_oof_records  # scikit-learn (see _config)
     from .train import evaluate
 
     store = _open(run_dir)
@@ -317,7 +334,7 @@ def train_cmd(run_dir, name, pooling, layer, probe_kind, out_dir, no_progress, *
     Example:
       evalaware probes train --run runs/demo --pooling last_prompt --layer best --out probes/smollm2
     """
-    from .apply import train_and_save
+    from .apply import train_and_save  # scikit-learn (see _config)
 
     if layer != "best":
         try:
@@ -353,8 +370,7 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
       evalaware probes apply --probe probes/smollm2 --run runs/new --write-records
       evalaware probes apply --probe probes/smollm2 --run runs/new --out scores.jsonl
     """
-    from .apply import apply_probe
-    from .io import load_probe
+    from .apply import apply_probe  # scikit-learn (see _config)
 
     probe = load_probe(probe_dir)
     with _writing(run_dir, write_records):

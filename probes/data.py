@@ -18,7 +18,7 @@ from harness.errors import EvalAwareError
 from harness.methods.base import sample_view
 from harness.render import format_transcript
 from harness.sample import Sample
-from harness.store import Store
+from harness.runlog import RunLog
 
 
 @dataclass
@@ -54,7 +54,7 @@ def meta_value(sample: Sample, key: str) -> str:
     return str(v) if v is not None else ""
 
 
-def labels(store: Store, samples: Sequence[Sample], source: str = "truth") -> dict[str, int]:
+def labels(store: RunLog, samples: Sequence[Sample], source: str = "truth") -> dict[str, int]:
     """{sample_id: 0/1} for the samples that have a label under `source`."""
     if source == "truth":
         return {s.id: int(s.label == "eval") for s in samples}
@@ -62,12 +62,12 @@ def labels(store: Store, samples: Sequence[Sample], source: str = "truth") -> di
     if not recs:
         raise EvalAwareError(f"{store.run_dir}: no records of method {source!r} to take labels "
                              f"from; methods in this run: {', '.join(store.methods()) or 'none'}")
-    pred = {r["sample_id"]: r.get("prediction") for r in recs}
+    pred = {r.sample_id: r.prediction for r in recs}
     return {s.id: int(pred[s.id] == "eval") for s in samples
             if pred.get(s.id) in ("eval", "deploy")}
 
 
-def probe_data(store: Store, sample_ids: Sequence[str], label_source: str = "truth",
+def probe_data(store: RunLog, sample_ids: Sequence[str], label_source: str = "truth",
                group_key: str = "category", family_key: str = "family",
                info: dict[str, dict[str, Any]] | None = None) -> ProbeData:
     """ProbeData for `sample_ids` (in that order). `family_key` falls back to `group_key` when no

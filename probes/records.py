@@ -7,36 +7,29 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.store import Store
+from harness.records import Record
+from harness.runlog import RunLog
 
 
-def probe_records(store: Store, sample_ids: Sequence[str], proba: np.ndarray,
+def probe_records(store: RunLog, sample_ids: Sequence[str], proba: np.ndarray,
                   decision: np.ndarray, details: dict[str, Any],
                   per_sample: Sequence[dict[str, Any]] | None = None,
-                  method: str = "probe") -> list[dict[str, Any]]:
+                  method: str = "probe") -> list[Record]:
     """One record per sample: prediction eval iff decision >= 0, score = P(eval)."""
     by_id = {s.id: s for s in store.samples()}
-    out = []
-    for i, sid in enumerate(sample_ids):
-        s = by_id[sid]
-        d = {**details, "decision": float(decision[i]), **(per_sample[i] if per_sample else {})}
-        out.append({
-            "sample_id": sid, "method": method, "label": s.label,
-            "prediction": "eval" if decision[i] >= 0 else "deploy", "score": float(proba[i]),
-            "n_valid": 1, "n_invalid": 0, "category": s.metadata.category,
-            "agentic": s.metadata.agentic, "eval_type": s.metadata.eval_type,
-            "n_turns": s.n_turns, "human_eval_probability": s.metadata.human_eval_probability,
-            "human_eval_source": s.metadata.human_eval_source,
-            "details": d,
-        })
-    return out
+    return [Record.for_sample(by_id[sid], method, "eval" if decision[i] >= 0 else "deploy",
+                              float(proba[i]), 1, 0, details={
+                                  **details, "decision": float(decision[i]),
+                                  **(per_sample[i] if per_sample else {})})
+            for i, sid in enumerate(sample_ids)]
 
 
-def write_records(store: Store, records: list[dict[str, Any]], method: str = "probe",
+def write_records(store: RunLog, records: Sequence[Record], method: str = "probe",
                   replace: bool = True) -> int:
-    """Write records (replacing the method's previous records when `replace`)."""
-    with store.transaction() as db:
-        if replace:
-            db.execute("DELETE FROM results WHERE method=?", (method,))
-    store.put_results(method, records)
+    """Write records (replacing the method's previous records, in the same transaction, when
+    `replace`)."""
+    if replace:
+        store.replace_results(method, records)
+    else:
+        store.put_results(method, records)
     return len(records)

@@ -5,8 +5,11 @@ With `reasoning` records (the reasoning-trace method), the sequence is the one t
 the model's own answer for native reasoning, or, for an *elicited* trace, the elicitation prompt
 (instruction in the system prompt, answer pre-filled with ``<think>``) and its generation.
 The answer/trace tokens are, in order of preference:
-1. the run's cached generation (exact token ids; looked up in the call cache with the run's model
-   identity and the answer settings of the method; no model call);
+1. the call the run logged in role ``answer`` (of the method whose settings give the view) or
+   ``elicited_reasoning`` (of the reasoning method): exact prompt and output token ids, looked
+   up in the run log (``model_calls``, :class:`harness.records.ModelCall`);
+   for runs written before calls were logged: the cached generation, found by rendering the
+   method's prompt again and asking the call cache (exact token ids; no model call);
 2. the text in a method record (``details.sample_answer``/``answer`` and
    ``details.reasoning_text``/``reasoning``), re-tokenised;
 3. none: only prompt poolings exist for that sample.
@@ -25,9 +28,10 @@ from harness.cache import CachedBackend
 from harness.errors import EvalAwareError
 from harness.methods.base import MethodConfig, RunContext, answer_samples, sample_view
 from harness.prompts import PromptLibrary
+from harness.records import ModelCall, Record
 from harness.render import Renderer
 from harness.sample import Sample
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .pooling import SequenceSpans, char_spans_to_tokens, find_quote, token_char_offsets
 
@@ -71,13 +75,12 @@ class _ReplayBackend(Backend):
         raise _CacheMiss
 
 
-def method_settings(store: Store) -> dict[str, dict[str, Any]]:
+def method_settings(store: RunLog) -> dict[str, dict[str, Any]]:
     """{method: settings} recorded by the run."""
-    rows = store.db.execute("SELECT key FROM meta WHERE key LIKE 'settings/%'").fetchall()
-    return {k.split("/", 1)[1]: store.get_meta(k) for (k,) in rows}
+    return {k.split("/", 1)[1]: store.get_meta(k) for k in store.meta_keys("settings/")}
 
 
-def answer_config(store: Store, method: str | None = None) -> tuple[str | None, MethodConfig]:
+def answer_config(store: RunLog, method: str | None = None) -> tuple[str | None, MethodConfig]:
     """The MethodConfig the run's answers were generated with (from `method`, else the first of
     PREFERRED_METHODS the run has)."""
     settings = method_settings(store)
@@ -118,11 +121,11 @@ def collect_quotes(obj: Any) -> list[str]:
     return list(dict.fromkeys(q for q in out if q.strip()))
 
 
-def _record_texts(records: Iterable[dict[str, Any]]) -> tuple[str | None, str | None]:
+def _record_texts(records: Iterable[Record]) -> tuple[str | None, str | None]:
     """(answer, reasoning) texts from method records (first found)."""
     answer = reasoning = None
     for r in records:
-        d = r.get("details") or {}
+        d = r.details
         answer = answer or d.get("sample_answer") or d.get("answer")
         reasoning = reasoning or d.get("reasoning_text") or d.get("reasoning")
     return answer, reasoning
@@ -154,7 +157,16 @@ def _replay(ctx: RunContext | None, prompt: tuple[int, ...]) -> Generation | Non
 SEQUENCES = ("auto", "answer", "reasoning")
 
 
-def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
+def logged_calls(store: RunLog, method: str | None) -> dict[tuple[str, str], ModelCall]:
+    """{(sample id, role): call}: the answers `method` logged (any method's when None) and the
+    reasoning method's elicited traces."""
+    out = {(c.sample_id, c.role): c for c in store.model_calls("reasoning", "elicited_reasoning")}
+    for c in store.model_calls(method, "answer"):
+        out.setdefault((c.sample_id, c.role), c)
+    return out
+
+
+def build_items(store: RunLog, samples: Sequence[Sample], tokenizer: Any,
                 method: str | None = None, evidence_methods: Sequence[str] = ("reasoning",),
                 include_answer: bool = True, sequence: str = "auto") -> list[CaptureItem]:
     """Capture items for `samples` from the run in `store` (no model calls).
@@ -165,7 +177,7 @@ def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
     has `reasoning` records, else answer."""
     if sequence not in SEQUENCES:
         raise EvalAwareError(f"--sequence {sequence!r}: use {', '.join(SEQUENCES)}")
-    reasoning_recs = {r["sample_id"]: r for r in store.results("reasoning")}
+    reasoning_recs = {r.sample_id: r for r in store.results("reasoning")}
     if sequence == "auto":
         sequence = "reasoning" if reasoning_recs and include_answer else "answer"
     if sequence == "reasoning" and not reasoning_recs:
@@ -176,28 +188,37 @@ def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
     if sequence == "reasoning" and "reasoning" in method_settings(store):
         method = "reasoning"
     used_method, cfg = answer_config(store, method)
+    logged = logged_calls(store, used_method)
     identity = store.get_meta("model_identity")
     ctx = None
     if identity is not None:
         ctx = RunContext(backend=CachedBackend(_ReplayBackend(identity, tokenizer), store),
                          renderer=renderer, config=cfg, prompts=PromptLibrary())
-    by_sample: dict[str, list[dict[str, Any]]] = {}
+    by_sample: dict[str, list[Record]] = {}
     for r in store.results():
-        by_sample.setdefault(r["sample_id"], []).append(r)
+        by_sample.setdefault(r.sample_id, []).append(r)
     items = []
     for s in samples:
         prompt = tuple(renderer.render(sample_view(s, cfg.view)))
         recs = by_sample.get(s.id, [])
         rrec = reasoning_recs.get(s.id) if sequence == "reasoning" else None
-        rdet = (rrec or {}).get("details") or {}
+        rdet = rrec.details if rrec else {}
         info: dict[str, Any] = {"answer_source": "none", "answer_method": used_method,
                                 "view": cfg.view, "sequence": "prompt"}
         answer_ids: tuple[int, ...] = ()
         raw = reasoning = None
         if include_answer:
-            gen = None
+            gen, source = None, "cache"
             info["sequence"] = "answer"
-            if rdet.get("reasoning_source") == "elicited":
+            call = logged.get((s.id, "elicited_reasoning" if rdet.get("reasoning_source") == "elicited"
+                               else "answer"))
+            if call is not None:
+                prompt, source = call.prompt_ids, "log"
+                if call.role == "elicited_reasoning":
+                    info["sequence"] = "elicited_reasoning"
+                gen = Generation(text=call.text, reasoning=call.reasoning, raw_text="",
+                                 token_ids=call.output_ids, finish_reason="")
+            elif rdet.get("reasoning_source") == "elicited":
                 elicited = _elicit_prompt(ctx, s) if ctx is not None else None
                 if elicited is not None:
                     prompt, info["sequence"] = elicited, "elicited_reasoning"
@@ -210,7 +231,7 @@ def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
             if gen is not None:
                 answer_ids, raw = tuple(gen.token_ids), gen.raw_text
                 reasoning = rdet.get("reasoning") or gen.reasoning
-                info["answer_source"] = "cache"
+                info["answer_source"] = source
             else:
                 text, reasoning = _record_texts(([rrec] if rrec else []) + recs)
                 if text or reasoning:
@@ -222,7 +243,7 @@ def build_items(store: Store, samples: Sequence[Sample], tokenizer: Any,
         info["n_prompt"] = n_prompt
         reasoning_spans: list[tuple[int, int]] = []
         evidence_spans: list[tuple[int, int]] = []
-        quotes = collect_quotes([r.get("details") for r in recs if r.get("method") in evidence_methods])
+        quotes = collect_quotes([r.to_dict()["details"] for r in recs if r.method in evidence_methods])
         if answer_ids:
             text, offsets = token_char_offsets(tokenizer, answer_ids)
             if reasoning:

@@ -11,10 +11,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import EvalAwareError
-from harness.store import Store
+from harness.render import Renderer
+from harness.runlog import RunLog
+from harness.sample import Message
 
 from .activation_store import ActivationStore
 from .data import probe_data
+from .hooks import capture_pooled, num_layers
+from .io import load_probe
+from .pooling import SequenceSpans, pooling_weights
 from .steering import NORM_POOLING, SteeringVector, from_differences, heldout_split, projection_auroc
 
 
@@ -44,7 +49,7 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
                    probe: str | Path | None = None, holdout_folds: int = 2, seed: int = 0,
                    labels: str = "truth", group_key: str = "category") -> SteeringVector:
     """Difference of class means on a training split (or a probe's weights), per layer."""
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     try:
         acts = ActivationStore(store, capture)
         if acts.settings is None:
@@ -92,10 +97,8 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
         store.close()
 
 
-def _from_probe(store: Store, acts: ActivationStore, probe: str | Path, out: str | Path,
+def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path, out: str | Path,
                 identity: dict[str, Any], man: dict[str, Any]) -> SteeringVector:
-    from .io import load_probe
-
     p = load_probe(probe)
     want, got = p.meta.get("weights_sha256"), identity.get("weights_sha256")
     if want and got and want != got:
@@ -144,12 +147,6 @@ def build_from_pairs(pairs_file: str | Path, backend: Any, out: str | Path,
                      layers: Sequence[int] | None = None, batch_size: int = 8) -> SteeringVector:
     """Mean (eval - deploy) last-prompt-token residual over the pairs, each prompt rendered as
     a single user turn with the model's chat template (as runs render samples)."""
-    from harness.render import Renderer
-    from harness.sample import Message
-
-    from .hooks import capture_pooled, num_layers
-    from .pooling import SequenceSpans, pooling_weights
-    
     pairs = read_pairs(pairs_file)
     n = num_layers(backend.model)
     want = list(layers) if layers else list(range(1, n))
@@ -159,7 +156,7 @@ def build_from_pairs(pairs_file: str | Path, backend: Any, out: str | Path,
     rows = []
     for i in range(0, len(ids), batch_size):
         chunk = ids[i:i + batch_size]
-        tids, mask, pos = backend._left_pad(chunk)
+        tids, mask, pos = backend.left_pad(chunk)
         w = pooling_weights([SequenceSpans(len(c), len(c)) for c in chunk], [NORM_POOLING],
                             tids.shape[1])
         rows.append(capture_pooled(backend.model, tids, mask, pos, want, w)[:, 0].numpy())

@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+from dataclasses import replace
+
 import click
 
-from harness.cli_options import limit_options, verbose_option
+from harness.backends.base import refuse_steering
+from harness.cli_options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
+                                 verbose_option)
 from harness.errors import EvalAwareError
+from harness.backends.hf import HFBackend
+from harness.runner import BACKEND_CLASSES, check_methods, needs_judge
+from harness.runlog import RunLog
+
+from .activation_store import ActivationStore
+from .capture import parse_layers
+from .hooks import num_layers
+from .steer_build import build_from_pairs, build_from_run, read_pairs, steerable_layers
+from .steer_report import write_steer_report
+from .steer_run import select_samples, steer_run
+from .steering import load_vector
 
 
 def _floats(spec: str, what: str) -> list[float]:
@@ -46,18 +62,11 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
       evalaware steer build --run runs/demo --probe probes/smollm2 --out vectors/probe
       evalaware steer build --pairs pairs.jsonl --model smollm2 --out vectors/pairs
     """
-    from .capture import parse_layers
-
     if bool(run_dir) == bool(pairs):
         raise EvalAwareError("pass exactly one of --run and --pairs")
     if pairs:
         if not model:
             raise EvalAwareError("--pairs needs --model")
-        from harness.backends.hf import HFBackend
-
-        from .hooks import num_layers
-        from .steer_build import build_from_pairs, read_pairs
-
         read_pairs(pairs)  # bad input fails before the model loads
         backend = HFBackend(model)
         try:
@@ -67,12 +76,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         finally:
             backend.close()
     else:
-        from harness.store import Store
-
-        from .activation_store import ActivationStore
-        from .steer_build import build_from_run, steerable_layers
-
-        st = Store(run_dir, create=False)
+        st = RunLog(run_dir, create=False)
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
         n = int(settings.get("num_hidden_layers") or 0)
@@ -92,7 +96,8 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 
 @steer.command("run")
 @click.option("--vector", "vector_dir", required=True, type=click.Path(exists=True))
-@click.option("--dataset", required=True, help="Dataset file, or `demo`.")
+@run_options(backends=("hf", "vllm", "openai"), default_backend="hf",
+             model_help="Default: the vector's model.")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @click.option("--methods", default="logprob_question", show_default=True)
 @click.option("--layers", help="Comma list of layer ids (default: the vector's best held-out layer).")
@@ -101,20 +106,16 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 @click.option("--positions", type=click.Choice(["all", "generated"]), default="all", show_default=True,
               help="generated: only tokens after the prompt (hf only).")
 @click.option("--no-random-control", is_flag=True, help="Skip the random-direction control.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random control.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random control (and of sampling at temperature > 0).")
 @click.option("--samples", "which", type=click.Choice(["heldout", "all"]), default=None,
               help="Default: the vector's held-out samples when it records them, else all.")
-@click.option("--model", help="Default: the vector's model.")
-@click.option("--backend", type=click.Choice(["hf", "vllm", "openai"]), default="hf", show_default=True)
-@click.option("--dtype", default="auto", show_default=True)
-@click.option("--hf-batch-size", type=int, default=8, show_default=True)
-@click.option("--max-model-len", type=int)
 @click.option("--force", is_flag=True, help="Steer a model with other weights than the vector's.")
-@click.option("--no-progress", is_flag=True)
-@limit_options
+@method_options()
+@progress_option
 @verbose_option
-def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_random_control, seed,
-            which, subset, model, backend, dtype, hf_batch_size, max_model_len, force, no_progress) -> None:
+def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, methods, layers, alphas,
+            positions, no_random_control, seed, which, force, progress) -> None:
     """Run METHODS under each alpha (vector and random control) into OUT/<condition>/.
 
     \b
@@ -123,15 +124,8 @@ def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_ran
       evalaware steer run --vector vectors/smollm2 --layers 10,15 --alphas -0.5,0,0.5 \\
           --backend vllm --dataset demo --samples all --out runs/steer_vllm
     """
-    from harness.datasets import load_dataset, resolve_dataset
-    from harness.runner import make_backend
-
-    from .steer_run import select_samples, steer_run
-    from .steering import load_vector
-
-    if backend == "openai":  # before any engine or server is touched
-        raise EvalAwareError("the openai backend cannot steer: steering adds vectors inside the "
-                             "model; use --backend hf or vllm")
+    refuse_steering(BACKEND_CLASSES[opts.backend])  # by the class: before any engine is touched
+    method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
     vec = load_vector(vector_dir)
     layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]
     missing = [l for l in layer_ids if l not in vec.directions]
@@ -139,27 +133,30 @@ def run_cmd(vector_dir, dataset, out, methods, layers, alphas, positions, no_ran
         raise EvalAwareError(f"--layers {missing}: not in the vector (it has {vec.layers[0]}.."
                              f"{vec.layers[-1]})")
     alpha_list = _floats(alphas, "--alphas")
-    samples = load_dataset(dataset)
     which = which or ("heldout" if vec.meta.get("heldout_ids") else "all")
-    samples = subset(select_samples(samples, vec, which))
-    name = model or vec.meta.get("model")
+    name = opts.model or vec.meta.get("model")
     if not name:
         raise EvalAwareError(f"{vector_dir}: the vector names no model; pass --model")
-    engine = make_backend(backend, name, dtype=dtype, batch_size=hf_batch_size,
-                          max_model_len=max_model_len,
-                          enforce_eager=True if backend == "vllm" else None)
-    try:
+    opts = replace(opts, model=name)
+    opts.check_model()
+    separate_judge = opts.check_judge(needs_judge(method_list))
+    samples = opts.samples(among=lambda ss: select_samples(ss, vec, which))
+    with ExitStack() as backends:
+        engine = opts.open_model(backends, enforce_eager=True if opts.backend == "vllm" else None)
+        judge = opts.open_judge(backends) if separate_judge else (
+            engine if needs_judge(method_list) else None)
         want, got = vec.meta.get("weights_sha256"), engine.identity.get("weights_sha256")
         if want and got and want != got and not force:
             raise EvalAwareError(f"the vector was built on weights {want[:12]}..., {name} has "
                                  f"{got[:12]}...; pass --force to steer it anyway")
-        plan = steer_run(vec, engine, samples, [m.strip() for m in methods.split(",") if m.strip()],
-                         out, layer_ids, alpha_list, positions=positions,
-                         random_control=not no_random_control, seed=seed,
-                         reuse_run=vec.meta.get("source_run"), progress=not no_progress,
-                         dataset_path=resolve_dataset(dataset))
-    finally:
-        engine.close()
+        template_kwargs = opts.engine.template_kwargs
+        plan = steer_run(vec, engine, samples, method_list, out, layer_ids, alpha_list,
+                         positions=positions, random_control=not no_random_control, seed=seed,
+                         reuse_run=vec.meta.get("source_run"), progress=progress,
+                         dataset_path=opts.dataset_path, judge=judge,
+                         config=method_opts.config(engine.tokenizer, template_kwargs, seed),
+                         prompts=method_opts.prompts(), template_kwargs=template_kwargs,
+                         batch_size=method_opts.batch_size)
     click.echo(f"{len(plan['conditions'])} conditions ({which} samples: {len(samples)}) in {out}; "
                f"`evalaware steer report {out}` for the dose-response")
 
@@ -176,8 +173,6 @@ def report_cmd(out, report_dir, bootstrap, seed) -> None:
     Example:
       evalaware steer report runs/steer
     """
-    from .steer_report import write_steer_report
-
     rd = write_steer_report(out, report_dir, n_boot=bootstrap, seed=seed)
     click.echo((rd / "steering.md").read_text())
     click.echo(f"written: {rd / 'steering.md'}, {rd / 'steering.html'}, figures in {rd}")

@@ -17,7 +17,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import EvalAwareError
-from harness.store import Store
+from harness.metrics import bootstrap_weighted, weighted_mean_rows
+from harness.report import Doc, ci as _ci
+from harness.runlog import RunLog
 
 from .steer_run import PLAN_FILE
 
@@ -27,14 +29,12 @@ def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str],
     """Mean of the (sample id, value) pairs with a 95% cluster-bootstrap interval (whole
     categories resampled: :func:`harness.metrics.bootstrap_weighted` with `groups`); no interval
     from a single category."""
-    from harness.metrics import _wmean, bootstrap_weighted
-
     pairs = [(sid, float(v)) for sid, v in values if v is not None]
     if not pairs:
         return None, None
     v = np.array([x for _, x in pairs])
     g = [groups.get(sid, sid) for sid, _ in pairs]
-    ci = bootstrap_weighted(lambda W: _wmean(W, v), len(v), n=n_boot, seed=seed, groups=g) \
+    ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n=n_boot, seed=seed, groups=g) \
         if len(set(g)) > 1 else None
     return float(v.mean()), ci
 
@@ -51,9 +51,9 @@ def load_conditions(out: str | Path) -> tuple[dict[str, Any], dict[str, dict[str
         run = d / c["name"]
         if not (run / "store.sqlite").exists():
             continue
-        st = Store(run, create=False)
+        st = RunLog(run, create=False)
         try:
-            data[c["name"]] = {**c, "records": {m: st.results(m) for m in st.methods()},
+            data[c["name"]] = {**c, "records": {m: st.result_dicts(m) for m in st.methods()},
                                "groups": {x.id: x.metadata.category for x in st.samples()},
                                "sanity": (st.get_meta("steering") or {}).get("sanity")}
         finally:
@@ -106,8 +106,7 @@ def _series(rows: Sequence[dict[str, Any]], key: str) -> dict[str, list[dict[str
 def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_boot: int = 1000,
                        seed: int = 0) -> Path:
     """steering.md + steering.json + one dose-response figure per method in `report_dir`."""
-    from harness.plots import dose_response as plot
-    from harness.report import Doc, ci as _ci
+    from harness.plots import dose_response as plot  # matplotlib (~0.7 s): only when plotting
 
     res = dose_response(out, n_boot, seed)
     rd = Path(report_dir or Path(out) / "report")

@@ -26,8 +26,9 @@ from harness.backends.base import Backend
 from harness.backends.steered import SteeredBackend, Steering
 from harness.cache import CachedBackend
 from harness.errors import EvalAwareError
+from harness.runner import run_methods
 from harness.sample import Sample
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .steering import SteeringVector
 
@@ -109,8 +110,6 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
               reuse_run: str | Path | None = None, progress: bool = True,
               **run_kwargs: Any) -> dict[str, Any]:
     """Run every condition; returns the plan written to ``OUT/steer.json``."""
-    from harness.runner import run_methods
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     layers = sorted(set(int(l) for l in layers))
@@ -145,7 +144,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
         run_dir = out / c.name
         sb = SteeredBackend(backend, steered[c.name])
         if c.control == "none" and reuse_run and (Path(reuse_run) / "store.sqlite").exists():
-            st = Store(run_dir)
+            st = RunLog(run_dir)
             st.import_calls(reuse_run)
             st.close()
         info = {"condition": c.name, "control": c.control, "alpha": c.alpha, "layers": layers,
@@ -156,7 +155,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
             print(f"[steer] {c.name}", flush=True)
         run_methods(samples, methods, sb, run_dir, progress=progress,
                     extra_manifest={"steering": info}, **run_kwargs)
-        st = Store(run_dir, create=False)
+        st = RunLog(run_dir, create=False)
         try:
             sanity = neutral_perplexity(CachedBackend(sb, st))
             st.set_meta("steering", {**info, "sanity": sanity})

@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from harness.errors import EvalAwareError
-from harness.store import Store
+from harness.runlog import RunLog
 
 from .activation_store import ActivationStore
 from .baselines import BASELINES, mean_defined, evaluate_baseline, human_baseline
@@ -85,7 +86,7 @@ def _row(pooling: str, layer: int | None, model: str, scheme: str, data: ProbeDa
             "label_source": data.label_source, **res}
 
 
-def evaluate(store: Store, capture: str = "default", cfg: EvalConfig | None = None,
+def evaluate(store: RunLog, capture: str = "default", cfg: EvalConfig | None = None,
              progress: bool = True) -> SweepResult:
     """Sweep every (pooling, layer, probe, CV scheme) and the baselines of each scheme.
 
@@ -116,12 +117,10 @@ def evaluate(store: Store, capture: str = "default", cfg: EvalConfig | None = No
     return out
 
 
-def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: EvalConfig,
+def _evaluate_pooling(store: RunLog, acts: ActivationStore, pooling: str, cfg: EvalConfig,
                       info: dict[str, Any], out: SweepResult, base_cache: dict,
                       progress: bool) -> None:
     """Append the rows of one pooling to `out` (and its time to `out.timing`)."""
-    from tqdm.auto import tqdm
-
     t0 = time.perf_counter()
     ids, X = acts.load(pooling, cfg.layers)
     data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, info)
@@ -181,7 +180,7 @@ def _evaluate_pooling(store: Store, acts: ActivationStore, pooling: str, cfg: Ev
             out.rows.append(_row(pooling, None, "human", "none", data, res))
 
 
-def fit_probe(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",
+def fit_probe(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",
               C: float = 1.0, seed: int = 0, label_source: str = "truth"
               ) -> tuple[Any, ProbeData]:
     """Fit one probe on every labelled sample of the capture."""
@@ -195,7 +194,7 @@ def fit_probe(store: Store, capture: str, pooling: str, layer: int, probe: str =
     return make_probe(probe, C, seed).fit(Xl, data.y), data
 
 
-def oof_for(store: Store, capture: str, pooling: str, layer: int, probe: str = "logreg",
+def oof_for(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",
             scheme: str = "grouped", cfg: EvalConfig | None = None
             ) -> tuple[ProbeData, np.ndarray, list[int]]:
     """Out-of-fold decision scores of one probe configuration, and each sample's fold."""

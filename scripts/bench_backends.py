@@ -147,7 +147,7 @@ def extras(limit: int | None, repeats: int) -> None:
     from harness.backends.hf import HFBackend
     from harness.backends.vllm import VLLMBackend
     from harness.cache import CachedBackend
-    from harness.store import Store
+    from harness.runlog import RunLog
 
     hf = HFBackend("smollm2", batch_size=16)
     prompts = prompts_for(hf.tokenizer, limit)
@@ -159,7 +159,7 @@ def extras(limit: int | None, repeats: int) -> None:
     t_full = best(lambda: vl.next_token_logprobs(prompts), repeats)
     t_dict = best(lambda: vl._run(prompts, SamplingParams(max_tokens=1, temperature=0.0, logprobs=-1)), 1)
     with tempfile.TemporaryDirectory() as d:
-        cb = CachedBackend(vl, Store(d))
+        cb = CachedBackend(vl, RunLog(d))
         t_first = best(lambda: cb.next_token_logprobs(prompts), 1)
         t_rerun = best(lambda: cb.next_token_logprobs(prompts), 1)
         assert cb.misses["next_token_logprobs"] == n and cb.hits["next_token_logprobs"] == n

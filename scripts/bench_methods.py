@@ -79,7 +79,7 @@ def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, b
     from harness.prompts import PromptLibrary
     from harness.render import Renderer
     from harness.runner import make_backend
-    from harness.store import Store
+    from harness.runlog import RunLog
 
     if kind == "hf" and hf_threads:
         import torch
@@ -91,7 +91,7 @@ def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, b
     timed = Timed(inner)
     rows = []
     with tempfile.TemporaryDirectory() as d:
-        store = Store(d)
+        store = RunLog(d)
         store.put_samples(samples)
         cached = CachedBackend(timed, store)
         ctx = RunContext(backend=cached, renderer=Renderer(inner.tokenizer), config=cfg,

@@ -63,7 +63,7 @@ def main() -> None:
     from harness.backends.hf import HFBackend
     from harness.datasets import load_dataset
     from harness.methods.base import MethodConfig
-    from harness.store import Store
+    from harness.runlog import RunLog
     from probes.activation_store import ActivationStore
     from probes.capture import HFEngine, capture, parse_layers, parse_poolings
     from probes.cli import summary_lines
@@ -84,7 +84,7 @@ def main() -> None:
     layers = parse_layers(args.layers, eng.n_layers)
     pools = parse_poolings(args.pooling)
     name = f"bench-{args.layers.replace(':', '')}-{args.dtype}-{int(time.time())}"
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     summ = capture(store, eng, layers, pools, dtype=args.dtype, name=name,
                    batch_size=args.batch_size, progress=False)
     st = summ.stats

@@ -111,11 +111,11 @@ def main() -> None:
 
     build["pairs_s"], _ = _time(lambda: build_from_pairs(pairs_file, hf, tmp / "pv"))
     if args.run:
-        from harness.store import Store
+        from harness.runlog import RunLog
         from probes.activation_store import ActivationStore
         from probes.steer_build import steerable_layers
 
-        st = Store(args.run, create=False)
+        st = RunLog(args.run, create=False)
         ids = steerable_layers(ActivationStore(st, "default").settings or {})
         st.close()
         build["run_s"], vec = _time(lambda: build_from_run(args.run, tmp / "rv", layers=ids))

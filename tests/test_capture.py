@@ -32,7 +32,7 @@ def _ref_hidden(model, ids, mask, pos):
 
 
 def test_hooks_equal_output_hidden_states(hf_tiny):
-    ids, mask, pos = hf_tiny._left_pad([[1, 504, 33, 9, 71, 8], [1, 45, 7]])
+    ids, mask, pos = hf_tiny.left_pad([[1, 504, 33, 9, 71, 8], [1, 45, 7]])
     ref = _ref_hidden(hf_tiny.model, ids, mask, pos)
     n = len(decoder_parts(hf_tiny.model)[1])
     got = capture_hidden(hf_tiny.model, ids, mask, pos, list(range(n + 1)))
@@ -52,7 +52,7 @@ def test_hooks_equal_output_hidden_states(hf_tiny):
 
 @pytest.mark.slow
 def test_hooks_equal_output_hidden_states_smollm2(hf_smollm2):
-    ids, mask, pos = hf_smollm2._left_pad([[1, 504, 33, 9, 71, 8, 11, 12], [1, 45, 7]])
+    ids, mask, pos = hf_smollm2.left_pad([[1, 504, 33, 9, 71, 8, 11, 12], [1, 45, 7]])
     ref = _ref_hidden(hf_smollm2.model, ids, mask, pos)
     layers = [0, 1, 15, 29, 30]
     got = capture_hidden(hf_smollm2.model, ids, mask, pos, layers)
@@ -108,7 +108,7 @@ def test_layers_above_the_highest_requested_do_not_run(hf_tiny):
     calls = []
     h = blocks[-1].register_forward_hook(lambda *a: calls.append(1))
     try:
-        ids, mask, pos = hf_tiny._left_pad([[1, 2, 3]])
+        ids, mask, pos = hf_tiny.left_pad([[1, 2, 3]])
         got = capture_hidden(hf_tiny.model, ids, mask, pos, [1])
     finally:
         h.remove()
@@ -199,6 +199,7 @@ def tiny_run(tmp_path_factory, hf_tiny):
     from harness.cache import CachedBackend
     from harness.methods.base import RunContext, answer_samples
     from harness.prompts import PromptLibrary
+    from harness.records import Record
     from harness.render import Renderer
 
     ctx = RunContext(CachedBackend(hf_tiny, store), Renderer(hf_tiny.tokenizer), MethodConfig(answer_tokens=12, temperature=1.0),
@@ -207,18 +208,17 @@ def tiny_run(tmp_path_factory, hf_tiny):
     recs = []
     for s, g in zip(samples, gens):
         raw = g.raw_text
-        recs.append({"sample_id": s.id, "method": "reasoning", "label": s.label, "prediction": "eval",
-                     "score": 1.0, "details": {"sample_answer": g.text,
-                                               "evidence": [raw[len(raw) // 3: 2 * len(raw) // 3]]}})
+        recs.append(Record.for_sample(s, "reasoning", "eval", 1.0, 1, 0, details={
+            "sample_answer": g.text, "evidence": [raw[len(raw) // 3: 2 * len(raw) // 3]]}))
     store.put_results("reasoning", recs)
     store.close()
     return run, samples, gens
 
 
 def _capture(run, engine, name="default", **kw):
-    from harness.store import Store
+    from harness.runlog import RunLog
 
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     try:
         return capture(store, engine, kw.pop("layers", [0, 1, 2]), kw.pop("poolings", ALL_POOLINGS),
                        name=name, progress=False, **kw)
@@ -233,9 +233,9 @@ def test_capture_run_with_answers_and_evidence(tiny_run, hf_tiny):
     assert s.samples_captured == 8 and s.shards_written == 2
     assert s.absent["mean_reasoning"] == 8  # the tiny model writes no <think> block
     assert s.absent["mean_evidence"] == 0 and s.absent["mean_answer"] == 0
-    from harness.store import Store
+    from harness.runlog import RunLog
 
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     acts = ActivationStore(store, "full")
     info = acts.sample_info()
     assert {i["answer_source"] for i in info.values()} == {"cache"}
@@ -266,14 +266,14 @@ def test_capture_run_with_answers_and_evidence(tiny_run, hf_tiny):
 
 def test_capture_limit_takes_the_stratified_subset(tiny_run, hf_tiny):
     """`activations capture --limit N` captures the same samples `run --limit N` would choose."""
-    from harness.store import Store
+    from harness.runlog import RunLog
     from harness.subset import select
 
     run, samples, _ = tiny_run
     s = run_capture(run, layers="0", poolings="last_prompt", name="limited", backend=hf_tiny,
                     progress=False, subset=lambda xs: select(xs, limit=4))
     assert s.samples_total == s.samples_captured == 4
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     ids, _ = ActivationStore(store, "limited").load("last_prompt")
     store.close()
     assert ids == [x.id for x in select(samples, limit=4)]
@@ -281,11 +281,11 @@ def test_capture_limit_takes_the_stratified_subset(tiny_run, hf_tiny):
 
 
 def test_answers_fall_back_to_record_text(tiny_run, hf_tiny):
-    from harness.store import Store
+    from harness.runlog import RunLog
     from probes.sequences import build_items
 
     run, samples, gens = tiny_run
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     store.set_meta("model_identity", {"backend": "other", "weights_sha256": "x"})
     try:
         items = build_items(store, samples[:2], hf_tiny.tokenizer)
@@ -297,7 +297,7 @@ def test_answers_fall_back_to_record_text(tiny_run, hf_tiny):
 
 
 def test_interrupted_capture_resumes_without_duplicates(tiny_run, hf_tiny, monkeypatch):
-    from harness.store import Store
+    from harness.runlog import RunLog
 
     run, samples, _ = tiny_run
     eng = HFEngine(hf_tiny)
@@ -321,13 +321,12 @@ def test_interrupted_capture_resumes_without_duplicates(tiny_run, hf_tiny, monke
     s = _capture(run, eng, name="resume", batch_size=2, shard_size=2)
     assert s.samples_done_before == 2 and s.samples_captured == 6
     assert sorted(s.removed_files) == ["shard-00001.safetensors", "shard-00009.safetensors.tmp"]
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     acts = ActivationStore(store, "resume")
     files = sorted(p.name for p in d.iterdir() if p.name != "capture.json")
     assert files == acts.shards() and len(files) == 4
-    n_rows = store.db.execute("SELECT COUNT(*), COUNT(DISTINCT sample_id) FROM act_samples "
-                              "WHERE capture='resume'").fetchone()
-    assert n_rows == (8, 8)
+    rows = acts.sample_rows.select(["sample_id"], acts.where)
+    assert (len(rows), len(set(rows))) == (8, 8)
     # same vectors as an uninterrupted capture
     _capture(run, eng, name="straight", batch_size=2, shard_size=2)
     for p in ("last_prompt", "mean_answer", "mean_evidence"):
@@ -388,17 +387,17 @@ def _inject_trace(store, backend, prompt_ids, cfg):
 
 
 def _reasoning_record(sample, gen, source):
-    judge = {"aware": True, "evidence": [{"quote": "likely testing me", "feature": "test", "verified": True},
-                                         {"quote": "never said this", "feature": "x", "verified": False}]}
-    return {"sample_id": sample.id, "method": "reasoning", "label": sample.label, "prediction": "eval",
-            "score": 1.0, "details": {"reasoning_source": source, "reasoning": gen.reasoning,
-                                      "answer": gen.text, "votes": [{"k": 0, "judge": judge}]}}
+    from harness.records import Evidence, Record, Verdict, Vote
+
+    judge = Verdict(True, (Evidence("likely testing me", "test", True), Evidence("never said this", "x", False)))
+    return Record.for_sample(sample, "reasoning", "eval", 1.0, 1, 0, votes=(Vote(0, "judge_reasoning", "eval", None, judge),),
+                             details={"reasoning_source": source, "reasoning": gen.reasoning, "answer": gen.text})
 
 
 def test_native_reasoning_trace_pools(tmp_path, hf_tiny):
     from harness.datasets import load_dataset
     from harness.render import Renderer
-    from harness.store import Store
+    from harness.runlog import RunLog
 
     samples = load_dataset("demo")[:2]
     cfg = MethodConfig(answer_tokens=16)
@@ -452,4 +451,52 @@ def test_elicited_reasoning_trace_uses_its_own_prompt(tmp_path, hf_tiny):
     info = ActivationStore(store, "default").sample_info()[samples[0].id]
     assert info["sequence"] == "elicited_reasoning" and info["answer_source"] == "cache"
     assert info["n_prompt"] == len(prompt) and info["quotes_found"] == 1
+    store.close()
+
+
+def test_sequences_come_from_the_logged_calls(tmp_path, hf_tiny):
+    """A run made by the runner logs each generation's role: capture takes the exact answer and
+    elicited-trace token ids from the log, and they equal what re-rendering and the call cache
+    give for a run without the log (the path for runs written before calls were logged)."""
+    import sqlite3
+
+    from harness.datasets import load_dataset
+    from harness.runlog import RunLog
+    from harness.render import Renderer
+    from harness.runner import run_methods
+    from probes.sequences import build_items
+
+    samples = load_dataset("demo")[:3]
+    cfg = MethodConfig(answer_tokens=8, probe_tokens=4, judge_tokens=8)
+    run_methods(samples, ["binary", "reasoning"], hf_tiny, tmp_path / "r", config=cfg, progress=False)
+    store = RunLog(tmp_path / "r", create=False)
+    roles = {(c.role, c.k) for c in store.model_calls("binary")}
+    assert roles == {("answer", 0)} | {("question", k) for k in range(5)}
+    assert {c.role for c in store.model_calls("reasoning")} <= {"answer", "elicited_reasoning", "judge"}
+    answer = {c.sample_id: c for c in store.model_calls("binary", "answer")}
+    assert set(answer) == {s.id for s in samples}
+    rend = Renderer(hf_tiny.tokenizer)
+    assert answer[samples[0].id].prompt_ids == tuple(rend.render(samples[0].first_turn()))
+
+    kinds = {"answer": "binary", "reasoning": "reasoning"}
+    logged = {k: build_items(store, samples, hf_tiny.tokenizer, sequence=k) for k in kinds}
+    for k, items in logged.items():
+        assert [it.info["answer_source"] for it in items] == ["log"] * 3, k
+    rea = {r.sample_id: r for r in store.results("reasoning")}
+    for it in logged["reasoning"]:
+        src = rea[it.sample_id].details["reasoning_source"]
+        assert it.info["sequence"] == ("elicited_reasoning" if src == "elicited" else "answer")
+        role = "elicited_reasoning" if src == "elicited" else "answer"
+        call = next(c for c in store.model_calls(None, role) if c.sample_id == it.sample_id)
+        assert it.ids == call.prompt_ids + call.output_ids
+    store.close()
+    db = sqlite3.connect(tmp_path / "r" / "store.sqlite")  # as a run from before the call log
+    db.execute("DELETE FROM model_calls")
+    db.commit()
+    db.close()
+    store = RunLog(tmp_path / "r", create=False)
+    for k, items in logged.items():
+        replayed = build_items(store, samples, hf_tiny.tokenizer, sequence=k)
+        assert [it.info["answer_source"] for it in replayed] == ["cache"] * 3
+        assert [(it.ids, it.spans) for it in replayed] == [(it.ids, it.spans) for it in items]
     store.close()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import click
 import pytest
 from click.testing import CliRunner
 
+import harness.cli
 from harness.cli import cli
 
 
@@ -108,8 +112,6 @@ def test_bad_options_refused_before_any_engine(tmp_path, tiny_model_dir, monkeyp
 
 def test_judge_only_for_judging_methods_and_every_backend_closed(tmp_path, tiny_model_dir,
                                                                  monkeypatch):
-    from harness import runner
-
     judge_dir = tmp_path / "judge"
     judge_dir.symlink_to(tiny_model_dir)  # another name: a separate judge backend
     opened = _spy_backends(monkeypatch)
@@ -131,7 +133,7 @@ def test_judge_only_for_judging_methods_and_every_backend_closed(tmp_path, tiny_
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(runner, "run_methods", interrupted)
+    monkeypatch.setattr(harness.cli, "run_methods", interrupted)  # the name `run` calls
     res = CliRunner().invoke(cli, ["run", "--methods", "motivation", "--judge-model", str(judge_dir),
                                    "--out", str(tmp_path / "c"), *fast])
     assert res.exit_code != 0 and len(opened) == 2 and all(b.closed for _, b in opened)
@@ -196,3 +198,44 @@ def test_the_same_base_url_twice_is_a_clean_error(tmp_path):
                         "--base-url", "http://127.0.0.1:9/v1", "--dataset", "demo",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2 and "given twice" in r.stderr.strip().splitlines()[-1]
+
+
+def test_run_options_shared_and_checked_before_any_engine(tmp_path, monkeypatch):
+    """`run`, `taxonomy`, `activations capture` and `steer run` take the same model, engine and
+    dataset options (declared once in harness/cli_options.py) and the commands that run methods
+    the same method settings; bad values are refused before any engine starts (exit 2), and the
+    capture's old `--dtype fp16` (now --store-dtype) is refused with a pointer."""
+    from harness import runner
+
+    monkeypatch.setattr(runner, "make_backend", lambda *a, **k: pytest.fail("engine started"))
+    cmds = {"run": cli.commands["run"], "taxonomy": cli.commands["taxonomy"],
+            "capture": cli.commands["activations"].commands["capture"],
+            "steer run": cli.commands["steer"].commands["run"]}
+    flags = {n: {o for p in c.params for o in p.opts} for n, c in cmds.items()}
+    for opt in ("--model", "--backend", "--dtype", "--max-model-len", "--gpu-memory-utilization",
+                "--base-url", "--trust-remote-code", "--limit", "--first", "-v"):
+        assert all(opt in f for f in flags.values()), opt
+    for opt in ("--dataset", "--label", "--judge-model"):
+        assert all(opt in flags[n] for n in ("run", "taxonomy", "steer run")), opt
+    for opt in ("--constrain", "--words", "--min-coverage", "--answer-tokens", "--prompts"):
+        assert all(opt in flags[n] for n in ("run", "steer run")), opt
+    assert "--constrain" in flags["taxonomy"] and "--judge" in flags["taxonomy"]
+    assert "--store-dtype" in flags["capture"] and "--engine" in flags["capture"]
+
+    vec = tmp_path / "vec"
+    vec.mkdir()
+    steer = ["steer", "run", "--vector", str(vec), "--dataset", "demo", "--out", str(tmp_path / "s")]
+    for args, message in [
+        (steer + ["--methods", "nosuch"], "unknown method(s) nosuch"),
+        (steer + ["--words", "eval=;deploy="], "--words"),
+        (steer + ["--backend", "openai"], "the openai backend cannot steer"),
+        (["activations", "capture", "--run", str(tmp_path), "--dtype", "fp16"], "--store-dtype fp16"),
+        (["activations", "capture", "--run", str(tmp_path), "--tensor-parallel-size", "2"],
+         "does not take --tensor-parallel-size"),
+        (["taxonomy", "--dataset", "demo", "--out", str(tmp_path / "t")], "--dataset needs --model"),
+    ]:
+        r = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code != 0 and message in str(res.exception) + res.output, (args, res.output)
+    assert not (tmp_path / "s").exists() and not (tmp_path / "t").exists()

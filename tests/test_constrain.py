@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.answer_format import BINARY, PROBABILITY, label_probabilities
-from harness.backends.base import GenerationRequest, SamplingParams, StructuredOutput
+from harness.backends.base import Capabilities, GenerationRequest, SamplingParams, StructuredOutput
 from harness.cache import call_key
 from harness.datasets import load_dataset
 from harness.errors import StoreError
@@ -23,7 +23,7 @@ from harness.report import method_label, write_report
 from harness.run_monitor import RunMonitor, tally
 from harness.runner import run_methods
 from harness.sample import Message
-from harness.store import Store
+from harness.runlog import RunLog
 from tests.helpers.tiny_model import build_tiny_model
 from harness.token_limits import PLAIN, REASONING, default_token_limits
 
@@ -85,7 +85,7 @@ def test_prefix_teacher_forcing_equals_loglikelihood(hf_tiny):
     np.testing.assert_allclose(loglikelihood_by_prefix(hf_tiny, pairs), hf_tiny.loglikelihood(pairs), atol=1e-4)
 
     class Prefixing(WrappedBackend):
-        prefix_scoring = True  # what a prefix-caching engine declares
+        capabilities = Capabilities(prefix_scoring=True)  # what a prefix-caching engine declares
 
     direct = label_probabilities(hf_tiny, r, PROBABILITY, convs)
     via_prefix = label_probabilities(Prefixing(hf_tiny), r, PROBABILITY, convs)
@@ -95,10 +95,10 @@ def test_prefix_teacher_forcing_equals_loglikelihood(hf_tiny):
 
 def test_run_constrain_records_and_refuses_a_change(hf_tiny, samples, tmp_path):
     run_methods(samples, ["binary", "probability"], hf_tiny, tmp_path / "r", config=CFG, progress=False)
-    store = Store(tmp_path / "r", create=False)
+    store = RunLog(tmp_path / "r", create=False)
     for m in ("binary", "probability"):
         assert store.get_meta(f"settings/{m}")["config"]["constrain"] is True
-        for rec in store.results(m):
+        for rec in store.result_dicts(m):
             votes = rec["details"]["votes"]
             assert all(v["constrained"] and v["error"] is None for v in votes)
             assert rec["prediction"] in ("eval", "deploy") and rec["n_invalid"] == 0
@@ -172,7 +172,7 @@ def test_self_judged_is_said_recorded_and_marked(hf_tiny, samples, tmp_path, tmp
     run_methods(samples[:1], ["motivation"], hf_tiny, tmp_path / "self", config=cfg, progress=False,
                 say=said.append)
     assert any("judges its own answers" in s for s in said)
-    man = Store(tmp_path / "self", create=False).get_meta("manifest")
+    man = RunLog(tmp_path / "self", create=False).get_meta("manifest")
     assert man["self_judged"] is True
     assert method_label("motivation", man) == "motivation (self-judged)"
     other = HFBackend(str(build_tiny_model(tmp_path_factory.mktemp("judge") / "m", smollm2_dir, seed=7)))
@@ -180,7 +180,7 @@ def test_self_judged_is_said_recorded_and_marked(hf_tiny, samples, tmp_path, tmp
     run_methods(samples[:1], ["motivation"], hf_tiny, tmp_path / "indep", config=cfg, judge=other,
                 progress=False, say=said.append)
     assert not any("judges its own" in s for s in said)
-    assert Store(tmp_path / "indep", create=False).get_meta("manifest")["self_judged"] is False
+    assert RunLog(tmp_path / "indep", create=False).get_meta("manifest")["self_judged"] is False
     md = write_report([tmp_path / "self"], tmp_path / "rep", n_boot=10)[0].read_text()
     assert "motivation (self-judged)" in md and "not Needham et al.'s" in md
 

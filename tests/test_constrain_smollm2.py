@@ -8,7 +8,7 @@ import pytest
 from harness.datasets import load_dataset
 from harness.methods import MethodConfig
 from harness.runner import run_methods
-from harness.store import Store
+from harness.runlog import RunLog
 
 pytestmark = pytest.mark.slow
 CFG = MethodConfig(answer_tokens=64, probe_tokens=24, constrain=True)
@@ -18,9 +18,9 @@ METHODS = ["binary", "probability"]
 def _run(backend, out):
     samples = load_dataset("demo")[:16]
     run_methods(samples, METHODS, backend, out, config=CFG, progress=False, batch_size=16)
-    store = Store(out, create=False)
+    store = RunLog(out, create=False)
     try:
-        return {m: store.results(m) for m in METHODS}
+        return {m: store.result_dicts(m) for m in METHODS}
     finally:
         store.close()
 

@@ -16,7 +16,7 @@ pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (the inspe
 from harness.cli import cli  # noqa: E402
 from harness.datasets import load_dataset, read_dataset, write_jsonl  # noqa: E402
 from harness.render import format_transcript  # noqa: E402
-from harness.store import Store  # noqa: E402
+from harness.runlog import RunLog  # noqa: E402
 
 from tests.inspect_log_fixture import (AGENT_SYSTEM, REASONING, write_agent_log,  # noqa: E402
                                   write_epochs_log, write_failed_log)
@@ -171,11 +171,11 @@ def _run_full_third(model: str, dataset: Path, out: Path) -> None:
 
 
 def _check_run(out: Path, dataset: Path, tmp_path: Path) -> None:
-    store = Store(out, create=False)
+    store = RunLog(out, create=False)
     stored = store.samples()
     assert stored == load_dataset(dataset, label="eval", label_field="split")
     assert len(stored) == 8 and stored[0].messages[3].tool_call_id == "call_add_1"
-    recs = store.results("binary")
+    recs = store.result_dicts("binary")
     assert sorted(r["sample_id"] for r in recs) == sorted(AGENT_IDS + EPOCH_IDS)
     assert {r["task"] for r in recs} == {"toy_agent", "toy_epochs"}
     man = store.get_meta("manifests")[-1]

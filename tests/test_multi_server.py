@@ -106,7 +106,7 @@ def _run(base_urls, out: Path):
     from harness.datasets import load_dataset
     from harness.methods import MethodConfig
     from harness.runner import run_methods
-    from harness.store import Store
+    from harness.runlog import RunLog
 
     samples = load_dataset("demo")
     samples = samples[:N_SAMPLES // 2] + samples[-N_SAMPLES // 2:]
@@ -117,8 +117,8 @@ def _run(base_urls, out: Path):
                     progress=False)
     finally:
         backend.close()
-    store = Store(out, create=False)
-    records = {(m, r["sample_id"]): r for m in METHODS for r in store.results(m)}
+    store = RunLog(out, create=False)
+    records = {(m, r["sample_id"]): r for m in METHODS for r in store.result_dicts(m)}
     store.close()
     db = sqlite3.connect(out / "store.sqlite")
     keys = {k for (k,) in db.execute("SELECT key FROM calls")}

@@ -20,7 +20,7 @@ import pytest  # noqa: E402
 
 from harness.backends.base import GenerationRequest, SamplingParams  # noqa: E402
 from harness.backends.openai import OpenAIBackend, normalize_base_url  # noqa: E402
-from harness.errors import BackendError  # noqa: E402
+from harness.errors import BackendError, EvalAwareError  # noqa: E402
 from tests.loopback_proxy import LoopbackProxy, cycle_schedule  # noqa: E402
 
 QUESTIONS = ["What is 2+2?", "Name a colour.", "Write a haiku about rain.",
@@ -300,17 +300,28 @@ def test_proxy_is_bounded_and_stops_itself(server):
 
 
 # --- structured outputs (--constrain) -------------------------------------------------------
-def test_structured_output_needs_a_vllm_server():
+def test_structured_output_needs_a_vllm_server(tmp_path):
     from harness.answer_format import BINARY
+    from harness.backends.openai_wire import completion_fields
+    from harness.methods import MethodConfig
+    from harness.runner import run_methods
+    from harness.sample import Message, Sample, SampleMeta
 
     plain = OpenAIBackend("http://127.0.0.1:9/v1", model="m", tokenizer="smollm2", vllm_extensions=False)
     vllm_like = OpenAIBackend("http://127.0.0.1:9/v1", model="m", tokenizer="smollm2")
     try:
+        # declared as a capability: a plain server cannot, a vLLM server can
+        assert not plain.capabilities.structured_output and vllm_like.capabilities.structured_output
         with pytest.raises(BackendError, match="need a vLLM server"):
-            plain._sampling(SamplingParams(structured=BINARY.structured))
-        body = vllm_like._sampling(SamplingParams(structured=BINARY.structured))
+            completion_fields(SamplingParams(structured=BINARY.structured), False, plain.base_url)
+        body = completion_fields(SamplingParams(structured=BINARY.structured), True, "x")
         assert body["structured_outputs"] == {"grammar": BINARY.structured.grammar}
-        assert "structured_outputs" not in vllm_like._sampling(SamplingParams())
+        assert "structured_outputs" not in completion_fields(SamplingParams(), True, "x")
+        # a run with --constrain asks the capability before any request (the server is not there)
+        with pytest.raises(EvalAwareError, match="--constrain.*openai backend"):
+            run_methods([Sample("s", (Message("user", "hi"),), "eval", SampleMeta("c"))], ["binary"], plain,
+                        tmp_path / "run", config=MethodConfig(constrain=True))
+        assert plain.stats["requests"] == 0
     finally:
         plain.close()
         vllm_like.close()

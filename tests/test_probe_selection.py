@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.metrics import roc_auc
-from harness.store import Store
+from harness.runlog import RunLog
 from probes.activation_store import ActivationStore, CapturedSample
 from probes.batched_logreg import fold_bases, oof_decisions
 from probes.cv import make_splits, oof_scores
@@ -21,11 +21,11 @@ from probes.train import EvalConfig, evaluate
 N_LAYERS = 31
 
 
-def _noise_run(tmp_path, seed: int = 0) -> Store:
+def _noise_run(tmp_path, seed: int = 0) -> RunLog:
     """18 label-pure categories x 6 samples; 31 'layers' of noise plus a per-category offset
     (category structure, no label signal beyond it)."""
     samples = random_samples(n_groups=18, per_group=6, seed=seed)
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     store.put_samples(samples)
     acts = ActivationStore(store, "noise")
     acts.begin({"layers": list(range(N_LAYERS)), "poolings": ["last_prompt"], "engine": "synthetic"})

@@ -13,7 +13,8 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from harness.errors import EvalAwareError
-from harness.store import Store
+from harness.records import Record
+from harness.runlog import RunLog
 from probes.activation_store import ActivationStore, CapturedSample
 from probes.capture import HFEngine, capture
 from harness.metrics import bootstrap_auroc, roc_auc as auroc
@@ -38,9 +39,9 @@ def base_run(tmp_path_factory, hf_tiny):
     return run, samples
 
 
-def _plant(run: Path, name: str, fn) -> Store:
+def _plant(run: Path, name: str, fn) -> RunLog:
     """Copy the `default` capture into `name`, transforming each layer's matrix with fn."""
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     src = ActivationStore(store, "default")
     dst = ActivationStore(store, name)
     if dst.settings is None:
@@ -189,7 +190,7 @@ def test_train_apply_and_records(base_run, tmp_path):
     res = apply_probe(probe, store, "planted", write=True, allow_train_overlap=True)
     assert res["written"] == 60 and res["auroc_truth"] > 0.99
     n = write_oof_records(store, "planted", "mean_prompt", probe.layer, cfg=_cfg())
-    recs = store.results("probe")
+    recs = store.result_dicts("probe")
     assert n == len(recs) == 60
     keys = {"sample_id", "method", "label", "prediction", "score", "n_valid", "n_invalid",
             "category", "agentic", "eval_type", "n_turns", "details"}
@@ -209,17 +210,16 @@ def test_judge_labels(base_run):
     from probes.data import probe_data
 
     run, samples = base_run
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     with pytest.raises(EvalAwareError, match="no records of method 'reasoning'"):
         probe_data(store, [s.id for s in samples], "reasoning")
     preds = ["eval", "deploy", None]
-    store.put_results("reasoning", [{"sample_id": s.id, "method": "reasoning", "label": s.label,
-                                     "prediction": preds[i % 3]} for i, s in enumerate(samples)])
+    store.put_results("reasoning", [Record.for_sample(s, "reasoning", preds[i % 3], None, 1, 0)
+                                    for i, s in enumerate(samples)])
     data = probe_data(store, [s.id for s in samples], "reasoning")
     assert len(data.ids) == 40 and data.dropped["no_label"] == 20
     assert data.y.tolist() == [1, 0] * 20
-    with store.transaction() as db:
-        db.execute("DELETE FROM results WHERE method='reasoning'")
+    store.replace_results("reasoning", [])
     store.close()
 
 
@@ -241,7 +241,7 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     d = run / "probes" / "default"
     assert (d / "auroc_by_layer.png").stat().st_size > 1000 and (d / "eval.csv").exists()
     assert "LEAKY" in out.output and "tfidf" in out.output
-    recs = Store(run, create=False).results("probe")
+    recs = RunLog(run, create=False).result_dicts("probe")
     assert len(recs) == 24 and "tfidf_char" in out.output and "best-layer null p=" in out.output
     det = recs[0]["details"]
     assert det["layer_selection"].startswith("best of ") and det["selection_n_perm"] == 2
@@ -262,7 +262,7 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
 
 def test_pooling_with_too_few_samples_is_skipped(base_run):
     run, _ = base_run
-    store = Store(run, create=False)
+    store = RunLog(run, create=False)
     src, dst = ActivationStore(store, "default"), ActivationStore(store, "partial")
     if dst.settings is None:
         dst.begin(src.settings)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from harness.datasets import load_dataset
 from harness.report import load_run, method_order, write_report
-from harness.store import Store
+from harness.runlog import RunLog
 from harness.voting import majority, mean_probability
 
 
@@ -30,7 +30,7 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
     (None: unsourced, as runs of the first demo set carried the author's guess)."""
     rng = np.random.default_rng(seed)
     samples = load_dataset("demo")[::96 // n_samples][:n_samples]
-    store = Store(run_dir)
+    store = RunLog(run_dir)
     store.put_samples(samples)
     out: dict[str, list] = {m: [] for m in ("binary", "probability", "motivation", "reasoning", "logprob", "probe")}
     for s in samples:
@@ -133,7 +133,7 @@ def test_report_cli_and_errors(two_runs, tmp_path):
     assert res.exit_code == 0, res.output
     assert (tmp_path / "r" / "report.html").exists()
     empty = tmp_path / "empty"
-    Store(empty).close()
+    RunLog(empty).close()
     res = CliRunner().invoke(cli, ["report", str(empty), "--out", str(tmp_path / "r2")])
     assert res.exit_code != 0 and "no results" in str(res.exception)
 
@@ -152,7 +152,7 @@ def test_logprob_signal_gate_in_report(tmp_path):
 
     demo = load_dataset("demo")
     samples = [s for s in demo if s.is_eval][:20] + [s for s in demo if not s.is_eval][:20]
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     store.put_samples(samples)
     recs = []
     for j, s in enumerate(samples):
@@ -226,8 +226,8 @@ def test_a_new_method_declares_its_report(tmp_path, monkeypatch):
     from harness.reporting.spec import Family, KappaPair, ReportSpec
 
     run = make_run(tmp_path / "a", "model-a", 3, n_votes=5, n_samples=24)
-    store = Store(run, create=False)
-    store.put_results("zz_new", [{**r, "method": "zz_new"} for r in store.results("logprob")])
+    store = RunLog(run, create=False)
+    store.put_results("zz_new", [{**r, "method": "zz_new"} for r in store.result_dicts("logprob")])
     store.close()
 
     class NewMethod(base.Method):

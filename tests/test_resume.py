@@ -27,7 +27,10 @@ def _state(out: Path) -> tuple[set[str], dict[str, str]]:
     db = sqlite3.connect(out / "store.sqlite")
     keys = {r[0] for r in db.execute("SELECT key FROM calls")}
     recs = {r[0]: r[1] for r in db.execute("SELECT sample_id, record FROM results")}
+    logged = {r[0] for r in db.execute("SELECT DISTINCT sample_id FROM model_calls")}
     db.close()
+    # records and the roles of their model calls commit together: never one without the other
+    assert logged == set(recs)
     return keys, recs
 
 
@@ -81,9 +84,9 @@ def test_kill9_then_resume(tmp_path, tiny_model_dir):
 def test_other_model_refused(tmp_path, tiny_model_dir, hf_tiny):
     from harness.errors import StoreError
     from harness.runner import run_methods
-    from harness.store import Store
+    from harness.runlog import RunLog
 
     samples = load_dataset("demo")[:1]
-    Store(tmp_path / "r").set_meta("model_identity", {"backend": "hf", "weights_sha256": "other"})
+    RunLog(tmp_path / "r").set_meta("model_identity", {"backend": "hf", "weights_sha256": "other"})
     with pytest.raises(StoreError, match="different model"):
         run_methods(samples, ["binary"], hf_tiny, tmp_path / "r", progress=False)

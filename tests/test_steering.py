@@ -18,7 +18,7 @@ from harness.backends.steered import SteeredBackend, Steering
 from harness.cache import CachedBackend, call_key
 from harness.errors import BackendError, EvalAwareError
 from harness.methods import MethodConfig
-from harness.store import Store
+from harness.runlog import RunLog
 from probes.activation_store import ActivationStore, CapturedSample
 from probes.capture import HFEngine, capture
 from probes.hooks import add_to_residual
@@ -96,7 +96,7 @@ def test_alpha_zero_is_the_unsteered_model(hf_tiny4, tmp_path):
     assert null.generate(req) == hf_tiny4.generate(req)
     assert np.abs(on.next_token_logprobs(PROMPTS) - hf_tiny4.next_token_logprobs(PROMPTS)).max() > 1e-3
     # same keys: an unsteered cache serves the alpha-0 condition without model calls
-    store = Store(tmp_path / "r")
+    store = RunLog(tmp_path / "r")
     CachedBackend(hf_tiny4, store).next_token_logprobs(PROMPTS)
     cached = CachedBackend(null, store)
     cached.next_token_logprobs(PROMPTS)
@@ -271,14 +271,14 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=plain, progress=False, config=config)
     plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **kw)
     # alpha = 0 reused the plain run's cache: no model call, identical records
-    man = Store(out / "unsteered_0", create=False).get_meta("manifest")
+    man = RunLog(out / "unsteered_0", create=False).get_meta("manifest")
     assert man["calls"]["model_calls"] == {} and man["calls"]["cache_hits"]
     strip = lambda recs: [{k: v for k, v in r.items() if k != "created"} for r in recs]  # noqa: E731
-    assert strip(Store(out / "unsteered_0", create=False).results()) == \
-        strip(Store(plain, create=False).results())
+    assert strip(RunLog(out / "unsteered_0", create=False).result_dicts()) == \
+        strip(RunLog(plain, create=False).result_dicts())
     names = [c["name"] for c in plan["conditions"]]
     assert names == ["unsteered_0", "random_-0.5", "vector_-0.5", "random_+0.5", "vector_+0.5"]
-    ident = {n: Store(out / n, create=False).get_meta("model_identity") for n in names}
+    ident = {n: RunLog(out / n, create=False).get_meta("model_identity") for n in names}
     assert ident["unsteered_0"] == hf_tiny4.identity
     assert len({json.dumps(v, sort_keys=True) for v in ident.values()}) == len(names)
     # resume: a second run makes no model call at all
@@ -320,9 +320,11 @@ def test_cli_refuses_openai_before_any_engine(tmp_path, planted_run):
     assert not (tmp_path / "o").exists()
     # the backend contract refuses too
     from harness.backends.base import Backend
+    from harness.backends.openai import OpenAIBackend
 
-    with pytest.raises(BackendError, match="cannot steer"):
-        Backend.check_steering(type("B", (), {"kind": "openai"})(), Steering({1: np.ones(4)}))
+    assert not OpenAIBackend.capabilities.steering
+    with pytest.raises(BackendError, match="openai backend cannot steer"):
+        Backend.check_steering(OpenAIBackend, Steering({1: np.ones(4)}))
 
 
 def test_report_intervals_resample_whole_categories():

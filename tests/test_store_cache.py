@@ -1,4 +1,4 @@
-"""Store and call cache: content addressing, hits, integrity on failure."""
+"""Run log and call cache: content addressing, hits, integrity on failure."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from harness.backends.base import GenerationRequest, SamplingParams
 from harness.cache import CachedBackend, call_key
 from harness.errors import StoreError
 from harness.sample import Message, Sample, SampleMeta
-from harness.store import Store, decode_value, encode_value
+from harness.records import Record
+from harness.runlog import RunLog, decode_value, encode_value
 
 
 def test_value_encoding_roundtrip():
@@ -29,12 +30,12 @@ def test_key_depends_on_every_part():
 
 
 def test_cached_backend_hits_and_misses(tmp_path, hf_tiny):
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     cb = CachedBackend(hf_tiny, store)
     p1, p2 = (1, 9690, 198, 2683), (1, 9690, 198, 77)
     lp = cb.next_token_logprobs([p1, p2, p1])
     assert cb.misses["next_token_logprobs"] == 2 and cb.hits["next_token_logprobs"] == 1
-    again = CachedBackend(hf_tiny, Store(tmp_path / "run")).next_token_logprobs([p2, p1])
+    again = CachedBackend(hf_tiny, RunLog(tmp_path / "run")).next_token_logprobs([p2, p1])
     np.testing.assert_array_equal(again, lp[[1, 0]])
     reqs = [GenerationRequest(p1, SamplingParams(max_tokens=4))] * 2
     g = cb.generate(reqs)
@@ -49,10 +50,10 @@ class Boom(Exception):
 
 
 def test_failed_batch_leaves_store_consistent(tmp_path, hf_tiny):
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     with pytest.raises(Boom):
-        with store.transaction() as db:
-            db.execute("INSERT INTO results VALUES ('m', 's', '{}', 0)")
+        with store.transaction():
+            store.put_results("m", [Record("s", "m", "eval", "eval", 1.0, 1, 0)])
             raise Boom()
     assert store.results() == [] and store.done_ids("m") == set()
 
@@ -62,11 +63,11 @@ def _sample(i: int, text: str = "hi") -> Sample:
 
 
 def test_changed_sample_refused(tmp_path):
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     store.put_samples([_sample(1), _sample(2)])
     store.put_samples([_sample(1), _sample(3)])  # new samples are fine
     assert [s.id for s in store.samples()] == ["c:1", "c:2", "c:3"]
     with pytest.raises(StoreError, match="differs"):
         store.put_samples([_sample(1, "changed")])
     with pytest.raises(StoreError, match="not a run directory"):
-        Store(tmp_path / "nothing", create=False)
+        RunLog(tmp_path / "nothing", create=False)

@@ -11,7 +11,7 @@ import pytest
 
 from harness.backends.base import Backend, Generation, GenerationRequest
 from harness.cache import CachedBackend
-from harness.store import Store
+from harness.runlog import RunLog
 from harness.taxonomy import TaxonomyError
 from harness.taxonomy.build import TaxonomyConfig, build_taxonomy
 from harness.taxonomy.naming import Namer, keywords, parse_name
@@ -120,6 +120,7 @@ def _record(sid, votes, label="eval"):
     n_aware = sum(v["judge"]["aware"] is True and not v["judge"].get("unverified") for v in votes)
     return {"sample_id": sid, "method": "motivation", "label": label, "category": "mmlu",
             "prediction": "eval" if 2 * n_aware > len(votes) else "deploy",
+            "score": n_aware / len(votes), "n_valid": len(votes), "n_invalid": 0,
             "details": {"votes": votes}}
 
 
@@ -239,7 +240,7 @@ def tokenizer():
 def test_llm_names_flags_and_cache(data, tokenizer, tmp_path):
     recs, samples = data
     inner = ScriptedNamer(tokenizer, garbage_for="bioweapons")
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     cached = CachedBackend(inner, store)
     t1 = build_taxonomy(recs, CFG, namer=Namer(cached), store=store, samples=samples)
     n_named = len(t1["clusters"]) + len([c for c in t1["categories"] if c["id"] != "T00"])

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.store import Store
+from harness.runlog import RunLog
 from tests.helpers.taxonomy_texts import motivation_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ FAST = ["--restarts", "1", "--categories", "5", "--no-progress"]
 @pytest.fixture()
 def run_dir(tmp_path):
     recs, samples = motivation_records(40, seed=2)
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     store.put_samples(samples)
     store.put_results("motivation", recs)
     store.close()
@@ -36,7 +36,7 @@ def invoke(*args):
 
 
 def calls(run):
-    s = Store(run, create=False)
+    s = RunLog(run, create=False)
     try:
         return sum(s.count_calls().values())
     finally:
@@ -55,6 +55,9 @@ def test_run_reuse_without_model_makes_no_calls(run_dir, tmp_path):
     t, man = load(tmp_path / "tax")
     assert t["namer"] is None and man["calls"] == {"naming": {"model_calls": {}, "cache_hits": {}}}
     assert man["run_dir"] == str(run_dir) and "packages" in man
+    with RunLog(run_dir, create=False) as log:  # the run's manifest lists the taxonomy
+        entry = log.manifest()["taxonomies"][str((tmp_path / "tax").resolve())]
+    assert entry["k"] == t["k"] and "taxonomy.json" in entry["files"]
     for f in ("taxonomy.md", "taxonomy.html", "sweep.png", "sizes.png"):
         assert (tmp_path / "tax" / f).stat().st_size > 0
 
@@ -79,7 +82,7 @@ def test_too_few_features_ends_with_a_plain_statement(tmp_path):
     """One distinct feature: exit 0, the statement on the terminal, json/md/html written."""
     from test_taxonomy_build import MCQ, _record, _vote
 
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     store.put_results("motivation", [
         _record("a", [_vote(0, True, [MCQ]), _vote(1, True, [MCQ]), _vote(2, False, [])]),
         _record("b", [_vote(k, False, []) for k in range(3)], "deploy")])
@@ -105,7 +108,7 @@ def test_bad_input_one_line_errors(tmp_path, run_dir):
     assert r.returncode == 2 and "not a run directory" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     empty = tmp_path / "empty"
-    Store(empty).close()
+    RunLog(empty).close()
     r = run_main("--run", empty, "--out", tmp_path / "o")
     assert r.returncode == 2 and "no 'motivation' records" in r.stderr
     r = run_main("--run", run_dir, "--out", tmp_path / "o", "--k", "100000", "--no-progress")
@@ -130,8 +133,8 @@ def test_dataset_mode_runs_motivation_then_reuse_is_free(tmp_path, tiny_model_di
                                    "--answer-tokens", "8", "--probe-tokens", "8", "--judge-tokens", "16",
                                    "--out", str(tmp_path / "t"), *map(str, args)])
     run = tmp_path / "t" / "run"
-    store = Store(run, create=False)
-    assert len(store.results("motivation")) == 4
+    store = RunLog(run, create=False)
+    assert len(store.result_dicts("motivation")) == 4
     store.close()
     made = calls(run)
     assert made > 0
@@ -210,8 +213,8 @@ def test_motivation_runner_records_feed_the_taxonomy(tmp_path):
     samples = load_dataset("demo")
     run = tmp_path / "run"
     run_methods(samples, ["motivation"], model, run, judge=model, progress=False)
-    store = Store(run, create=False)
-    recs = store.results("motivation")
+    store = RunLog(run, create=False)
+    recs = store.result_dicts("motivation")
     tax = build_taxonomy(recs, TaxonomyConfig(n_categories=4, restarts=1), store=store,
                          samples=store.samples())
     store.close()

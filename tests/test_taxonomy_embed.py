@@ -51,9 +51,9 @@ def test_cls_pooling_path_reads_the_pooling_config(tmp_path):
 
 
 def test_store_cache_embeds_each_text_once(tmp_path):
-    from harness.store import Store
+    from harness.runlog import RunLog
 
-    store = Store(tmp_path / "run")
+    store = RunLog(tmp_path / "run")
     e = get_embedder()
     a, n1 = embed_cached(e, TEXTS, store)
     b, n2 = embed_cached(e, TEXTS + ["new text", TEXTS[0]], store)

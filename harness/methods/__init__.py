@@ -1,21 +1,14 @@
-"""The black-box methods. Each module registers one :class:`~harness.methods.base.Method`."""
+"""The black-box methods. Each module registers one :class:`~harness.methods.base.Method`;
+importing this package imports (and so registers) every one of them."""
 
 from __future__ import annotations
 
-from importlib import import_module
-
+from . import binary, logprob, motivation, probability, reasoning  # noqa: F401  (register)
 from .base import REGISTRY, Method, MethodConfig, RunContext
-
-_MODULES = ("binary", "logprob", "probability", "motivation", "reasoning")
 
 
 def available() -> dict[str, type[Method]]:
-    for m in _MODULES:
-        try:
-            import_module(f"{__name__}.{m}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{m}":
-                raise
+    """Every registered method by name."""
     return dict(REGISTRY)
 
 

@@ -5,17 +5,19 @@ answer to a sample, and the ask-parse-vote flow (cf. Inspect AI's solver -> scor
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Sequence
 
 from ..answer_format import AnswerFormat, label_probabilities
 from ..backends.base import Backend, Generation, GenerationRequest, SamplingParams
+from ..call_log import CallLog
 from ..parsing import Parsed
 from ..prompts import Prompt, PromptLibrary
 from ..render import Renderer, format_transcript
 from ..reporting.spec import ReportSpec
 from ..sample import Message, Sample
-from ..voting import Vote
+from ..records import Record, Verdict, Vote
+from ..voting import Tally
 
 VIEWS = ("first_turn", "full")
 LOGPROB_SETTINGS = ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")
@@ -93,7 +95,8 @@ class MethodConfig:
 
 @dataclass
 class RunContext:
-    """Everything a method needs; `backend` and `judge` are cached backends."""
+    """Everything a method needs; `backend` and `judge` are cached backends; `log` collects the
+    roles of the generations made (the runner stores them with the records)."""
 
     backend: Backend
     renderer: Renderer
@@ -101,6 +104,7 @@ class RunContext:
     prompts: PromptLibrary
     judge: Backend | None = None
     judge_renderer: Renderer | None = None
+    log: CallLog = field(default_factory=CallLog)
 
 
 REGISTRY: dict[str, type["Method"]] = {}
@@ -112,7 +116,7 @@ def register(cls: type["Method"]) -> type["Method"]:
 
 
 class Method(ABC):
-    """A method turns a batch of samples into one JSON record per sample."""
+    """A method turns a batch of samples into one :class:`~harness.records.Record` per sample."""
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
@@ -124,38 +128,28 @@ class Method(ABC):
         self.ctx = ctx
 
     @abstractmethod
-    def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         """Records for these samples (same order)."""
 
     def settings(self) -> dict[str, Any]:
         return {"config": self.ctx.config.to_dict()}
 
-    def record(self, sample: Sample, vote: Vote, answers: Sequence[Generation | None] = (),
-               **details: Any) -> dict[str, Any]:
+    def record(self, sample: Sample, tally: Tally, answers: Sequence[Generation | None] = (),
+               votes: Sequence[Vote] | None = None, **details: Any) -> Record:
         """The standard record: prediction ("eval"/"deploy"/None), score (P(eval)-like, for AUROC),
-        vote counts, `n_answers`/`n_cut` (the model's generations behind the record and how many
-        of them stopped at the token limit), the sample's slicing metadata, and method-specific
-        details."""
+        vote counts, `n_answers`/`n_cut` (the model's generations behind the record, judge calls
+        included, and how many of them stopped at the token limit), the sample's slicing
+        metadata, the votes and method-specific details."""
         cuts = [g.finish_reason == "length" for g in answers if g is not None]
-        cuts += [bool(j.get("cut")) for j in judge_dicts(details.get("votes") or [])]
-        return {
-            "sample_id": sample.id, "method": self.name, "label": sample.label,
-            "prediction": vote.prediction, "score": vote.score,
-            "n_valid": vote.n_valid, "n_invalid": vote.n_invalid,
-            "n_answers": len(cuts), "n_cut": sum(cuts),
-            "category": sample.metadata.category, "agentic": sample.metadata.agentic,
-            "eval_type": sample.metadata.eval_type, "n_turns": sample.n_turns,
-            "task": sample.metadata.extra.get("task"),
-            "human_eval_probability": sample.metadata.human_eval_probability,
-            "human_eval_source": sample.metadata.human_eval_source,
-            "details": details,
-        }
+        cuts += [v.cut for v in judged(votes or ())]
+        return Record.for_sample(sample, self.name, tally.prediction, tally.score, tally.n_valid,
+                                 tally.n_invalid, n_answers=len(cuts), n_cut=sum(cuts),
+                                 votes=None if votes is None else tuple(votes), details=details)
 
 
-def judge_dicts(votes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The judge verdicts of these votes that came from a judge call (not skipped texts)."""
-    return [v["judge"] for v in votes if isinstance(v.get("judge"), dict)
-            and v["judge"].get("error") != "empty text"]
+def judged(votes: Sequence[Vote]) -> list[Verdict]:
+    """The verdicts of these votes that came from a judge call (not skipped texts)."""
+    return [v.verdict for v in votes if v.verdict is not None and v.verdict.error != "empty text"]
 
 
 # --- conversation views ---------------------------------------------------------------------
@@ -175,7 +169,8 @@ def answer_samples(ctx: RunContext, samples: Sequence[Sample]) -> list[Generatio
             todo.append(i)
             reqs.append(GenerationRequest(ctx.renderer.render(msgs), cfg.params(cfg.answer_tokens)))
     out: list[Generation | None] = [None] * len(samples)
-    for i, g in zip(todo, ctx.backend.generate(reqs) if reqs else []):
+    tags = [(samples[i].id, "answer", 0) for i in todo]
+    for i, g in zip(todo, ctx.log.generate(ctx.backend, reqs, tags)):
         out[i] = g
     return out
 
@@ -218,7 +213,7 @@ class QuestionVoteMethod(Method):
 
     prompt_set: ClassVar[str]
     parse: ClassVar[Callable[[str], Parsed]]
-    aggregate: ClassVar[Callable[[Sequence[Any]], Vote]]
+    aggregate: ClassVar[Callable[[Sequence[Any]], Tally]]
     #: The tagged answer format (binary, probability): with it, every vote also records the
     #: label probabilities and ``--constrain`` holds answers to its grammar.
     answer_format: ClassVar[AnswerFormat | None] = None
@@ -232,11 +227,13 @@ class QuestionVoteMethod(Method):
         p = cfg.params(cfg.probe_tokens, seed_offset)
         return replace(p, structured=self.answer_format.structured) if self.constrained else p
 
-    def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, dict[str, Any]]]:
-        """Each answer's parsed vote plus extra fields for its vote record (one batch)."""
-        return [(type(self).parse(g.text), {}) for g in gens]
+    def parse_answers(self, gens: Sequence[Generation],
+                      tags: Sequence[tuple[str, int]]) -> list[tuple[Parsed, Verdict | None]]:
+        """Each answer's parsed vote and, where a judge read the answer, its verdict (one batch;
+        ``tags[i]`` = (sample id, vote k) of answer i)."""
+        return [(type(self).parse(g.text), None) for g in gens]
 
-    def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         ctx, cfg = self.ctx, self.ctx.config
         answers = answer_samples(ctx, samples)
         plan = vote_plan(ctx.prompts.variants(self.prompt_set), cfg.n_votes)
@@ -244,25 +241,25 @@ class QuestionVoteMethod(Method):
                  for _, v, _ in plan]
         reqs = [GenerationRequest(ctx.renderer.render(c), self.probe_params(off))
                 for c, (_, _, off) in zip(convs, plan * len(samples))]
-        gens = ctx.backend.generate(reqs)
-        parsed = self.parse_answers(gens)
+        tags = [(s.id, k) for s in samples for k, _, _ in plan]
+        gens = ctx.log.generate(ctx.backend, reqs, [(sid, "question", k) for sid, k in tags])
+        parsed = self.parse_answers(gens, tags)
         labels: list[dict[str, Any]] = (label_probabilities(ctx.backend, ctx.renderer, self.answer_format, convs)
                                         if self.answer_format is not None else [{}] * len(convs))
         records = []
         for j, (s, a) in enumerate(zip(samples, answers)):
-            votes, values = [], []
+            votes: list[Vote] = []
             block = slice(j * len(plan), (j + 1) * len(plan))
-            for (k, v, off), g, (p, extra), lab in zip(plan, gens[block], parsed[block], labels[block]):
-                values.append(p.value)
-                votes.append({"k": k, "variant": v.name, "seed_offset": off, "answer": g.text,
-                              "reasoning": g.reasoning, "finish_reason": g.finish_reason,
-                              **p.to_dict(), **extra, **lab,
-                              **({"constrained": True} if self.constrained else {})})
-            vote = type(self).aggregate(values)
+            for (k, v, off), g, (p, verdict), lab in zip(plan, gens[block], parsed[block], labels[block]):
+                votes.append(Vote(k, v.name, p.value, p.error, verdict, {
+                    "seed_offset": off, "answer": g.text, "reasoning": g.reasoning,
+                    "finish_reason": g.finish_reason, **lab,
+                    **({"constrained": True} if self.constrained else {})}))
+            tally = type(self).aggregate([x.value for x in votes])
             more: dict[str, Any] = {}
             if self.answer_format is not None:
-                more = {"vote_score": vote.score, "score_source": "label_probability"}
-                vote = replace(vote, score=sum(x["label_score"] for x in votes) / len(votes))
-            records.append(self.record(s, vote, answers=[a, *gens[block]], votes=votes,
+                more = {"vote_score": tally.score, "score_source": "label_probability"}
+                tally = replace(tally, score=sum(x.extra["label_score"] for x in votes) / len(votes))
+            records.append(self.record(s, tally, answers=[a, *gens[block]], votes=votes,
                                        sample_answer=a.text if a else None, **more))
         return records

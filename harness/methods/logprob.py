@@ -29,8 +29,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Sequence
 
+from tokenization import ScoringPlan, TargetWords, from_backend, score_prompts
+
 from ..sample import Message, Sample
-from ..voting import Vote
+from ..records import Record
+from ..voting import Tally
 from ..answer_position import answer_start
 from ..reporting.spec import Family, ReportSpec
 from .base import Method, MethodConfig, register, sample_view
@@ -57,7 +60,6 @@ class _LogprobBase(Method):
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
-        from tokenization import ScoringPlan, TargetWords, from_backend
 
         self._words = TargetWords.parse(ctx.config.words)
         self._plan = ScoringPlan.build(from_backend(ctx.backend), self._words, cases=SCORING_CASES)
@@ -77,20 +79,18 @@ class _LogprobBase(Method):
                 "word_list": self._words.name or "custom", "answer_position": self._start.how,
                 "words": {w.word: w.label for w in self._plan.per_word}}
 
-    def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
-        from tokenization import score_prompts
-
+    def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         cfg = self.ctx.config
         prompts = [self._start.render(self.prompt_messages(s)) for s in samples]
         # vLLM: score multi-token words through prefix-cached next-token calls (cheaper there).
-        via = "prefix" if self.ctx.backend.prefix_scoring else "loglikelihood"
+        via = "prefix" if self.ctx.backend.capabilities.prefix_scoring else "loglikelihood"
         scores = score_prompts(self.ctx.backend, prompts, plan=self._plan, aware_via=via,
                                tol=cfg.aware_tol, boundary=cfg.aware_boundary, full_vocab=cfg.full_vocab)
         out = []
         for s, sc in zip(samples, scores):
             p = sc.aware_p_eval
             signal = p is not None and sc.aware_coverage >= cfg.min_coverage
-            vote = Vote(("eval" if p >= 0.5 else "deploy") if signal else None,  # type: ignore[operator]
+            vote = Tally(("eval" if p >= 0.5 else "deploy") if signal else None,  # type: ignore[operator]
                         p if signal else None, int(signal), int(not signal))
             out.append(self.record(s, vote, form=self.form, signal=signal,
                                    error=None if signal else "no_signal", min_coverage=cfg.min_coverage,

@@ -4,7 +4,7 @@ evaluation); a judge decides whether the answer says the user is testing/evaluat
 with verbatim evidence quotes; majority of the 3 variants.
 
 Each vote record carries ``answer`` (the model's answer about the motivation) and ``judge``
-(:meth:`harness.judge.JudgeVerdict.to_dict`); the taxonomy tool reads both.
+(:meth:`harness.records.Verdict.to_dict`); the taxonomy tool reads both.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from ..backends.base import Generation
 from ..judge import judge_identity, judge_texts
 from ..parsing import Parsed
+from ..records import Verdict
 from ..voting import majority
 from ..reporting.spec import ReportSpec
 from .base import QuestionVoteMethod, register
@@ -28,9 +29,10 @@ class UserMotivation(QuestionVoteMethod):
     aggregate = staticmethod(majority)
     report = ReportSpec(order=30, score="share of aware verdicts")
 
-    def parse_answers(self, gens: Sequence[Generation]) -> list[tuple[Parsed, dict[str, Any]]]:
-        verdicts = judge_texts(self.ctx, [g.text for g in gens], kind="motivation")
-        return [(v.as_parsed(), {"judge": v.to_dict()}) for v in verdicts]
+    def parse_answers(self, gens: Sequence[Generation],
+                      tags: Sequence[tuple[str, int]]) -> list[tuple[Parsed, Verdict | None]]:
+        verdicts = judge_texts(self.ctx, [g.text for g in gens], kind="motivation", tags=tags)
+        return [(v.as_parsed(), v) for v in verdicts]
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "judge": judge_identity(self.ctx)}

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from ..backends.base import Generation, GenerationRequest, _remove_all
 from ..judge import judge_identity, judge_texts
 from ..parsing import Parsed
+from ..records import Record, Vote
 from ..reasoning import split_reasoning
 from ..sample import Message, Sample
 from ..voting import majority
@@ -83,7 +84,7 @@ class ReasoningTrace(Method):
                                                       assistant_prefix=THINK_PREFIX),
                                   cfg.params(cfg.answer_tokens)) for s in samples]
         tok, out = ctx.renderer.tokenizer, []
-        for g in ctx.backend.generate(reqs) if reqs else []:
+        for g in ctx.log.generate(ctx.backend, reqs, [(s.id, "elicited_reasoning", 0) for s in samples]):
             reasoning, answer = split_reasoning("<think>" + g.raw_text)
             out.append(Generation(text=_strip_specials(answer, tok),
                                   reasoning=_strip_specials(reasoning or "", tok),
@@ -102,16 +103,16 @@ class ReasoningTrace(Method):
             gens[i] = g
         return sources, gens
 
-    def run_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         sources, gens = self.traces(samples)
         texts = [g.reasoning if g is not None and g.reasoning else None for g in gens]
-        verdicts = judge_texts(self.ctx, texts, kind="reasoning")
+        verdicts = judge_texts(self.ctx, texts, kind="reasoning", tags=[(s.id, 0) for s in samples])
         records = []
         for s, src, g, t, v in zip(samples, sources, gens, texts, verdicts):
             p = v.as_parsed() if t is not None else Parsed(None, "no reasoning text")
-            vote = {"k": 0, "variant": "judge_reasoning", **p.to_dict(), "judge": v.to_dict()}
+            vote = Vote(0, "judge_reasoning", p.value, p.error, v)
             records.append(self.record(
-                s, majority([vote["value"]]), answers=[g], reasoning_source=src, reasoning=t,
+                s, majority([vote.value]), answers=[g], reasoning_source=src, reasoning=t,
                 answer=g.text if g is not None else None,
                 finish_reason=g.finish_reason if g is not None else None, votes=[vote]))
         return records

@@ -11,9 +11,7 @@ from .doc import Doc, ci
 from .runs import RunData, human_name, human_records, method_specs
 from .spec import ReportSpec
 
-# Coverage-gated scores (logprob): no AUROC from fewer scored samples than this per class (with 10
-# per class the 95% bootstrap interval of an AUROC near 0.75 is already about ±0.2 wide).
-MIN_AUROC_PER_CLASS = 10
+MIN_AUROC_PER_CLASS = M.MIN_AUROC_PER_CLASS  # coverage-gated families (logprob)
 
 
 class ReportContext:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from ..errors import EvalAwareError
 from ..methods import available
 from ..sample import Sample
-from ..store import Store
+from ..runlog import RunLog
 from .spec import Specs
 
 HUMAN = "human"
@@ -126,13 +126,13 @@ def unsourced_human(records: dict[str, list[dict[str, Any]]]) -> int:
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    store = Store(run_dir, create=False)
+    store = RunLog(run_dir, create=False)
     try:
         manifest = store.get_meta("manifest") or {}
         mf = Path(run_dir) / "manifest.json"
         if not manifest and mf.exists():
             manifest = json.loads(mf.read_text())
-        records = {m: store.results(m) for m in store.methods()}
+        records = {m: store.result_dicts(m) for m in store.methods()}
         samples = store.samples()
     finally:
         store.close()

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..runlog import RunLog, TableSpec
 from . import TaxonomyError
 
 DEFAULT_EMBEDDER = "minilm-l6-v2"
@@ -119,7 +120,8 @@ def get_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
     return Embedder(name_or_path)
 
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB NOT NULL);"
+EMBEDDINGS = TableSpec("embeddings", (("key", "TEXT"), ("vector", "BLOB")), ("key",))
+"""The run log's cache of embeddings: sha256 of (embedder identity, text) -> float32 bytes."""
 
 
 def _key(identity: dict[str, Any], text: str) -> str:
@@ -127,26 +129,20 @@ def _key(identity: dict[str, Any], text: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def embed_cached(embedder: Embedder, texts: Sequence[str], store: Any = None) -> tuple[np.ndarray, int]:
+def embed_cached(embedder: Embedder, texts: Sequence[str], store: RunLog | None = None) -> tuple[np.ndarray, int]:
     """Embeddings of `texts`, reusing and filling the store's ``embeddings`` table when a store
     is given. Returns (array, number of texts actually encoded)."""
     if store is None:
         return embedder.encode(texts), len(texts)
-    store.ensure_schema(_SCHEMA)
+    table = store.table(EMBEDDINGS)
     keys = [_key(embedder.identity, t) for t in texts]
-    found: dict[str, np.ndarray] = {}
-    uniq = sorted(set(keys))
-    for i in range(0, len(uniq), 500):
-        chunk = uniq[i:i + 500]
-        q = f"SELECT key, vector FROM embeddings WHERE key IN ({','.join('?' * len(chunk))})"
-        for k, v in store.db.execute(q, chunk):
-            found[k] = np.frombuffer(v, dtype=np.float32)
+    found = {k: np.frombuffer(v, dtype=np.float32)
+             for k, v in table.lookup("key", sorted(set(keys)), "vector").items()}
     todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
     if todo:
         vecs = embedder.encode(todo)
         rows = [(_key(embedder.identity, t), v.tobytes()) for t, v in zip(todo, vecs)]
-        with store.transaction():
-            store.db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?)", rows)
+        table.insert(rows, replace=True)
         found.update((k, np.frombuffer(b, dtype=np.float32)) for k, b in rows)
     arr = np.stack([found[k] for k in keys]) if keys else np.zeros((0, embedder.dim), np.float32)
     return arr.astype(np.float32, copy=True), len(todo)

@@ -17,15 +17,15 @@ from harness.methods.base import MethodConfig, RunContext, answer_samples
 from harness.prompts import PromptLibrary
 from harness.render import Renderer
 from harness.sample import Message, Sample, SampleMeta
-from harness.store import Store
+from harness.runlog import RunLog
 
 
 def answer_run(run_dir: str | Path, samples: Sequence[Sample], backend: Backend,
                config: MethodConfig | None = None, template_kwargs: dict[str, Any] | None = None,
-               answers: bool = True, batch_size: int = 16) -> Store:
+               answers: bool = True, batch_size: int = 16) -> RunLog:
     """Create (or extend) a run directory with `samples` and, if `answers`, cached answers."""
     config = config or MethodConfig()
-    store = Store(run_dir)
+    store = RunLog(run_dir)
     store.put_samples(list(samples))
     store.set_meta("model_identity", backend.identity)
     renderer = Renderer(backend.tokenizer, dict(template_kwargs or {}))

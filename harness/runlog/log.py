@@ -1,0 +1,209 @@
+"""The run log: the one owner of a run directory's SQLite file and its manifest.
+
+Tables (see :mod:`harness.runlog.schema`)
+- ``calls``: content-addressed cache of every model call (key = sha256 of backend identity,
+  operation, token ids and sampling parameters) -> encoded result (JSON or .npy, never pickle).
+- ``results``: one JSON record per (method, sample).
+- ``samples``: the dataset as the run saw it (a changed sample under the same id is refused).
+- ``meta``: manifest, settings, model identity, schema version.
+- tables other packages register with :meth:`RunLog.table` (activations index, embeddings).
+
+Every write is one transaction (``BEGIN IMMEDIATE``; nested transactions join the outer one),
+so a killed process leaves the log as of its last commit; WAL lets readers read while a run writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from ..dataset_records import RecordContext
+from ..datasets import parse_record
+from ..errors import StoreError
+from ..records import ModelCall, Record
+from ..sample import Sample
+from .codec import decode_value, dumps, encode_value
+from .schema import CALLS, LOG_NAME, META, MODEL_CALLS, RESULTS, SAMPLES, prepare
+from .manifest import MetaAndManifest
+from .tables import Table, TableSpec, check_columns
+
+
+class RunLog(MetaAndManifest):
+    """The SQLite log (and manifest) of one run directory."""
+
+    def __init__(self, run_dir: str | Path, create: bool = True) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOG_NAME
+        if not create and not self.path.exists():
+            raise StoreError(f"{self.run_dir}: not a run directory (no {LOG_NAME})")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self._depth = 0
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self.opened_version = prepare(self._db, self.path)
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise StoreError(f"{self.path}: not a readable run log ({e})") from e
+        except BaseException:
+            self._db.close()
+            raise
+        self._calls, self._results = Table(self, CALLS), Table(self, RESULTS)
+        self._samples, self._meta = Table(self, SAMPLES), Table(self, META)
+        self._model_calls = Table(self, MODEL_CALLS)
+
+    # --- plumbing ------------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction; a transaction opened inside it joins it (commits with the outer)."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self._db
+            finally:
+                self._depth -= 1
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+        finally:
+            self._depth = 0
+
+    def _read(self, query: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._db.execute(query, list(args)).fetchall()
+
+    def table(self, spec: TableSpec) -> Table:
+        """A package's own table (created on first use, so a reader never waits for a write lock
+        on a table that exists; a different existing layout is refused)."""
+        if not check_columns(self._db, spec, self.path):
+            with self.transaction() as db:
+                db.execute(spec.ddl())
+        return Table(self, spec)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "RunLog":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # --- call cache ----------------------------------------------------------------------------
+    def get_calls(self, keys: list[str]) -> dict[str, Any]:
+        return {k: decode_value(v) for k, v in self._calls.lookup("key", keys, "value").items()}
+
+    def put_calls(self, op: str, items: Iterable[tuple[str, Any]]) -> None:
+        now = time.time()
+        self._calls.insert([(k, op, encode_value(v), now) for k, v in items], replace=True)
+
+    def import_calls(self, other_run_dir: str | Path) -> int:
+        """Copy another run directory's call cache into this one (keys are content-addressed, so
+        only calls with the same backend identity, op and inputs can ever hit); returns how many
+        calls were new here."""
+        src = Path(other_run_dir) / LOG_NAME
+        if not src.exists():
+            raise StoreError(f"{other_run_dir}: not a run directory (no {LOG_NAME})")
+        before = self._calls.count()
+        self._db.execute("ATTACH DATABASE ? AS other", (str(src),))
+        try:
+            other = {r[1] for r in self._db.execute("PRAGMA other.table_info(calls)")}
+            if other != set(CALLS.names):
+                raise StoreError(f"{src}: no call cache this evalaware can read")
+            with self.transaction() as db:
+                db.execute(f"INSERT OR IGNORE INTO calls SELECT {', '.join(CALLS.names)} FROM other.calls")
+        finally:
+            self._db.execute("DETACH DATABASE other")
+        return self._calls.count() - before
+
+    def count_calls(self) -> dict[str, int]:
+        return self._calls.count_by("op")
+
+    def iter_calls(self) -> Iterator[tuple[str, str]]:
+        yield from self._calls.select(["key", "op"])
+
+    # --- results -------------------------------------------------------------------------------
+    def done_ids(self, method: str) -> set[str]:
+        return {r[0] for r in self._results.select(["sample_id"], {"method": method})}
+
+    def put_results(self, method: str, records: Sequence[Record | dict[str, Any]],
+                    calls: Sequence[ModelCall] = ()) -> None:
+        """Store records (a dict is checked by :meth:`Record.from_dict` first) and the model
+        calls behind them, in one transaction."""
+        now = time.time()
+        rows = [Record.coerce(r) for r in records]
+        with self.transaction():
+            self._results.insert([(method, r.sample_id, dumps(r.to_dict()), now) for r in rows],
+                                 replace=True)
+            self._model_calls.insert([(method, c.sample_id, c.role, c.k, dumps(c.to_dict()))
+                                      for c in calls], replace=True)
+
+    def replace_results(self, method: str, records: Sequence[Record | dict[str, Any]]) -> None:
+        """The method's records become exactly `records`, in one transaction (a failure keeps
+        the old ones)."""
+        with self.transaction():
+            self._results.delete({"method": method})
+            self.put_results(method, records)
+
+    def results(self, method: str | None = None) -> list[Record]:
+        """Records in dataset order (then method)."""
+        pos = self.sample_positions()
+        rows = self._results.select(["method", "sample_id", "record"],
+                                    {"method": method} if method else None)
+        rows.sort(key=lambda r: (r[0], pos.get(r[1], -1)))
+        return [Record.from_dict(json.loads(r[2])) for r in rows]
+
+    def result_dicts(self, method: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`results` in their stored JSON form (for code that reads records as mappings:
+        metrics, report)."""
+        return [r.to_dict() for r in self.results(method)]
+
+    def model_calls(self, method: str | None = None, role: str | None = None) -> list[ModelCall]:
+        """Logged model calls (see :mod:`harness.call_log`), optionally of one method/role."""
+        where = {k: v for k, v in (("method", method), ("role", role)) if v is not None}
+        return [ModelCall.from_dict(json.loads(c)) for (c,) in self._model_calls.select(["call"], where)]
+
+    def methods(self) -> list[str]:
+        return [r[0] for r in self._results.select(["method"], distinct=True, order_by=["method"])]
+
+    def export_jsonl(self, path: str | Path) -> int:
+        recs = self.result_dicts()
+        with open(path, "w", encoding="utf-8") as f:
+            for r in recs:
+                f.write(dumps(r) + "\n")
+        return len(recs)
+
+    # --- samples -------------------------------------------------------------------------------
+    def put_samples(self, samples: list[Sample]) -> None:
+        """Record the dataset; refuse a sample whose content changed under the same id."""
+        with self.transaction():
+            stored = dict(self._samples.select(["sample_id", "sample"]))
+            rows: list[tuple[str, str, int]] = []
+            for s in samples:
+                js = s.to_json()
+                if s.id in stored:
+                    if stored[s.id] != js:
+                        raise StoreError(f"{self.path}: sample {s.id!r} differs from the one this "
+                                         f"run already used; use a new --out directory")
+                    continue
+                rows.append((s.id, js, len(stored) + len(rows)))
+            self._samples.insert(rows)
+
+    def samples(self) -> list[Sample]:
+        rows = self._samples.select(["sample"], order_by=["position"])
+        return [parse_record(json.loads(r[0]), RecordContext(self.path, i)) for i, r in enumerate(rows)]
+
+    def sample_positions(self) -> dict[str, int]:
+        """{sample id: position in the run's dataset order}."""
+        return dict(self._samples.select(["sample_id", "position"]))
