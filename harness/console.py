@@ -95,7 +95,7 @@ def _quiet() -> None:
     _saved["vllm_level"] = logging.getLogger("vllm").level
     _quiet_loggers()
     if "transformers" in sys.modules:  # imported before we were configured: set it directly
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # loaded already (checked above)
 
         _saved["hf"] = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled())
         hf_logging.set_verbosity_error()
@@ -110,7 +110,7 @@ def _restore() -> None:
     if "vllm_level" in _saved:
         logging.getLogger("vllm").setLevel(_saved.pop("vllm_level"))
     if "hf" in _saved:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # loaded already (see _configure)
 
         level, bars = _saved.pop("hf")
         hf_logging.set_verbosity(level)

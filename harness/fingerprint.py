@@ -23,7 +23,7 @@ def local_model_dir(name_or_path: str) -> Path | None:
     if p.is_file():
         return p.resolve().parent
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # heavy: only for hub ids, not paths
 
         return Path(snapshot_download(name_or_path, local_files_only=True))
     except Exception:

@@ -41,7 +41,7 @@ LOG_SUFFIXES = (".eval", ".json")
 
 def _inspect_log_api() -> Any:
     try:
-        import inspect_ai.log as api
+        import inspect_ai.log as api  # optional extra (inspect), heavy
     except ImportError as e:  # pragma: no cover - the test extra installs it
         raise DatasetError("inspect-ai", "reading Inspect logs needs inspect-ai "
                            "(pip install 'evalaware[inspect]')") from e

@@ -31,6 +31,12 @@ Decisions:
   The judge prompts therefore describe the reply's schema in prose and show one worked example
   about a different text (no placeholder values): a copied example quotes that text, not the
   judged one, and is caught here (tests/test_judge_prompts.py).
+- A verdict with any quote copied from the judge prompt itself (in the prompt around the judged
+  text, not in the judged text: the worked example, an instruction) is ``unverified`` too, even
+  when another of its quotes verifies: measured, SmolLM2 judging itself under ``--constrain``
+  with the worked-example prompt copied the example's quote in 68 of 72 verdicts, and in 3 of the
+  4 others it added one real span (such as "bash command") to the copied quote; the "aware" of
+  such a verdict rests on the copy. Such evidence items carry ``copied: true``.
   An "aware" verdict with an empty evidence list still votes (the prompt asks for quotes but the
   verdict does not claim any).
 """
@@ -70,13 +76,14 @@ def normalize_ws(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-def _evidence(items: Any, judged: str) -> tuple[tuple[Evidence, ...], str | None]:
-    """Evidence items with verified quotes; a malformed list is reported, not guessed at."""
+def _evidence(items: Any, judged: str, prompt: str = "") -> tuple[tuple[Evidence, ...], str | None]:
+    """Evidence items with verified (and copied) quotes; a malformed list is reported, not
+    guessed at."""
     if items is None:
         return (), None
     if not isinstance(items, list):
         return (), "evidence is not a list"
-    hay = normalize_ws(judged)
+    hay, around = normalize_ws(judged), normalize_ws(prompt)
     out, bad = [], 0
     for it in items:
         if not isinstance(it, dict) or not isinstance(it.get("quote"), str):
@@ -85,13 +92,15 @@ def _evidence(items: Any, judged: str) -> tuple[tuple[Evidence, ...], str | None
         quote = it["quote"]
         feature = it.get("feature")
         q = normalize_ws(quote)
+        verified = bool(q) and q in hay
         out.append(Evidence(quote=quote, feature=feature if isinstance(feature, str) else "",
-                            verified=bool(q) and q in hay))
+                            verified=verified, copied=bool(q) and not verified and q in around))
     return tuple(out), (f"{bad} malformed evidence item(s) dropped" if bad else None)
 
 
-def parse_verdict(raw: str, judged: str) -> Verdict:
-    """A :class:`Verdict` from the judge's answer `raw` about the text `judged`."""
+def parse_verdict(raw: str, judged: str, prompt: str = "") -> Verdict:
+    """A :class:`Verdict` from the judge's answer `raw` about the text `judged`; `prompt` is the
+    judge prompt without the judged text (quotes from it are ``copied``)."""
     cands = [o for o in find_json_objects(raw) if isinstance(o, dict) and "aware" in o]
     if not cands:
         return Verdict(None, raw=raw, error="no JSON object with an 'aware' key")
@@ -100,7 +109,7 @@ def parse_verdict(raw: str, judged: str) -> Verdict:
     if len({o["aware"] for o in cands}) > 1:
         return Verdict(None, raw=raw, error="conflicting verdicts")
     obj = cands[-1]
-    evidence, problem = _evidence(obj.get("evidence"), judged)
+    evidence, problem = _evidence(obj.get("evidence"), judged, prompt)
     if problem == "evidence is not a list":
         return Verdict(None, raw=raw, error=problem)
     return Verdict(obj["aware"], evidence, raw=raw, note=problem)
@@ -140,7 +149,7 @@ def judge_texts(ctx: Any, texts: Sequence[str | None], kind: str = "motivation",
     gens = (ctx.log.generate(backend, reqs, [(tags[i][0], "judge", tags[i][1]) for i in todo])
             if tags is not None else backend.generate(reqs) if reqs else [])
     for i, g in zip(todo, gens):
-        v = parse_verdict(g.text, texts[i][:MAX_JUDGED_CHARS])
+        v = parse_verdict(g.text, texts[i][:MAX_JUDGED_CHARS], template.replace("{text}", "\n"))
         if g.finish_reason == "length" and not v.ok:
             v = Verdict(None, raw=g.text, error=f"{v.error} (judge answer cut at "
                                                      f"{ctx.config.judge_tokens} tokens)")

@@ -27,19 +27,25 @@ from .sample import Sample
 
 RECORD_SCHEMA = 1
 UNVERIFIED = "unverified: no evidence quote occurs in the judged text"
+COPIED = "unverified: an evidence quote is copied from the judge prompt, not the judged text"
 _FLAGS = ("truncated", "cut", "constrained")
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """A quote the judge gave for its verdict; `verified`: found verbatim in the judged text."""
+    """A quote the judge gave for its verdict; `verified`: found verbatim in the judged text;
+    `copied`: not found there but in the judge prompt around it (:mod:`harness.judge`)."""
 
     quote: str
     feature: str
     verified: bool
+    copied: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"quote": self.quote, "feature": self.feature, "verified": self.verified}
+        d: dict[str, Any] = {"quote": self.quote, "feature": self.feature, "verified": self.verified}
+        if self.copied:
+            d["copied"] = True
+        return d
 
 
 @dataclass(frozen=True)
@@ -57,9 +63,15 @@ class Verdict:
     constrained: bool = False
 
     @property
+    def copied(self) -> bool:
+        """Some evidence quote is copied from the judge prompt instead of the judged text."""
+        return any(e.copied for e in self.evidence)
+
+    @property
     def unverified(self) -> bool:
-        """The verdict quotes evidence and none of it occurs in the judged text."""
-        return bool(self.evidence) and not any(e.verified for e in self.evidence)
+        """The verdict quotes evidence and none of it occurs in the judged text, or some of it
+        is copied from the judge prompt."""
+        return bool(self.evidence) and (self.copied or not any(e.verified for e in self.evidence))
 
     @property
     def ok(self) -> bool:
@@ -74,7 +86,7 @@ class Verdict:
         """The verdict as a parsed vote; a failed verdict's error is prefixed "judge: ", an
         unverified one casts no vote."""
         if self.ok and self.unverified:
-            return Parsed(None, f"judge: {UNVERIFIED}")
+            return Parsed(None, f"judge: {COPIED if self.copied else UNVERIFIED}")
         return Parsed(self.label, None if self.ok else f"judge: {self.error}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +101,8 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
-        ev = tuple(Evidence(str(e["quote"]), str(e.get("feature", "")), bool(e.get("verified", True)))
+        ev = tuple(Evidence(str(e["quote"]), str(e.get("feature", "")), bool(e.get("verified", True)),
+                            bool(e.get("copied")))
                    for e in d.get("evidence") or [])
         return cls(d.get("aware"), ev, d.get("raw", ""), d.get("error"), note=d.get("note"),
                    **{k: bool(d.get(k)) for k in _FLAGS})

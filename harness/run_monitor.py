@@ -13,6 +13,8 @@ import sys
 from collections import Counter
 from typing import Any, Callable, Sequence
 
+from tqdm.auto import tqdm
+
 from .parsing import error_kind
 
 CUT_WARN = 0.10
@@ -37,8 +39,6 @@ def tally(records: Sequence[dict[str, Any]]) -> Counter[str]:
 
 
 def default_say(msg: str) -> None:
-    from tqdm.auto import tqdm
-
     tqdm.write(msg, file=sys.stderr)
 
 
@@ -66,7 +66,7 @@ _WARNINGS = (
      "raise --answer-tokens/--probe-tokens/--judge-tokens (reasoning models need thousands)"),
     ("unjudged", "verdicts", ("judge verdicts", "are unusable (unjudged)"), UNJUDGED_WARN,
      "use --constrain (verdicts held to their JSON schema) or a stronger --judge-model"),
-    ("unverified", "verdicts", ("judge verdicts", "quote nothing that is in the judged text "
-                                "(unverified: they cast no vote)"), UNJUDGED_WARN,
+    ("unverified", "verdicts", ("judge verdicts", "quote nothing that is in the judged text, "
+                                "or copy the judge prompt (unverified: they cast no vote)"), UNJUDGED_WARN,
      "the judge is not reading the text; use a stronger --judge-model"),
 )

@@ -12,7 +12,9 @@ import torch
 from tqdm.auto import tqdm
 
 from harness.errors import EvalAwareError
+from harness.manifest import git_revision, package_versions
 from harness.run_lock import writes_run_dir
+from harness.runner import open_backend
 from harness.sample import Sample
 from harness.runlog import RunLog
 
@@ -20,6 +22,7 @@ from .activation_store import CANONICAL_DTYPE, DTYPES, ActivationStore, Captured
 from .hooks import capture_pooled, num_layers
 from .pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
 from .sequences import CaptureItem, build_items
+from .vllm_hidden import VLLMEngine
 
 LAYER_CONVENTION = ("hf: id i < L is the residual stream entering block i (0 = embeddings); "
                     "id L is the last block's output after the final norm")
@@ -187,8 +190,6 @@ def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequenc
 
 def _record_in_manifest(store: RunLog, name: str, settings: dict[str, Any]) -> None:
     """Add the capture (settings, package versions, git revision) to the run manifest."""
-    from harness.manifest import git_revision, package_versions
-
     store.add_to_manifest("activations", name, {
         **settings, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "packages": package_versions(), "git_revision": git_revision()})
@@ -227,14 +228,10 @@ def run_capture(run_dir: str | Path, layers: str = "all",
         pools = parse_poolings(poolings)
         if engine == "hf":
             if backend is None:
-                from harness.runner import open_backend
-
                 backend = open_backend("hf", name_or_path, **{**(engine_opts or {}), "device": device,
                                                               "batch_size": batch_size})
             eng = HFEngine(backend)
         elif engine == "vllm":
-            from .vllm_hidden import VLLMEngine
-
             keep = ("dtype", "gpu_memory_utilization", "max_model_len", "trust_remote_code")
             eng = VLLMEngine(name_or_path, **{k: v for k, v in (engine_opts or {}).items()
                                               if k in keep and v is not None})

@@ -1,10 +1,11 @@
-"""`evalaware activations ...` and `evalaware probes ...` (attached by harness.cli's PLUGINS)."""
+"""`evalaware activations ...` and `evalaware probes ...` (attached by harness.cli)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,13 @@ import click
 
 from harness.cli_options import RunOptions, limit_options, progress_option, run_options, verbose_option
 from harness.errors import EvalAwareError
+from harness.run_lock import run_dir_lock
+from harness.runlog import RunLog
 
+from .activation_store import ActivationStore
+from .capture import run_capture
+from .io import load_probe
+from .plot import auroc_by_layer
 from .pooling import DEFAULT_POOLINGS, POOLINGS
 
 STORE_DTYPES = ("fp16", "bf16", "fp32")
@@ -27,8 +34,6 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def _open(run_dir: str):
-    from harness.runlog import RunLog
-
     return RunLog(run_dir, create=False)
 
 
@@ -82,8 +87,6 @@ def capture_cmd(run_dir, layers, pooling, store_dtype, opts: RunOptions, name, b
       evalaware activations capture --run runs/demo --layers every:3 --pooling last_prompt --store-dtype bf16
       evalaware activations capture --run runs/qwen --backend vllm --layers 0,12,24,36
     """
-    from .capture import run_capture
-
     eng = opts.engine
     if eng.dtype in STORE_DTYPES:
         raise click.UsageError(f"--dtype {eng.dtype}: --dtype is the model's dtype now (as in "
@@ -136,8 +139,6 @@ def info_cmd(run_dir, name) -> None:
     Example:
       evalaware activations info --run runs/demo
     """
-    from .activation_store import ActivationStore
-
     acts = ActivationStore(_open(run_dir), name)
     if acts.settings is None:
         raise EvalAwareError(f"{run_dir}: no capture named {name!r}")
@@ -176,7 +177,7 @@ def _eval_options(f):
 
 
 def _config(label_source, schemes, group_key, family_key, n_splits, C, n_boot, ci_by, seed, **extra):
-    from .train import EvalConfig
+    from .train import EvalConfig  # .train, .apply: scikit-learn (~1.4 s), not at CLI start-up
 
     return EvalConfig(label_source=label_source, schemes=tuple(_csv(schemes) or ()),
                       group_key=group_key, family_key=family_key, n_splits=n_splits, C=C,
@@ -224,18 +225,13 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
 
 def _writing(run_dir: str, writes: bool):
     """Hold RUN for writing when the command writes into it; a reader takes no lock."""
-    from contextlib import nullcontext
-
-    from harness.run_lock import run_dir_lock
-
     return run_dir_lock(run_dir, create=False) if writes else nullcontext()
 
 
 def _eval(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name,
           no_progress) -> None:
     """The sweep of `probes eval`, its files and (with --write-records) its records."""
-    from .apply import write_oof_records
-    from .plot import auroc_by_layer
+    from .apply import write_oof_records  # scikit-learn (see _config)
     from .train import evaluate
 
     store = _open(run_dir)
@@ -338,7 +334,7 @@ def train_cmd(run_dir, name, pooling, layer, probe_kind, out_dir, no_progress, *
     Example:
       evalaware probes train --run runs/demo --pooling last_prompt --layer best --out probes/smollm2
     """
-    from .apply import train_and_save
+    from .apply import train_and_save  # scikit-learn (see _config)
 
     if layer != "best":
         try:
@@ -374,8 +370,7 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
       evalaware probes apply --probe probes/smollm2 --run runs/new --write-records
       evalaware probes apply --probe probes/smollm2 --run runs/new --out scores.jsonl
     """
-    from .apply import apply_probe
-    from .io import load_probe
+    from .apply import apply_probe  # scikit-learn (see _config)
 
     probe = load_probe(probe_dir)
     with _writing(run_dir, write_records):

@@ -11,10 +11,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import EvalAwareError
+from harness.render import Renderer
 from harness.runlog import RunLog
+from harness.sample import Message
 
 from .activation_store import ActivationStore
 from .data import probe_data
+from .hooks import capture_pooled, num_layers
+from .io import load_probe
+from .pooling import SequenceSpans, pooling_weights
 from .steering import NORM_POOLING, SteeringVector, from_differences, heldout_split, projection_auroc
 
 
@@ -84,8 +89,6 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
 
 def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path, out: str | Path,
                 identity: dict[str, Any], man: dict[str, Any]) -> SteeringVector:
-    from .io import load_probe
-
     p = load_probe(probe)
     want, got = p.meta.get("weights_sha256"), identity.get("weights_sha256")
     if want and got and want != got:
@@ -134,12 +137,6 @@ def build_from_pairs(pairs_file: str | Path, backend: Any, out: str | Path,
                      layers: Sequence[int] | None = None, batch_size: int = 8) -> SteeringVector:
     """Mean (eval - deploy) last-prompt-token residual over the pairs, each prompt rendered as
     a single user turn with the model's chat template (as runs render samples)."""
-    from harness.render import Renderer
-    from harness.sample import Message
-
-    from .hooks import capture_pooled, num_layers
-    from .pooling import SequenceSpans, pooling_weights
-    
     pairs = read_pairs(pairs_file)
     n = num_layers(backend.model)
     want = list(layers) if layers else list(range(1, n))

@@ -11,8 +11,15 @@ from harness.backends.base import refuse_steering
 from harness.cli_options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                                  verbose_option)
 from harness.errors import EvalAwareError
+from harness.backends.hf import HFBackend
 from harness.runner import BACKEND_CLASSES, check_methods, needs_judge
+from harness.runlog import RunLog
 
+from .activation_store import ActivationStore
+from .capture import parse_layers
+from .hooks import num_layers
+from .steer_build import build_from_pairs, build_from_run, read_pairs
+from .steer_report import write_steer_report
 from .steer_run import select_samples, steer_run
 from .steering import load_vector
 
@@ -55,18 +62,11 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
       evalaware steer build --run runs/demo --probe probes/smollm2 --out vectors/probe
       evalaware steer build --pairs pairs.jsonl --model smollm2 --out vectors/pairs
     """
-    from .capture import parse_layers
-
     if bool(run_dir) == bool(pairs):
         raise EvalAwareError("pass exactly one of --run and --pairs")
     if pairs:
         if not model:
             raise EvalAwareError("--pairs needs --model")
-        from harness.backends.hf import HFBackend
-
-        from .hooks import num_layers
-        from .steer_build import build_from_pairs, read_pairs
-
         read_pairs(pairs)  # bad input fails before the model loads
         backend = HFBackend(model)
         try:
@@ -76,11 +76,6 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         finally:
             backend.close()
     else:
-        from harness.runlog import RunLog
-
-        from .activation_store import ActivationStore
-        from .steer_build import build_from_run
-
         st = RunLog(run_dir, create=False)
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
@@ -180,8 +175,6 @@ def report_cmd(out, report_dir, bootstrap, seed) -> None:
     Example:
       evalaware steer report runs/steer
     """
-    from .steer_report import write_steer_report
-
     rd = write_steer_report(out, report_dir, n_boot=bootstrap, seed=seed)
     click.echo((rd / "steering.md").read_text())
     click.echo(f"written: {rd / 'steering.md'}, {rd / 'steering.html'}, figures in {rd}")

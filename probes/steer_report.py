@@ -17,6 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.errors import EvalAwareError
+from harness.metrics import bootstrap_weighted, weighted_mean_rows
+from harness.report import Doc, ci as _ci
 from harness.runlog import RunLog
 
 from .steer_run import PLAN_FILE
@@ -27,8 +29,6 @@ def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str],
     """Mean of the (sample id, value) pairs with a 95% cluster-bootstrap interval (whole
     categories resampled: :func:`harness.metrics.bootstrap_weighted` with `groups`); no interval
     from a single category."""
-    from harness.metrics import weighted_mean_rows, bootstrap_weighted
-
     pairs = [(sid, float(v)) for sid, v in values if v is not None]
     if not pairs:
         return None, None
@@ -106,8 +106,7 @@ def _series(rows: Sequence[dict[str, Any]], key: str) -> dict[str, list[dict[str
 def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_boot: int = 1000,
                        seed: int = 0) -> Path:
     """steering.md + steering.json + one dose-response figure per method in `report_dir`."""
-    from harness.plots import dose_response as plot
-    from harness.report import Doc, ci as _ci
+    from harness.plots import dose_response as plot  # matplotlib (~0.7 s): only when plotting
 
     res = dose_response(out, n_boot, seed)
     rd = Path(report_dir or Path(out) / "report")

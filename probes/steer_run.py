@@ -26,6 +26,7 @@ from harness.backends.base import Backend
 from harness.backends.steered import SteeredBackend, Steering
 from harness.cache import CachedBackend
 from harness.errors import EvalAwareError
+from harness.runner import run_methods
 from harness.sample import Sample
 from harness.runlog import RunLog
 
@@ -109,8 +110,6 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
               reuse_run: str | Path | None = None, progress: bool = True,
               **run_kwargs: Any) -> dict[str, Any]:
     """Run every condition; returns the plan written to ``OUT/steer.json``."""
-    from harness.runner import run_methods
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     layers = sorted(set(int(l) for l in layers))

@@ -35,6 +35,9 @@ import torch
 from safetensors.torch import save_file
 
 from harness.errors import EvalAwareError
+from harness.metrics import roc_auc
+
+from .io import read_tensor_dir
 
 FORMAT = "evalaware-steering-vector-1"
 CONTROLS = ("vector", "random")
@@ -107,8 +110,6 @@ class SteeringVector:
 
 def load_vector(path: str | Path) -> SteeringVector:
     """Load a vector directory (or either of its files)."""
-    from .io import read_tensor_dir
-
     d, meta, t = read_tensor_dir(path, "vector", FORMAT, "steering vector")
     tensor_file = d / "vector.safetensors"
     layers = [int(l) for l in meta["layers"]]
@@ -142,7 +143,7 @@ def from_differences(raw: dict[int, np.ndarray], norms: dict[int, float],
 def heldout_split(y: np.ndarray, groups: Sequence[str], folds: int, seed: int
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(train idx, held-out idx): the first fold of a StratifiedGroupKFold by group."""
-    from .cv import make_splits
+    from .cv import make_splits  # scikit-learn (~1.4 s), not at CLI start-up
 
     tr, te = make_splits("grouped", y, groups, groups, n_splits=folds, seed=seed)[0]
     return tr, te
@@ -150,8 +151,6 @@ def heldout_split(y: np.ndarray, groups: Sequence[str], folds: int, seed: int
 
 def projection_auroc(X: np.ndarray, y: np.ndarray, direction: np.ndarray) -> float | None:
     """AUROC of the projection onto `direction` (None with one class)."""
-    from harness.metrics import roc_auc
-
     if len(set(y.tolist())) < 2:
         return None
     return roc_auc(y.tolist(), (X @ direction).tolist())

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from harness.errors import EvalAwareError
 from harness.runlog import RunLog
@@ -120,8 +121,6 @@ def _evaluate_pooling(store: RunLog, acts: ActivationStore, pooling: str, cfg: E
                       info: dict[str, Any], out: SweepResult, base_cache: dict,
                       progress: bool) -> None:
     """Append the rows of one pooling to `out` (and its time to `out.timing`)."""
-    from tqdm.auto import tqdm
-
     t0 = time.perf_counter()
     ids, X = acts.load(pooling, cfg.layers)
     data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, info)

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 
 from harness.errors import BackendError
 from harness.fingerprint import local_model_path, model_identity
@@ -61,8 +62,6 @@ def vllm_kwargs(layers: Sequence[int], storage: str, connector: str = "sync") ->
 
 def read_hidden_file(path: str | Path, expect_ids: Sequence[int] | None = None) -> np.ndarray:
     """(n_layer_ids, tokens, hidden) float32 from one connector file; checks the token ids."""
-    from safetensors.torch import load_file
-
     return hidden_from_tensors(load_file(str(path), device="cpu"), expect_ids, str(path))
 
 
@@ -89,7 +88,7 @@ class VLLMEngine:
     def __init__(self, model: str, dtype: str = "auto", connector: str = "sync",
                  gpu_memory_utilization: float | None = None, max_model_len: int | None = 4096,
                  trust_remote_code: bool = False) -> None:
-        from transformers import AutoConfig, AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer  # heavy: when an engine starts
 
         path = local_model_path(model)
         self.path, self.dtype, self.connector = path, dtype, connector
@@ -110,7 +109,7 @@ class VLLMEngine:
             if list(layers) != self.layers:
                 raise BackendError("the vLLM engine was built for other layers")
             return self.llm
-        from vllm import LLM
+        from vllm import LLM  # optional, heavy
 
         opts = {k: v for k, v in self.opts.items() if v is not None}
         if not torch.cuda.is_available():
@@ -128,7 +127,7 @@ class VLLMEngine:
 
     def hidden_states(self, seqs: Sequence[Sequence[int]], layers: Sequence[int]) -> list[np.ndarray]:
         """Per sequence: (len(layers), tokens, hidden) float32."""
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional, heavy
         from vllm.inputs import TokensPrompt
 
         llm = self._engine(layers)
@@ -140,6 +139,7 @@ class VLLMEngine:
             path = params.get("hidden_states_path")
             if not path:
                 raise BackendError("vLLM returned no hidden_states_path (is the connector set?)")
+            # optional, heavy
             from vllm.distributed.kv_transfer.kv_connector.v1.example_hidden_states_connector \
                 import cleanup_hidden_states, load_hidden_states
 

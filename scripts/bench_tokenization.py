@@ -12,7 +12,9 @@ Sections (``--section``, repeatable; default: table prep models):
           models; time per sample (question form) of naive (selected ids + top-k), naive from the
           full vocabulary (before issue 17), aware without the word-boundary term (before issue
           11), aware with it (exact and pruned) (--backend hf|vllm, --via loglikelihood|prefix,
-          --both to time the other strategy too)
+          --both to time the other strategy too); on vllm also where the aware time goes: backend
+          calls per sample, and the word-boundary requests timed again with full-vocabulary
+          output and with one logprob (their forward alone), interleaved with the naive step
   oracle  our HF teacher-forced log-likelihoods vs lm-evaluation-harness's HFLM on the same token
           pairs (needs a venv with lm_eval: --lmeval-python /tmp/lmeval-venv/bin/python)
 
@@ -41,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.methods.logprob import SCORING_CASES  # noqa: E402
 from harness.metrics import MIN_AUROC_PER_CLASS, gated_roc_auc  # noqa: E402
-from tokenization.scoring import DEFAULT_TOL  # noqa: E402
+from tokenization.scoring import DEFAULT_TOL, DEFAULT_TOP_K  # noqa: E402
 
 FAMILIES = ["qwen3", "deepseek-r1", "llama3", "gpt-oss", "gpt2", "mistral-v3", "mistral-tekken", "gemma3", "smollm2"]
 SIGNAL = 0.01  # --min-coverage
@@ -176,6 +178,79 @@ def reset_prefix_cache(backend) -> None:
         raise RuntimeError("vLLM refused to reset its prefix cache")
 
 
+def boundary_breakdown(b, prompts: list[list[int]], plan, via: str) -> dict:
+    """vLLM: what the pruned aware scoring asks the engine (requests per sample by call, ms per
+    sample), and its boundary requests (prompt + word, full next-token distribution) re-timed with
+    full-vocabulary output vs one logprob (the forward alone), interleaved with the naive step
+    (best of REPEAT), each after the naive step refilled the prefix cache as in the real flow."""
+    from vllm import SamplingParams
+
+    from harness.backends.base import WrappedBackend
+    from tokenization.scoring import score_prompts
+
+    class Recording(WrappedBackend):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.calls, self.logmass = {}, []
+
+        def _t(self, name, n, fn):
+            t = time.perf_counter()
+            r = fn()
+            c = self.calls.setdefault(name, [0, 0.0])
+            c[0] += n
+            c[1] += time.perf_counter() - t
+            return r
+
+        def next_token_view(self, p, ids, k):
+            return self._t("next_token_view (naive)", len(p), lambda: self.inner.next_token_view(p, ids, k))
+
+        def next_token_logprobs(self, p, ids=None):
+            return self._t("next_token_logprobs (word prefixes)", len(p),
+                           lambda: self.inner.next_token_logprobs(p, ids))
+
+        def next_token_logmass(self, p, ids):
+            self.logmass += [list(x) for x in p]
+            return self._t("next_token_logmass (boundary)", len(p), lambda: self.inner.next_token_logmass(p, ids))
+
+        def continuation_scores(self, pairs, ids):
+            return self._t("continuation_scores", len(pairs), lambda: self.inner.continuation_scores(pairs, ids))
+
+        def loglikelihood(self, pairs):
+            return self._t("loglikelihood", len(pairs), lambda: self.inner.loglikelihood(pairs))
+
+    n = len(prompts)
+    rec = Recording(b)
+    reset_prefix_cache(b)
+    t = time.perf_counter()
+    score_prompts(rec, prompts, plan=plan, aware_via=via, tol=TOL)
+    total = time.perf_counter() - t
+    reqs = rec.logmass
+    block = b.llm.llm_engine.vllm_config.cache_config.block_size
+    plen = {tuple(p): len(p) for p in prompts}
+    uncached = [len(r) - max(0, (plen[next(tuple(p) for p in prompts if r[:len(p)] == p)] // block) * block)
+                for r in reqs]
+    params = {"full vocabulary": SamplingParams(max_tokens=1, temperature=0.0, logprobs=-1, flat_logprobs=True,
+                                                detokenize=False),
+              "one logprob (forward only)": SamplingParams(max_tokens=1, temperature=0.0, logprobs=1,
+                                                           flat_logprobs=True, detokenize=False)}
+    best = {k: math.inf for k in ["naive step (cold)", *params]}
+    for _ in range(max(REPEAT, 2)):
+        for k, sp in params.items():
+            reset_prefix_cache(b)
+            t = time.perf_counter()
+            b.next_token_view(prompts, plan.first_ids(), DEFAULT_TOP_K)
+            best["naive step (cold)"] = min(best["naive step (cold)"], time.perf_counter() - t)
+            t = time.perf_counter()
+            b._run(reqs, sp)
+            best[k] = min(best[k], time.perf_counter() - t)
+    return {"block_size": block, "aware_ms": total / n * 1e3,
+            "calls": {k: {"requests_per_sample": c / n, "ms_per_sample": s / n * 1e3} for k, (c, s) in rec.calls.items()},
+            "boundary_requests_per_sample": len(reqs) / n,
+            "boundary_uncached_tokens_mean": float(np.mean(uncached)) if uncached else 0.0,
+            "prompt_tokens_mean": float(np.mean([len(p) for p in prompts])),
+            "retimed_ms_per_sample": {k: v / n * 1e3 for k, v in best.items()}}
+
+
 def _gated(scores, kind: str) -> list[float | None]:
     """P(eval) of `kind` where its coverage reaches SIGNAL (the methods' --min-coverage gate)."""
     return [getattr(x, f"{kind}_p_eval") if getattr(x, f"{kind}_coverage") >= SIGNAL else None for x in scores]
@@ -230,6 +305,13 @@ def section_models(res: dict, models: list[str], limit: int | None, backend: str
                       if a.aware_p_eval is not None and e.aware_p_eval is not None]
                 row["max_abs_dp_eval_vs_exact"] = max(dp, default=0.0)
                 row["mean_skipped_bound"] = sum(x.aware_skipped_bound for x in scores) / n
+                if backend == "vllm":
+                    try:
+                        row["breakdown"] = boundary_breakdown(b, prompts, plan, via)
+                    except Exception as e:  # the timing table above still gets printed
+                        import traceback
+                        traceback.print_exc()
+                        print(f"breakdown failed: {type(e).__name__}: {e}")
                 row["sec_per_sample"] = {"naive": sec_naive / n, "naive_full_vocab": sec_full / n,
                                          "aware_no_boundary": sec_prefix_only / n,
                                          f"aware_exact_{via}": sec_exact / n, f"aware_{via}": sec_aware / n,
@@ -283,6 +365,20 @@ def section_models(res: dict, models: list[str], limit: int | None, backend: str
           f"selected ids + top-20); aware via {via}, tol {TOL:g} unless exact\n")
     print(table(cost, ["model", "seqs", "multi-token", "naive", "naive full vocab", "aware, no boundary",
                        "aware exact", "aware", f"aware via {other}", "max |dP(eval)| pruned vs exact"]))
+    for m, r in out.items():
+        bd = r.get("breakdown")
+        if not bd:
+            continue
+        rows = [[k, f"{c['requests_per_sample']:.1f}", f"{c['ms_per_sample']:.0f}"] for k, c in bd["calls"].items()]
+        print(f"\n## {m}: where the aware time goes ({backend}, question position, tol {TOL:g}; one pass, "
+              f"{bd['aware_ms']:.0f} ms per sample)\n")
+        print(table(rows, ["backend call", "requests per sample", "ms per sample"]))
+        rt = bd["retimed_ms_per_sample"]
+        print(f"\nBoundary requests: {bd['boundary_requests_per_sample']:.1f} per sample, each recomputing "
+              f"{bd['boundary_uncached_tokens_mean']:.1f} uncached tokens on average (prompts "
+              f"{bd['prompt_tokens_mean']:.0f} tokens; the prefix cache holds whole KV blocks of "
+              f"{bd['block_size']} tokens only). Re-timed, interleaved, best of {max(REPEAT, 2)} (ms per sample):\n")
+        print(table([[k, f"{v:.0f}"] for k, v in rt.items()], ["what", "ms per sample"]))
     if len(models) >= 2:
         from scipy.stats import spearmanr
         a, b2 = per_model[models[0]]["question"]["scores"], per_model[models[1]]["question"]["scores"]

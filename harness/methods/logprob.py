@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Sequence
 
+from tokenization import ScoringPlan, TargetWords, from_backend, score_prompts
+
 from ..sample import Message, Sample
 from ..records import Record
 from ..voting import Tally
@@ -58,7 +60,6 @@ class _LogprobBase(Method):
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
-        from tokenization import ScoringPlan, TargetWords, from_backend
 
         self._words = TargetWords.parse(ctx.config.words)
         self._plan = ScoringPlan.build(from_backend(ctx.backend), self._words, cases=SCORING_CASES)
@@ -79,8 +80,6 @@ class _LogprobBase(Method):
                 "words": {w.word: w.label for w in self._plan.per_word}}
 
     def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
-        from tokenization import score_prompts
-
         cfg = self.ctx.config
         prompts = [self._start.render(self.prompt_messages(s)) for s in samples]
         # vLLM: score multi-token words through prefix-cached next-token calls (cheaper there).

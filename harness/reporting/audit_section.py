@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..audit import audit
 from ..errors import EvalAwareError
 from .context import ReportContext
 from .doc import ci
@@ -21,6 +20,8 @@ def audit_section(ctx: ReportContext) -> None:
         "categories (`evalaware data audit`; see `harness/audit.py`). `method − best surface` "
         "is the method's AUROC minus the best surface predictor's; near or below 0, the "
         "method shows nothing beyond what the prompt's surface gives away.")
+    from ..audit import audit  # scikit-learn (~1.4 s): kept out of the CLI's start-up
+
     done: dict[tuple[Any, ...], Any] = {}
     rows = []
     for r in ctx.runs:

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Iterable, Protocol, Sequence
 
 from ..errors import StoreError
-
-if TYPE_CHECKING:
-    from .log import RunLog
 
 CHUNK = 500  # SQLite's host-parameter limit is 999 on old builds
 
@@ -39,10 +37,18 @@ class TableSpec:
                 f"PRIMARY KEY ({', '.join(self.key)})){tail}")
 
 
+class Owner(Protocol):
+    """What a table needs from the run log that owns the connection."""
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def _read(self, query: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
 class Table:
     """Rows of one registered table (reads and writes go through the owning run log)."""
 
-    def __init__(self, log: "RunLog", spec: TableSpec) -> None:
+    def __init__(self, log: Owner, spec: TableSpec) -> None:
         self.log, self.spec = log, spec
 
     def _cols(self, cols: Iterable[str]) -> list[str]:

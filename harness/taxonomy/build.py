@@ -104,7 +104,7 @@ class _Builder:
             raise TaxonomyError(
                 f"no usable judge verdict: {stats.records} records, {stats.votes} votes "
                 f"({stats.votes_unjudged} unjudged, {stats.votes_unverified} unverified: quoting "
-                f"nothing in the judged text); nothing is known about what the model calls a test "
+                f"nothing in the judged text, or copying the judge prompt); nothing is known about what the model calls a test "
                 f"(try --constrain or a stronger --judge)")
         keys, shown, weights = _unique(features)
         if len(keys) < MIN_POINTS:
@@ -278,7 +278,7 @@ def _vote_counts(st: ExtractStats) -> str:
     return (f"{st.records} samples ({st.records_eval} predicted eval), {st.votes} judge verdicts: "
             f"{st.votes_aware} aware, {st.votes - st.votes_aware - st.votes_unjudged - st.votes_unverified}"
             f" not aware, {st.votes_unjudged} unjudged, {st.votes_unverified} unverified (quoting "
-            f"nothing in the judged text)")
+            f"nothing in the judged text, or copying the judge prompt)")
 
 
 def statement(listed: Sequence[dict[str, Any]], st: ExtractStats, scope: str) -> str:

@@ -12,13 +12,18 @@ import click
 from .. import errors
 from ..cli_options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                            verbose_option)
+from ..cache import CachedBackend
+from ..manifest import base_manifest
 from ..run_lock import run_dir_lock
+from ..runlog import RunLog
 from ..runner import run_methods
 from .artifacts import DEFAULT_THRESHOLD
-from .build import TaxonomyConfig
+from .build import TaxonomyConfig, build_taxonomy
 from .cluster import ALGORITHMS, K_RULES, PAPER_K_RANGE
 from .embed import DEFAULT_EMBEDDER
 from .extract import SCOPES
+from .naming import Namer
+from .render import write_outputs
 
 METHOD = "motivation"
 
@@ -110,13 +115,6 @@ def _build(run_dir: Path, out_dir: Path, cfg: Any, namer_backend: Any, prompts: 
            name_tokens: int, batch_size: int, template_kwargs: dict[str, Any],
            calls: dict[str, Any], progress: bool) -> tuple[dict[str, Any], dict[str, Path]]:
     """Taxonomy of the run's motivation records, named through the run's call cache; written."""
-    from ..cache import CachedBackend
-    from ..manifest import base_manifest
-    from ..runlog import RunLog
-    from .build import build_taxonomy
-    from .naming import Namer
-    from .render import write_outputs
-
     store = RunLog(run_dir, create=False)
     try:
         records = store.result_dicts(METHOD)

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from . import TaxonomyError
 
@@ -81,7 +82,7 @@ def k_grid(n_points: int, k_min: int = PAPER_K_RANGE[0], k_max: int = PAPER_K_RA
 
 def seed_centers(X: np.ndarray, k: int, weights: np.ndarray | None, seed: int) -> np.ndarray:
     """Greedy k-means++ seeding (sklearn's), k centres; its prefixes seed smaller k."""
-    from sklearn.cluster import kmeans_plusplus
+    from sklearn.cluster import kmeans_plusplus  # sklearn: ~1.4 s, not at CLI start-up
 
     centers, _ = kmeans_plusplus(X, k, sample_weight=weights, random_state=seed)
     return centers
@@ -89,7 +90,7 @@ def seed_centers(X: np.ndarray, k: int, weights: np.ndarray | None, seed: int) -
 
 def _fit(X: np.ndarray, init: np.ndarray, weights: np.ndarray | None, seed: int,
          algorithm: str) -> tuple[np.ndarray, np.ndarray, float, int]:
-    from sklearn.cluster import KMeans, MiniBatchKMeans
+    from sklearn.cluster import KMeans, MiniBatchKMeans  # sklearn: ~1.4 s, not at CLI start-up
 
     k = len(init)
     if algorithm == "kmeans":
@@ -115,7 +116,7 @@ class _Silhouette:
     """Silhouette on a fixed subsample with one precomputed distance matrix."""
 
     def __init__(self, X: np.ndarray, max_points: int, seed: int) -> None:
-        from sklearn.metrics import pairwise_distances
+        from sklearn.metrics import pairwise_distances  # sklearn: ~1.4 s, not at CLI start-up
 
         n = len(X)
         self.idx = (np.sort(np.random.default_rng(seed).choice(n, max_points, replace=False))
@@ -123,7 +124,7 @@ class _Silhouette:
         self.D = pairwise_distances(X[self.idx]) if max_points > 0 else None
 
     def __call__(self, labels: np.ndarray) -> float | None:
-        from sklearn.metrics import silhouette_score
+        from sklearn.metrics import silhouette_score  # sklearn: ~1.4 s, not at CLI start-up
 
         if self.D is None:
             return None
@@ -136,8 +137,6 @@ class _Silhouette:
 def sweep(X: np.ndarray, ks: Sequence[int], weights: np.ndarray | None = None, seed: int = 0,
           algorithm: str = "kmeans", silhouette_sample: int = 2000, progress: bool = False) -> Sweep:
     """Fit k-means for every k in `ks` (see the module docstring); keeps labels and centres."""
-    from tqdm.auto import tqdm
-
     X = np.ascontiguousarray(X, dtype=np.float32)
     ks = sorted(set(int(k) for k in ks))
     if not ks or ks[0] < 1 or ks[-1] > len(X):
@@ -197,7 +196,7 @@ def choose_k(points: Sequence[SweepPoint], rule: str = "knee") -> int:
 
 def group_centroids(centers: np.ndarray, n_groups: int) -> np.ndarray:
     """Second level: Ward clustering of unit-normalised centroids into min(n_groups, k) groups."""
-    from sklearn.cluster import AgglomerativeClustering
+    from sklearn.cluster import AgglomerativeClustering  # sklearn: ~1.4 s, not at CLI start-up
 
     k = len(centers)
     n = min(n_groups, k)

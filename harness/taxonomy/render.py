@@ -24,7 +24,7 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
 
 
 def plot_sweep(tax: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    import matplotlib  # ~0.7 s, only when plotting
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -51,7 +51,7 @@ def plot_sweep(tax: dict[str, Any], path: Path) -> None:
 
 
 def plot_sizes(tax: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    import matplotlib  # ~0.7 s, only when plotting
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -11,13 +11,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+import torch
+from threadpoolctl import threadpool_limits
+
 
 @contextmanager
 def limit_threads(n: int = 1) -> Iterator[int]:
     """Run the block with `n` threads in torch, BLAS and OpenMP; restores torch's setting."""
-    import sklearn.cluster._k_means_lloyd  # noqa: F401  loads OpenMP, so the limit reaches it
-    import torch
-    from threadpoolctl import threadpool_limits
+    # sklearn (~1.4 s, not at CLI start-up) loads OpenMP, so the limit reaches it
+    import sklearn.cluster._k_means_lloyd  # noqa: F401
 
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")
