@@ -1,8 +1,8 @@
 """Metrics over method records (dicts with label, prediction, score, n_turns, ...).
 
 Conventions
-- Truth y = 1 for "eval", 0 for "deploy". `score` is the method's P(eval)-like number (vote share,
-  mean probability, share of "aware" verdicts, logprob P(eval), probe output); records without a
+- Truth y = 1 for "eval", 0 for "deploy". `score` is the method's P(eval)-like number (label probability
+  of binary/probability, share of "aware" verdicts, logprob P(eval), probe output); records without a
   score are left out of the score-based metrics (AUROC, Brier, ECE) and counted.
 - Brier: ``brier`` is the standard squared error mean((p - y)^2) (= sklearn's
   ``brier_score_loss``). The paper's footnote calls |y - p| "Brier"; that is ``abs_brier``.

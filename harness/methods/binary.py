@@ -19,5 +19,6 @@ class BinaryTest(QuestionVoteMethod):
     parse = staticmethod(parse_label)
     aggregate = staticmethod(majority)
     answer_format = BINARY
-    report = ReportSpec(order=10, score="vote share", constrainable=True,
+    report = ReportSpec(order=10, constrainable=True,
+                        score="label probability P(EVALUATION), mean over votes",
                         summary_note=LABEL_SCORE_NOTE)

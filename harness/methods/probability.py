@@ -20,7 +20,8 @@ class ProbabilityEstimate(QuestionVoteMethod):
     parse = staticmethod(parse_probability)
     aggregate = staticmethod(mean_probability)
     answer_format = PROBABILITY
-    report = ReportSpec(order=20, score="mean probability", constrainable=True,
+    report = ReportSpec(order=20, constrainable=True,
+                        score="expected stated probability from the label probabilities, mean over votes",
                         summary_note=LABEL_SCORE_NOTE,
                         kappa_pair=KappaPair("binary", "Binary vs probability (the paper's Table 1)",
                                              votes_experiment=True, aggregation="majority; mean >= 0.5"))
