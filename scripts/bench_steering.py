@@ -18,11 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not an installed copy
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
@@ -109,7 +111,14 @@ def main() -> None:
 
     build["pairs_s"], _ = _time(lambda: build_from_pairs(pairs_file, hf, tmp / "pv"))
     if args.run:
-        build["run_s"], vec = _time(lambda: build_from_run(args.run, tmp / "rv"))
+        from harness.runlog import RunLog
+        from probes.activation_store import ActivationStore
+        from probes.steer_build import steerable_layers
+
+        st = RunLog(args.run, create=False)
+        ids = steerable_layers(ActivationStore(st, "default").settings or {})
+        st.close()
+        build["run_s"], vec = _time(lambda: build_from_run(args.run, tmp / "rv", layers=ids))
         build["run_layers"] = len(vec.layers)
         build["run_samples"] = len(vec.meta["train_ids"]) + len(vec.meta["heldout_ids"])
     hf.close()

@@ -370,3 +370,14 @@ def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
     bad = r.invoke(cli, args[:-5] + ["--layers", "7", "--out", str(tmp_path / "x")],
                    standalone_mode=False)
     assert isinstance(bad.exception, EvalAwareError) and "not in the vector" in str(bad.exception)
+
+
+def test_steerable_layers_keep_the_residual_stream_between_blocks():
+    """0 (embeddings) and L (after the final norm) are captured but not steerable; ids that were
+    not captured are dropped; a capture without L gives None (the caller keeps its own list)."""
+    from probes.steer_build import steerable_layers
+
+    settings = {"num_hidden_layers": 4, "layers": [0, 1, 2, 4]}
+    assert steerable_layers(settings) == [1, 2]
+    assert steerable_layers(settings, [0, 2, 3, 4]) == [2]
+    assert steerable_layers({"layers": [0, 1]}) is None

@@ -18,8 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
-
 from ..errors import BackendError
 from .servers import ServerPool
 
@@ -76,6 +74,9 @@ class RetryingClient:
         self.max_retries = int(max_retries)
         self.backoff_base = float(backoff_base)
         self.backoff_cap = float(backoff_cap)
+        import httpx  # pulls in rich and pygments (~60 ms): not at CLI start-up
+
+        self._httpx = httpx
         hdrs = {"Content-Type": "application/json", **(headers or {})}
         if api_key:
             hdrs["Authorization"] = f"Bearer {api_key}"
@@ -135,6 +136,7 @@ class RetryingClient:
                  ) -> tuple[dict[str, Any] | None, str, float | None]:
         """One HTTP request: (JSON body, "", None) on success, else (None, why, Retry-After);
         a non-retryable 4xx raises :class:`BackendError`."""
+        httpx = self._httpx
         try:
             r = self._client.request(method, url, json=payload)
         except httpx.TimeoutException as e:

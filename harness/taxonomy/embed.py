@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
+from .. import assets
+from ..fingerprint import weights_hash
 from ..runlog import RunLog, TableSpec
 from . import TaxonomyError
 
@@ -32,8 +35,6 @@ _POOLINGS = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"
 
 def resolve_embedder(name_or_path: str) -> Path:
     """An embedding asset name (prepared if needed) or a local model directory."""
-    from .. import assets
-
     reg = assets.registry()
     if name_or_path in reg and reg[name_or_path].kind == "embedding":
         return assets.prepare(name_or_path)
@@ -54,11 +55,8 @@ class Embedder:
 
     def __init__(self, name_or_path: str = DEFAULT_EMBEDDER, batch_size: int = 64,
                  device: str = "cpu") -> None:
-        import torch
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoModel, AutoTokenizer  # heavy (~2 s): not at CLI start-up
         from transformers.utils import logging as hf_logging
-
-        from ..fingerprint import weights_hash
 
         self.torch = torch
         self.name = name_or_path
