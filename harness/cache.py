@@ -2,8 +2,9 @@
 resumes without recomputing anything that finished (cf. lm-evaluation-harness's CachingLM).
 
 The key of one call is sha256 over (backend identity, operation, token ids, parameters); the
-backend identity holds the engine kind, the weights' sha256 and the dtype. Only misses reach the
-inner backend, in one batch, and their results are committed before returning.
+backend identity holds the engine kind and the weights' sha256 (where known), plus the dtype
+(local engines) or the served model name (openai), and the steering when steered. Only misses
+reach the inner backend, in one batch, and their results are committed before returning.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ steering (:class:`harness.backends.steered.Steering`), so every call is cached p
 an interrupted ``steer run`` resumes where it stopped.
 
 Sanity: each condition also scores a fixed neutral text (:data:`NEUTRAL_TEXT`) through the same
-steered, cached backend and stores its perplexity in the meta key ``steering/sanity``.
+steered, cached backend and stores its perplexity, with the condition's settings, in the
+meta key ``steering`` (entry ``sanity``).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from tokenization import families as fam  # noqa: E402
 from tokenization.load import load  # noqa: E402
 from tokenization.variants import AMBIGUOUS, MISSING, WHOLE, classify, variants  # noqa: E402
 
-# ids of "evaluation", " evaluation", "Evaluation", "deployment" (ASSETS.md; SmolLM2, Tekken and
-# Gemma 3 from their real tokenizers).
+# ids of "evaluation", " evaluation", "Evaluation", "deployment" per family, pinned here (SmolLM2,
+# Tekken and Gemma 3 taken from their real tokenizers).
 EXPECTED = {
     "qwen3": ([74014], [16460], [82363], [82213]),
     "deepseek-r1": ([71, 44066], [10520], [78880], [928, 11673]),
