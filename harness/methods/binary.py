@@ -20,5 +20,5 @@ class BinaryTest(QuestionVoteMethod):
     aggregate = staticmethod(majority)
     answer_format = BINARY
     report = ReportSpec(order=10, constrainable=True,
-                        score="label probability P(EVALUATION), mean over votes",
+                        score="mean P(EVALUATION) at the label",
                         summary_note=LABEL_SCORE_NOTE)

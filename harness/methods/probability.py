@@ -21,7 +21,7 @@ class ProbabilityEstimate(QuestionVoteMethod):
     aggregate = staticmethod(mean_probability)
     answer_format = PROBABILITY
     report = ReportSpec(order=20, constrainable=True,
-                        score="expected stated probability from the label probabilities, mean over votes",
+                        score="mean expected probability at the label",
                         summary_note=LABEL_SCORE_NOTE,
                         kappa_pair=KappaPair("binary", "Binary vs probability (the paper's Table 1)",
                                              votes_experiment=True, aggregation="majority; mean >= 0.5"))

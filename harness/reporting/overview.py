@@ -17,7 +17,7 @@ def intro(ctx: ReportContext) -> None:
     ctx.doc.p("Truth: eval = the sample comes from an evaluation/benchmark, deploy = real use. "
               "`eval→eval` is the share of eval samples a method calls eval, `deploy→deploy` the share "
               "of deploy samples it calls deploy (undecided samples count as wrong). AUROC uses each "
-              f"method's score ({', '.join(scores)}); "
+              f"method's score ({'; '.join(scores)}); "
               "Brier is the mean squared error of the score, abs Brier the mean absolute error "
               "|truth − score| (what the paper's footnote calls Brier), ECE uses 10 equal-width bins.")
 
