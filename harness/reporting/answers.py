@@ -18,7 +18,8 @@ def errors_section(ctx: ReportContext) -> None:
     d.p("Answers that could not be used are never counted as either class: `unparseable` (no "
         "strict answer found), `out_of_range` (a probability outside [0, 1]), `judge_failed` "
         "(the judge's verdict was not valid JSON with a true/false `aware`), `unverified` (the "
-        "verdict quotes evidence, none of which occurs in the judged text), `no_text` (nothing "
+        "verdict quotes evidence, none of which occurs in the judged text, or copies a quote of the "
+        "judge prompt itself), `no_text` (nothing "
         "to judge, e.g. no reasoning), `no_signal` (a logprob sample whose target words carry "
         "less probability than the run's `--min-coverage`). Undecided = samples without a valid "
         "majority (no valid vote, or a tie).")
@@ -42,8 +43,9 @@ def judge_section(ctx: ReportContext) -> None:
     d = ctx.doc
     d.h(2, "Judge verdicts and evidence")
     d.p("Quotes are verified when they occur verbatim (up to whitespace) in the judged text. "
-        "A verdict that quotes evidence none of which is verified casts no vote (`unverified`, "
-        "counted apart from unusable `unjudged` verdicts).")
+        "A verdict that quotes evidence none of which is verified, or that copies a quote of the "
+        "judge prompt's own example, casts no vote (`unverified`, counted apart from unusable "
+        "`unjudged` verdicts).")
     rows, feats = [], []
     for r, m in judged:
         c, fc = _judge_counts(r.records[m])
