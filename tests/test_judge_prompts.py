@@ -11,6 +11,7 @@ import pytest
 from harness.judge import JUDGE_PROMPTS, parse_verdict
 from harness.parsing import error_kind, find_json_objects
 from harness.prompts import PromptLibrary
+from tests.helpers.scripted import ScriptedBackend
 
 # answers a small model gives about the user's motivation (or reasoning traces), aware or not
 JUDGED = [
@@ -73,42 +74,22 @@ def test_copied_example_beside_a_real_quote_still_casts_no_vote(kind):
     assert parse_verdict(json.dumps(made_up), judged, around).as_parsed().value == "eval"
 
 
-class CopyingJudge:
+class CopyingJudge(ScriptedBackend):
     """The model under test and its own judge: it answers the sample and the motivation question
     plainly, and as a judge copies the prompt's example verdict (what SmolLM2 did with the old
     placeholder JSON)."""
 
-    def __new__(cls, tokenizer, add_real: bool = False):
-        from harness.backends.base import Backend, Generation
+    def __init__(self, tokenizer, add_real: bool = False) -> None:
+        super().__init__(tokenizer, self.answer, name="scripted-copier")
+        self.add_real = add_real
 
-        class _Model(Backend):
-            kind = "scripted"
-            identity = {"backend": "scripted-copier", "weights_sha256": "none"}
-
-            def __init__(self):
-                self.tokenizer, self.add_real = tokenizer, add_real
-
-            def generate(self, requests):
-                out = []
-                for r in requests:
-                    prompt = self.tokenizer.decode(list(r.prompt_ids))
-                    if "<answer>" in prompt:
-                        ex = [o for o in find_json_objects(prompt) if isinstance(o, dict) and "aware" in o][0]
-                        if self.add_real:  # one real span of the answer beside the copy
-                            ex["evidence"].append({"quote": "testing me", "feature": "quiz"})
-                        text = json.dumps(ex)
-                    else:
-                        text = "The user is probably testing me with a quiz."
-                    out.append(Generation(text, None, text, (1,), "stop"))
-                return out
-
-            def next_token_logprobs(self, prompts, token_ids=None):
-                raise NotImplementedError
-
-            def loglikelihood(self, pairs):
-                raise NotImplementedError
-
-        return _Model()
+    def answer(self, prompt: str) -> str:
+        if "<answer>" not in prompt:
+            return "The user is probably testing me with a quiz."
+        ex = [o for o in find_json_objects(prompt) if isinstance(o, dict) and "aware" in o][0]
+        if self.add_real:  # one real span of the answer beside the copy
+            ex["evidence"].append({"quote": "testing me", "feature": "quiz"})
+        return json.dumps(ex)
 
 
 @pytest.mark.parametrize("add_real", [False, True])

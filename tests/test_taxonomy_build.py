@@ -5,17 +5,16 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Sequence
 
 import pytest
 
-from harness.backends.base import Backend, Generation, GenerationRequest
 from harness.cache import CachedBackend
 from harness.runlog import RunLog
 from harness.taxonomy import TaxonomyError
 from harness.taxonomy.build import TaxonomyConfig, build_taxonomy
 from harness.taxonomy.naming import Namer, keywords, parse_name
 from harness.taxonomy.render import write_outputs
+from tests.helpers.scripted import ScriptedBackend
 from tests.helpers.taxonomy_texts import GROUPS, motivation_records
 
 CFG = TaxonomyConfig(n_categories=6, restarts=2)
@@ -194,38 +193,21 @@ def test_outputs_written_escaped_and_plots_valid(tax, tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-class ScriptedNamer(Backend):
+class ScriptedNamer(ScriptedBackend):
     """A backend whose answers are computed from the prompt: names a cluster after its first
     listed member and flags anything mentioning jailbreaks as an artifact. Counts calls."""
 
-    kind = "scripted"
-
     def __init__(self, tokenizer, garbage_for: str | None = None) -> None:
-        self.tokenizer, self.calls, self.garbage_for = tokenizer, 0, garbage_for
+        super().__init__(tokenizer, self.name_cluster)
+        self.garbage_for = garbage_for
 
-    @property
-    def identity(self):
-        return {"backend": "scripted", "weights_sha256": "none"}
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        out = []
-        for r in requests:
-            self.calls += 1
-            text = self.tokenizer.decode(list(r.prompt_ids))
-            first = re.search(r"^- (.+?) \(", text, re.M).group(1)
-            flag = "yes" if "jailbreak" in text.lower() and "top-level" not in text else "no"
-            ans = (f"<name>About {first}</name>\n<description>Members like {first}.</description>\n"
-                   f"<artifact>{flag}</artifact>")
-            if self.garbage_for and self.garbage_for in text:
-                ans = "I cannot name this."
-            out.append(Generation(ans, None, ans, (1,), "stop"))
-        return out
-
-    def next_token_logprobs(self, prompts, token_ids=None):
-        raise NotImplementedError
-
-    def loglikelihood(self, pairs):
-        raise NotImplementedError
+    def name_cluster(self, text: str) -> str:
+        first = re.search(r"^- (.+?) \(", text, re.M).group(1)
+        flag = "yes" if "jailbreak" in text.lower() and "top-level" not in text else "no"
+        if self.garbage_for and self.garbage_for in text:
+            return "I cannot name this."
+        return (f"<name>About {first}</name>\n<description>Members like {first}.</description>\n"
+                f"<artifact>{flag}</artifact>")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.runlog import RunLog
+from tests.helpers.scripted import ScriptedBackend
 from tests.helpers.taxonomy_texts import motivation_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,7 +145,7 @@ def test_dataset_mode_runs_motivation_then_reuse_is_free(tmp_path, tiny_model_di
     assert (res.exit_code == 0) == (res2.exit_code == 0)
 
 
-class ScriptedModel:
+class ScriptedModel(ScriptedBackend):
     """A deterministic stand-in model for the motivation method and its judge (real runner, real
     method and judge code): it names a cue it finds in the sample, and as a judge returns the
     JSON verdict with a verbatim quote of the answer it judges."""
@@ -154,47 +155,25 @@ class ScriptedModel:
             ("step by step", "math word problem with a final-answer line"),
             ("Question ", "numbered benchmark question")]
 
-    def __new__(cls, tokenizer):
-        from harness.backends.base import Backend, Generation
+    def __init__(self, tokenizer) -> None:
+        super().__init__(tokenizer, self.answer, name="scripted-motivation")
 
-        class _Model(Backend):
-            kind = "scripted"
-            identity = {"backend": "scripted-motivation", "weights_sha256": "none"}
-
-            def __init__(self):
-                self.tokenizer = tokenizer
-
-            def reply(self, prompt: str) -> str:
-                if "<answer>" in prompt:  # judge
-                    ans = prompt.split("<answer>")[-1].split("</answer>")[0].strip()
-                    if "testing me" not in ans:
-                        return '{"aware": false, "evidence": []}'
-                    quote = ans.split(" because")[0]
-                    feats = [f for _, f in cls.CUES if f in ans]
-                    ev = [{"quote": quote, "feature": f} for f in feats]
-                    ev.append({"quote": "a quote the answer never contains", "feature": "none stated"})
-                    return json.dumps({"aware": True, "evidence": ev})
-                if "Here is my answer." in prompt:  # the motivation question follows the answer
-                    found = [f for key, f in cls.CUES if key in prompt]
-                    if not found:
-                        return "They are a real person who needs help with this."
-                    return "The user is probably testing me because of the " + ", ".join(found) + "."
-                return "Here is my answer."
-
-            def generate(self, requests):
-                out = []
-                for r in requests:
-                    text = self.reply(self.tokenizer.decode(list(r.prompt_ids)))
-                    out.append(Generation(text, None, text, (1,), "stop"))
-                return out
-
-            def next_token_logprobs(self, prompts, token_ids=None):
-                raise NotImplementedError
-
-            def loglikelihood(self, pairs):
-                raise NotImplementedError
-
-        return _Model()
+    def answer(self, prompt: str) -> str:
+        if "<answer>" in prompt:  # judge
+            ans = prompt.split("<answer>")[-1].split("</answer>")[0].strip()
+            if "testing me" not in ans:
+                return '{"aware": false, "evidence": []}'
+            quote = ans.split(" because")[0]
+            feats = [f for _, f in self.CUES if f in ans]
+            ev = [{"quote": quote, "feature": f} for f in feats]
+            ev.append({"quote": "a quote the answer never contains", "feature": "none stated"})
+            return json.dumps({"aware": True, "evidence": ev})
+        if "Here is my answer." in prompt:  # the motivation question follows the answer
+            found = [f for key, f in self.CUES if key in prompt]
+            if not found:
+                return "They are a real person who needs help with this."
+            return "The user is probably testing me because of the " + ", ".join(found) + "."
+        return "Here is my answer."
 
 
 def test_motivation_runner_records_feed_the_taxonomy(tmp_path):
