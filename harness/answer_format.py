@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Sequence
 
-from .backends.base import StructuredOutput, TokenIds, loglikelihood_by_prefix
-from .render import Renderer
-from .sample import Message
+from harness.backends.base import StructuredOutput, TokenIds, loglikelihood_by_prefix
+from harness.render import Renderer
+from harness.sample import Message
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .render import Renderer
-from .sample import Message
+from harness.render import Renderer
+from harness.sample import Message
 
 EMPTY_THINK = "<think>\n\n</think>\n\n"
 HARMONY_FINAL = "<|channel|>final<|message|>"

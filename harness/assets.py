@@ -18,8 +18,8 @@ from tokenization.asset_store import (MARKER, Asset, asset_dir, asset_root, defa
                                       require, sha256_file, verify, verify_sha256)
 from tokenization.assets import GEMMA3_GGUF, GEMMA3_GGUF_SHA256, GEMMA3_PACKAGE, gemma3_gguf
 
-from . import taxonomy_assets as _taxonomy_assets  # noqa: F401  (registers the embedding model)
-from .errors import AssetError
+from harness import taxonomy_assets as _taxonomy_assets  # noqa: F401  (registers the embedding model)
+from harness.errors import AssetError
 
 __all__ = ["MARKER", "Asset", "asset_dir", "asset_root", "default_names", "home", "is_prepared",
            "package_file", "prepare", "register", "registry", "require", "sha256_file", "verify",

@@ -52,10 +52,10 @@ from probes.baselines import char_tfidf_model, tfidf_model
 from probes.cv import auroc_ci, make_splits, oof_scores
 from probes.data import meta_value
 
-from .errors import EvalAwareError
-from .methods.base import sample_view
-from .render import format_transcript
-from .sample import Sample
+from harness.errors import EvalAwareError
+from harness.methods.base import sample_view
+from harness.render import format_transcript
+from harness.sample import Sample
 
 DEFAULT_THRESHOLD = 0.70
 

@@ -16,9 +16,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .backends.base import (Backend, Generation, GenerationRequest, NextTokenView, TokenIds,
+from harness.backends.base import (Backend, Generation, GenerationRequest, NextTokenView, TokenIds,
                             WrappedBackend)
-from .runlog import RunLog
+from harness.runlog import RunLog
 
 
 def call_key(identity: dict[str, Any], op: str, payload: dict[str, Any]) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .backends.base import Backend, Generation, GenerationRequest
-from .records import ModelCall
+from harness.backends.base import Backend, Generation, GenerationRequest
+from harness.records import ModelCall
 
 
 class CallLog:

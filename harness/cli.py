@@ -13,18 +13,18 @@ from probes.cli import activations, probes
 from probes.steer_cli import steer
 from tokenization.cli import tokens
 
-from . import assets as A
-from .cli_options import (MethodOptions, RunOptions, label_option, method_options, progress_option,
+from harness import assets as A
+from harness.cli_options import (MethodOptions, RunOptions, label_option, method_options, progress_option,
                           read_samples, run_options, verbose_option)
-from .datasets import load_dataset, resolve_dataset, summarize
-from .errors import EvalAwareError
-from .metrics import answer_errors, per_class_accuracy, roc_auc, scored
-from .report import method_label, report
-from .run_lock import run_dir_lock
-from .run_monitor import tally
-from .runner import check_methods, needs_judge, run_methods
-from .runlog import RunLog
-from .taxonomy.cli import taxonomy
+from harness.datasets import load_dataset, resolve_dataset, summarize
+from harness.errors import EvalAwareError
+from harness.metrics import answer_errors, per_class_accuracy, roc_auc, scored
+from harness.report import method_label, report
+from harness.run_lock import run_dir_lock
+from harness.run_monitor import tally
+from harness.runner import check_methods, needs_judge, run_methods
+from harness.runlog import RunLog
+from harness.taxonomy.cli import taxonomy
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -129,7 +129,7 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
       evalaware data audit needham_dataset.json --json
       evalaware data audit my_bench.txt real_users.txt --label eval --label deploy
     """
-    from .audit import audit  # sklearn's models and scipy: ~1 s, only for `data audit`
+    from harness.audit import audit  # sklearn's models and scipy: ~1 s, only for `data audit`
 
     n_txt = sum(1 for p in paths if p.endswith(".txt"))
     if len(labels) not in (0, 1, n_txt):

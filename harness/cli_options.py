@@ -37,15 +37,15 @@ from typing import Any, Callable, Sequence
 
 import click
 
-from . import console
-from .backends.base import Backend
-from .datasets import read_dataset, resolve_dataset
-from .methods import MethodConfig
-from .prompts import PromptLibrary
-from .runner import check_backend, open_backend
-from .sample import LABELS, Sample
-from .subset import select
-from .token_limits import default_token_limits
+from harness import console
+from harness.backends.base import Backend
+from harness.datasets import read_dataset, resolve_dataset
+from harness.methods import MethodConfig
+from harness.prompts import PromptLibrary
+from harness.runner import check_backend, open_backend
+from harness.sample import LABELS, Sample
+from harness.subset import select
+from harness.token_limits import default_token_limits
 from tokenization import TargetWords
 
 F = Callable[..., Any]

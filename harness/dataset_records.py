@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DatasetError
-from .sample import ROLES, Message, Sample, ToolCall
+from harness.errors import DatasetError
+from harness.sample import ROLES, Message, Sample, ToolCall
 
 
 class RecordContext:

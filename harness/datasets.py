@@ -14,11 +14,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from .dataset_records import LoadedDataset, RecordContext, parse_messages
-from .errors import DatasetError
-from .inspect_logs import is_inspect_log, read_logs
-from .sample import LABELS, Message, Sample, SampleMeta
-from .textio import read_utf8
+from harness.dataset_records import LoadedDataset, RecordContext, parse_messages
+from harness.errors import DatasetError
+from harness.inspect_logs import is_inspect_log, read_logs
+from harness.sample import LABELS, Message, Sample, SampleMeta
+from harness.textio import read_utf8
 
 
 DEMO_DATASET = "demo"

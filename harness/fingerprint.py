@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .assets import MARKER, home, resolve_model, sha256_file
-from .errors import BackendError
+from harness.assets import MARKER, home, resolve_model, sha256_file
+from harness.errors import BackendError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .dataset_records import LoadedDataset, RecordContext, parse_messages
-from .errors import DatasetError
-from .sample import LABELS, Sample, SampleMeta
+from harness.dataset_records import LoadedDataset, RecordContext, parse_messages
+from harness.errors import DatasetError
+from harness.sample import LABELS, Sample, SampleMeta
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample

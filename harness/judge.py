@@ -49,10 +49,10 @@ from typing import Any, Sequence
 
 from functools import lru_cache
 
-from .backends.base import GenerationRequest, SamplingParams, StructuredOutput
-from .parsing import find_json_objects
-from .records import Evidence, Verdict
-from .sample import Message
+from harness.backends.base import GenerationRequest, SamplingParams, StructuredOutput
+from harness.parsing import find_json_objects
+from harness.records import Evidence, Verdict
+from harness.sample import Message
 
 JUDGE_PROMPTS = {"motivation": "judge_motivation/v1", "reasoning": "judge_reasoning/v1"}
 MAX_JUDGED_CHARS = 12000

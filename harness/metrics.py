@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .parsing import error_kind
+from harness.parsing import error_kind
 
 Record = Mapping[str, Any]
 Y = {"eval": 1, "deploy": 0}

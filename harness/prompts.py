@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .errors import EvalAwareError
-from .textio import read_utf8
+from harness.errors import EvalAwareError
+from harness.textio import read_utf8
 
 BUILTIN = Path(str(resources.files("harness") / "prompts"))
 

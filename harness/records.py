@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from .errors import StoreError
-from .parsing import Parsed
-from .sample import Sample
+from harness.errors import StoreError
+from harness.parsing import Parsed
+from harness.sample import Sample
 
 RECORD_SCHEMA = 1
 UNVERIFIED = "unverified: no evidence quote occurs in the judged text"

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .sample import Message
+from harness.sample import Message
 
 PLAIN_ROLES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 

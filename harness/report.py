@@ -24,17 +24,17 @@ from typing import Callable, Sequence
 
 import click
 
-from . import metrics as M
-from .reporting.agreement import MIN_VOTES_EXPERIMENT, kappa_section, vote_count_section
-from .reporting.answers import errors_section, judge_section
-from .reporting.audit_section import audit_section
-from .reporting.context import MIN_AUROC_PER_CLASS, ReportContext
-from .reporting.doc import Doc, ci
-from .reporting.families import family_sections
-from .reporting.figures import bars_section, calibration_section, turns_section
-from .reporting.overview import intro, runs_section, summary_section
-from .reporting.runs import RunData, label_runs, load_run, method_label, method_specs
-from .reporting.slices import base_rate_section, slices_section
+from harness import metrics as M
+from harness.reporting.agreement import MIN_VOTES_EXPERIMENT, kappa_section, vote_count_section
+from harness.reporting.answers import errors_section, judge_section
+from harness.reporting.audit_section import audit_section
+from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext
+from harness.reporting.doc import Doc, ci
+from harness.reporting.families import family_sections
+from harness.reporting.figures import bars_section, calibration_section, turns_section
+from harness.reporting.overview import intro, runs_section, summary_section
+from harness.reporting.runs import RunData, label_runs, load_run, method_label, method_specs
+from harness.reporting.slices import base_rate_section, slices_section
 
 #: The report's sections, in order.
 SECTIONS: tuple[Callable[[ReportContext], None], ...] = (

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from .errors import EvalAwareError, StoreError
-from .runlog import LOG_NAME as STORE_NAME
+from harness.errors import EvalAwareError, StoreError
+from harness.runlog import LOG_NAME as STORE_NAME
 
 LOCK_NAME = ".evalaware-lock"
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from .parsing import error_kind
+from harness.parsing import error_kind
 
 CUT_WARN = 0.10
 UNJUDGED_WARN = 0.25

@@ -14,22 +14,22 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from . import console
-from .backends.base import Backend
-from .backends.hf import HFBackend
-from .backends.openai import OpenAIBackend
-from .backends.vllm import VLLMBackend, refuse_data_parallel  # vllm itself: when an engine starts
-from .cache import CachedBackend
-from .errors import EvalAwareError, StoreError
-from .fingerprint import local_model_path
-from .manifest import base_manifest
-from .methods import MethodConfig, RunContext, available
-from .prompts import PromptLibrary
-from .render import Renderer
-from .run_lock import writes_run_dir
-from .run_monitor import RunMonitor, default_say
-from .sample import Sample
-from .runlog import RunLog
+from harness import console
+from harness.backends.base import Backend
+from harness.backends.hf import HFBackend
+from harness.backends.openai import OpenAIBackend
+from harness.backends.vllm import VLLMBackend, refuse_data_parallel  # vllm itself: when an engine starts
+from harness.cache import CachedBackend
+from harness.errors import EvalAwareError, StoreError
+from harness.fingerprint import local_model_path
+from harness.manifest import base_manifest
+from harness.methods import MethodConfig, RunContext, available
+from harness.prompts import PromptLibrary
+from harness.render import Renderer
+from harness.run_lock import writes_run_dir
+from harness.run_monitor import RunMonitor, default_say
+from harness.sample import Sample
+from harness.runlog import RunLog
 
 BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
                                               "openai": OpenAIBackend}

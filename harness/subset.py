@@ -22,8 +22,8 @@ import hashlib
 from collections import defaultdict
 from typing import Sequence
 
-from .errors import EvalAwareError
-from .sample import Sample
+from harness.errors import EvalAwareError
+from harness.sample import Sample
 
 
 def _key(text: str) -> str:

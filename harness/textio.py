@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 from pathlib import Path
 
-from .errors import DatasetError
+from harness.errors import DatasetError
 
 _OTHER_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
                (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))

@@ -13,15 +13,15 @@ import numpy as np
 from harness.errors import EvalAwareError
 from harness.runlog import RunLog
 
-from .activation_store import ActivationStore
+from probes.activation_store import ActivationStore
 from harness.metrics import roc_auc
 
-from .cv import auroc_ci, make_splits, oof_scores
-from .data import probe_data
-from .io import LinearProbe, save_probe
-from .models import linear_params, make_probe
-from .records import probe_records, write_records
-from .train import EvalConfig, evaluate, fit_probe, oof_for
+from probes.cv import auroc_ci, make_splits, oof_scores
+from probes.data import probe_data
+from probes.io import LinearProbe, save_probe
+from probes.models import linear_params, make_probe
+from probes.records import probe_records, write_records
+from probes.train import EvalConfig, evaluate, fit_probe, oof_for
 
 
 def ids_digest(ids: list[str]) -> str:

@@ -27,7 +27,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from .cv import Split, auroc_ci, oof_scores
+from probes.cv import Split, auroc_ci, oof_scores
 
 BASELINES: tuple[str, ...] = ("tfidf", "tfidf_char", "length", "shuffled", "human")
 

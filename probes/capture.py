@@ -18,11 +18,11 @@ from harness.runner import open_backend
 from harness.sample import Sample
 from harness.runlog import RunLog
 
-from .activation_store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
-from .hooks import capture_pooled, num_layers
-from .pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
-from .sequences import CaptureItem, build_items
-from .vllm_hidden import VLLMEngine
+from probes.activation_store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
+from probes.hooks import capture_pooled, num_layers
+from probes.pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
+from probes.sequences import CaptureItem, build_items
+from probes.vllm_hidden import VLLMEngine
 
 LAYER_CONVENTION = ("hf: id i < L is the residual stream entering block i (0 = embeddings); "
                     "id L is the last block's output after the final norm")

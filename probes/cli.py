@@ -16,11 +16,11 @@ from harness.errors import EvalAwareError
 from harness.run_lock import run_dir_lock
 from harness.runlog import RunLog
 
-from .activation_store import ActivationStore
-from .capture import run_capture
-from .io import load_probe
-from .plot import auroc_by_layer
-from .pooling import DEFAULT_POOLINGS, POOLINGS
+from probes.activation_store import ActivationStore
+from probes.capture import run_capture
+from probes.io import load_probe
+from probes.plot import auroc_by_layer
+from probes.pooling import DEFAULT_POOLINGS, POOLINGS
 
 STORE_DTYPES = ("fp16", "bf16", "fp32")
 _RUN = click.option("--run", "run_dir", required=True, type=click.Path(exists=True, file_okay=False),
@@ -177,7 +177,7 @@ def _eval_options(f):
 
 
 def _config(label_source, schemes, group_key, family_key, n_splits, C, n_boot, ci_by, seed, **extra):
-    from .train import EvalConfig  # .train, .apply: scikit-learn (~1.4 s), not at CLI start-up
+    from probes.train import EvalConfig  # .train, .apply: scikit-learn (~1.4 s), not at CLI start-up
 
     return EvalConfig(label_source=label_source, schemes=tuple(_csv(schemes) or ()),
                       group_key=group_key, family_key=family_key, n_splits=n_splits, C=C,
@@ -231,8 +231,8 @@ def _writing(run_dir: str, writes: bool):
 def _eval(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name,
           no_progress) -> None:
     """The sweep of `probes eval`, its files and (with --write-records) its records."""
-    from .apply import write_oof_records  # scikit-learn (see _config)
-    from .train import evaluate
+    from probes.apply import write_oof_records  # scikit-learn (see _config)
+    from probes.train import evaluate
 
     store = _open(run_dir)
     res = evaluate(store, name, cfg, progress=not no_progress)
@@ -334,7 +334,7 @@ def train_cmd(run_dir, name, pooling, layer, probe_kind, out_dir, no_progress, *
     Example:
       evalaware probes train --run runs/demo --pooling last_prompt --layer best --out probes/smollm2
     """
-    from .apply import train_and_save  # scikit-learn (see _config)
+    from probes.apply import train_and_save  # scikit-learn (see _config)
 
     if layer != "best":
         try:
@@ -370,7 +370,7 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
       evalaware probes apply --probe probes/smollm2 --run runs/new --write-records
       evalaware probes apply --probe probes/smollm2 --run runs/new --out scores.jsonl
     """
-    from .apply import apply_probe  # scikit-learn (see _config)
+    from probes.apply import apply_probe  # scikit-learn (see _config)
 
     probe = load_probe(probe_dir)
     with _writing(run_dir, write_records):

@@ -28,7 +28,7 @@ import numpy as np
 
 from harness.metrics import roc_auc_rows
 
-from .batched_logreg import Split, fold_bases, oof_decisions
+from probes.batched_logreg import Split, fold_bases, oof_decisions
 
 
 def permute_labels(y: np.ndarray, rng: np.random.Generator,

@@ -33,7 +33,7 @@ from harness.render import Renderer
 from harness.sample import Sample
 from harness.runlog import RunLog
 
-from .pooling import SequenceSpans, char_spans_to_tokens, find_quote, token_char_offsets
+from probes.pooling import SequenceSpans, char_spans_to_tokens, find_quote, token_char_offsets
 
 PREFERRED_METHODS = ("reasoning", "motivation", "binary", "probability", "logprob")
 _QUOTE_KEYS = ("evidence", "quotes", "evidence_quotes")

@@ -15,12 +15,12 @@ from harness.render import Renderer
 from harness.runlog import RunLog
 from harness.sample import Message
 
-from .activation_store import ActivationStore
-from .data import probe_data
-from .hooks import capture_pooled, num_layers
-from .io import load_probe
-from .pooling import SequenceSpans, pooling_weights
-from .steering import NORM_POOLING, SteeringVector, from_differences, heldout_split, projection_auroc
+from probes.activation_store import ActivationStore
+from probes.data import probe_data
+from probes.hooks import capture_pooled, num_layers
+from probes.io import load_probe
+from probes.pooling import SequenceSpans, pooling_weights
+from probes.steering import NORM_POOLING, SteeringVector, from_differences, heldout_split, projection_auroc
 
 
 def _mean_norms(acts: ActivationStore, layers: Sequence[int], ids: Sequence[str],

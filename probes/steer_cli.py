@@ -15,13 +15,13 @@ from harness.backends.hf import HFBackend
 from harness.runner import BACKEND_CLASSES, check_methods, needs_judge
 from harness.runlog import RunLog
 
-from .activation_store import ActivationStore
-from .capture import parse_layers
-from .hooks import num_layers
-from .steer_build import build_from_pairs, build_from_run, read_pairs, steerable_layers
-from .steer_report import write_steer_report
-from .steer_run import select_samples, steer_run
-from .steering import load_vector
+from probes.activation_store import ActivationStore
+from probes.capture import parse_layers
+from probes.hooks import num_layers
+from probes.steer_build import build_from_pairs, build_from_run, read_pairs, steerable_layers
+from probes.steer_report import write_steer_report
+from probes.steer_run import select_samples, steer_run
+from probes.steering import load_vector
 
 
 def _floats(spec: str, what: str) -> list[float]:

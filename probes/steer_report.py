@@ -21,7 +21,7 @@ from harness.metrics import bootstrap_weighted, weighted_mean_rows
 from harness.report import Doc, ci as _ci
 from harness.runlog import RunLog
 
-from .steer_run import PLAN_FILE
+from probes.steer_run import PLAN_FILE
 
 
 def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str], n_boot: int,

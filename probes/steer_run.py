@@ -31,7 +31,7 @@ from harness.runner import run_methods
 from harness.sample import Sample
 from harness.runlog import RunLog
 
-from .steering import SteeringVector
+from probes.steering import SteeringVector
 
 NEUTRAL_TEXT = (
     "The river runs through the middle of the town, past the market square and under three old "

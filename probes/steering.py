@@ -37,7 +37,7 @@ from safetensors.torch import save_file
 from harness.errors import EvalAwareError
 from harness.metrics import roc_auc
 
-from .io import read_tensor_dir
+from probes.io import read_tensor_dir
 
 FORMAT = "evalaware-steering-vector-1"
 CONTROLS = ("vector", "random")
@@ -143,7 +143,7 @@ def from_differences(raw: dict[int, np.ndarray], norms: dict[int, float],
 def heldout_split(y: np.ndarray, groups: Sequence[str], folds: int, seed: int
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(train idx, held-out idx): the first fold of a StratifiedGroupKFold by group."""
-    from .cv import make_splits  # scikit-learn (~1.4 s), not at CLI start-up
+    from probes.cv import make_splits  # scikit-learn (~1.4 s), not at CLI start-up
 
     tr, te = make_splits("grouped", y, groups, groups, n_splits=folds, seed=seed)[0]
     return tr, te

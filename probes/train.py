@@ -13,14 +13,14 @@ from tqdm.auto import tqdm
 from harness.errors import EvalAwareError
 from harness.runlog import RunLog
 
-from .activation_store import ActivationStore
-from .baselines import BASELINES, mean_defined, evaluate_baseline, human_baseline
+from probes.activation_store import ActivationStore
+from probes.baselines import BASELINES, mean_defined, evaluate_baseline, human_baseline
 from harness.metrics import roc_auc
 
-from .cv import SCHEMES, auroc_ci, make_splits, oof_scores
-from .data import ProbeData, probe_data
-from .models import PROBES, make_probe
-from .selection import layer_aurocs, max_layer_null
+from probes.cv import SCHEMES, auroc_ci, make_splits, oof_scores
+from probes.data import ProbeData, probe_data
+from probes.models import PROBES, make_probe
+from probes.selection import layer_aurocs, max_layer_null
 
 
 @dataclass

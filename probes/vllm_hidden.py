@@ -32,7 +32,7 @@ from safetensors.torch import load_file
 from harness.errors import BackendError
 from harness.fingerprint import local_model_path, model_identity
 
-from .pooling import pooling_weights
+from probes.pooling import pooling_weights
 
 CONVENTION = ("vllm: id i < L is the residual stream entering block i (0 = embeddings), as HF; "
               "id L is the last block's output BEFORE the final norm (HF: after)")

@@ -12,11 +12,11 @@ Submodules import lazily what they need (tokenizers, tiktoken, mistral-common, j
 
 from __future__ import annotations
 
-from .load import from_backend, load
-from .scoring import LogprobScore, ScoringPlan, WordScore, score_prompts
-from .tokenizer import Tokenizer
-from .variants import Variant, classify, variants
-from .words import TargetWords
+from tokenization.load import from_backend, load
+from tokenization.scoring import LogprobScore, ScoringPlan, WordScore, score_prompts
+from tokenization.tokenizer import Tokenizer
+from tokenization.variants import Variant, classify, variants
+from tokenization.words import TargetWords
 
 __all__ = ["load", "from_backend", "Tokenizer", "Variant", "variants", "classify", "TargetWords",
            "score_prompts", "ScoringPlan", "LogprobScore", "WordScore"]

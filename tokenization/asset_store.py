@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import AssetError
+from tokenization.errors import AssetError
 
 MARKER = "asset.json"
 

@@ -27,10 +27,10 @@ from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import BPE
 
-from . import families as fam
-from . import quicktok
-from .asset_store import Asset, package_file, register, verify_sha256
-from .errors import AssetError
+from tokenization import families as fam
+from tokenization import quicktok
+from tokenization.asset_store import Asset, package_file, register, verify_sha256
+from tokenization.errors import AssetError
 
 OPTIONAL = {f.asset for f in fam.FAMILIES.values() if f.optional}
 

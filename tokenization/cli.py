@@ -10,9 +10,9 @@ import sys
 
 import click
 
-from .load import load
-from .variants import CASES, CONTEXTS, variants
-from .words import TargetWords
+from tokenization.load import load
+from tokenization.variants import CASES, CONTEXTS, variants
+from tokenization.words import TargetWords
 
 _SHORT = {"whole_word": "whole", "ambiguous_prefix": "ambig", "missing": "MISSING"}
 

@@ -19,12 +19,12 @@ from typing import Any
 import tiktoken
 from tokenizers import Tokenizer as TK
 
-from . import assets as _assets  # noqa: F401  (registers the tokenizer assets)
-from . import families as fam
-from .asset_store import require
-from .errors import AssetError
-from .quicktok import read_tiktoken
-from .tokenizer import HFTokenizer, MistralTokenizer, TiktokenTokenizer, Tokenizer
+from tokenization import assets as _assets  # noqa: F401  (registers the tokenizer assets)
+from tokenization import families as fam
+from tokenization.asset_store import require
+from tokenization.errors import AssetError
+from tokenization.quicktok import read_tiktoken
+from tokenization.tokenizer import HFTokenizer, MistralTokenizer, TiktokenTokenizer, Tokenizer
 
 # sha256 of known .tiktoken files -> (regex, special tokens)
 _KNOWN_TIKTOKEN = {

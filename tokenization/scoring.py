@@ -52,10 +52,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .load import from_backend
-from .tokenizer import Tokenizer
-from .variants import CASES, CONTEXTS, Variant, unique_sequences, variants
-from .words import TargetWords
+from tokenization.load import from_backend
+from tokenization.tokenizer import Tokenizer
+from tokenization.variants import CASES, CONTEXTS, Variant, unique_sequences, variants
+from tokenization.words import TargetWords
 
 DEFAULT_TOP_K = 20
 DEFAULT_SIGNAL_THRESHOLD = 0.01

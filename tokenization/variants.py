@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
-from .tokenizer import Tokenizer
-from .words import common_words
+from tokenization.tokenizer import Tokenizer
+from tokenization.words import common_words
 
 CASES = ("lower", "title", "upper")
 CONTEXTS = ("bare", "space", "assistant")

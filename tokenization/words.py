@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .asset_store import package_file
+from tokenization.asset_store import package_file
 
 PAPER_EVAL = ("evaluation", "test")
 PAPER_DEPLOY = ("real", "deployment")

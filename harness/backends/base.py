@@ -15,8 +15,8 @@ from typing import Any, ContextManager, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
-from ..reasoning import split_reasoning
+from harness.errors import BackendError
+from harness.reasoning import split_reasoning
 
 TokenIds = Sequence[int]
 

@@ -13,12 +13,12 @@ import torch
 
 from probes.hooks import add_to_residual, steerable_layers
 
-from ..assets import resolve_model
-from ..errors import BackendError
-from ..fingerprint import local_model_path, model_identity
-from .base import Backend, Capabilities, Generation, GenerationRequest, StructuredOutput, TokenIds
-from .hf_batches import by_length, left_pad
-from .hf_teacher import teacher_force
+from harness.assets import resolve_model
+from harness.errors import BackendError
+from harness.fingerprint import local_model_path, model_identity
+from harness.backends.base import Backend, Capabilities, Generation, GenerationRequest, StructuredOutput, TokenIds
+from harness.backends.hf_batches import by_length, left_pad
+from harness.backends.hf_teacher import teacher_force
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16"}
@@ -147,7 +147,7 @@ class HFBackend(Backend):
 
     def _grammar(self, structured: StructuredOutput) -> list[Any]:
         if not hasattr(self, "_grammars"):
-            from .hf_grammar import GrammarProcessors  # xgrammar takes ~5 s to import
+            from harness.backends.hf_grammar import GrammarProcessors  # xgrammar takes ~5 s to import
 
             self._grammars = GrammarProcessors(self.tokenizer, self.vocab_size, self.eos_ids)
         return self._grammars.processors(structured)

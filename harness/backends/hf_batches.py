@@ -8,7 +8,7 @@ from typing import Sequence
 
 import torch
 
-from ..errors import BackendError
+from harness.errors import BackendError
 
 TokenIds = Sequence[int]
 

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import xgrammar as xgr
 from xgrammar.contrib.hf import LogitsProcessor
 
-from .base import StructuredOutput
+from harness.backends.base import StructuredOutput
 
 
 class GrammarProcessors:

@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import torch
 
-from ..errors import BackendError
-from .hf_batches import batches, by_length, left_pad
+from harness.errors import BackendError
+from harness.backends.hf_batches import batches, by_length, left_pad
 
 TokenIds = Sequence[int]
 

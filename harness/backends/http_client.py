@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlsplit
 
-from ..errors import BackendError
-from .servers import ServerPool
+from harness.errors import BackendError
+from harness.backends.servers import ServerPool
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
 T = TypeVar("T")

@@ -36,13 +36,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import BackendError
-from ..reasoning import split_reasoning
-from .base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView,
+from harness.errors import BackendError
+from harness.reasoning import split_reasoning
+from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView,
                    SamplingParams, TokenIds, top_k_rows)
-from .http_client import RetryingClient, normalize_base_url
-from .openai_model import resolve_served_model
-from .openai_wire import TokenNames, chat_fields, chunks_of, completion_fields, first_choice
+from harness.backends.http_client import RetryingClient, normalize_base_url
+from harness.backends.openai_model import resolve_served_model
+from harness.backends.openai_wire import TokenNames, chat_fields, chunks_of, completion_fields, first_choice
 
 __all__ = ["OpenAIBackend", "normalize_base_url"]
 

@@ -9,10 +9,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..assets import resolve_model
-from ..errors import BackendError, EvalAwareError
-from ..fingerprint import local_model_dir, model_identity
-from .http_client import RetryingClient
+from harness.assets import resolve_model
+from harness.errors import BackendError, EvalAwareError
+from harness.fingerprint import local_model_dir, model_identity
+from harness.backends.http_client import RetryingClient
 
 
 def asset_path(name: str | None) -> str | None:

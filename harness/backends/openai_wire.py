@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from ..errors import BackendError
-from .base import SamplingParams
+from harness.errors import BackendError
+from harness.backends.base import SamplingParams
 
 MAX_LOGPROB_TOKEN_IDS = 128  # vLLM's per-request cap on `logprob_token_ids`
 TOKEN_ID_PREFIX = "token_id:"

@@ -25,8 +25,8 @@ from typing import Any, ContextManager
 
 import numpy as np
 
-from ..errors import BackendError
-from .base import Backend, WrappedBackend
+from harness.errors import BackendError
+from harness.backends.base import Backend, WrappedBackend
 
 POSITIONS = ("all", "generated")
 

@@ -30,13 +30,13 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .. import console
-from ..assets import resolve_model
-from ..errors import BackendError
-from ..fingerprint import local_model_dir, local_model_path, model_identity
-from .base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView, TokenIds,
+from harness import console
+from harness.assets import resolve_model
+from harness.errors import BackendError
+from harness.fingerprint import local_model_dir, local_model_path, model_identity
+from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView, TokenIds,
                    logsumexp_rows, top_k_rows)
-from .vllm_steer import VLLMSteering, worker_extension_qualname
+from harness.backends.vllm_steer import VLLMSteering, worker_extension_qualname
 
 MAX_LOGPROB_TOKEN_IDS = 128
 

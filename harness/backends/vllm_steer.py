@@ -20,7 +20,7 @@ import torch
 
 from probes.hooks import add_steering_hooks
 
-from ..errors import BackendError
+from harness.errors import BackendError
 
 
 def worker_extension_qualname() -> str:

@@ -3,8 +3,8 @@ importing this package imports (and so registers) every one of them."""
 
 from __future__ import annotations
 
-from . import binary, logprob, motivation, probability, reasoning  # noqa: F401  (register)
-from .base import REGISTRY, Method, MethodConfig, RunContext
+from harness.methods import binary, logprob, motivation, probability, reasoning  # noqa: F401  (register)
+from harness.methods.base import REGISTRY, Method, MethodConfig, RunContext
 
 
 def available() -> dict[str, type[Method]]:

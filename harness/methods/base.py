@@ -8,16 +8,16 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Sequence
 
-from ..answer_format import AnswerFormat, label_probabilities
-from ..backends.base import Backend, Generation, GenerationRequest, SamplingParams
-from ..call_log import CallLog
-from ..parsing import Parsed
-from ..prompts import Prompt, PromptLibrary
-from ..render import Renderer, format_transcript
-from ..reporting.spec import ReportSpec
-from ..sample import Message, Sample
-from ..records import Record, Verdict, Vote
-from ..voting import Tally
+from harness.answer_format import AnswerFormat, label_probabilities
+from harness.backends.base import Backend, Generation, GenerationRequest, SamplingParams
+from harness.call_log import CallLog
+from harness.parsing import Parsed
+from harness.prompts import Prompt, PromptLibrary
+from harness.render import Renderer, format_transcript
+from harness.reporting.spec import ReportSpec
+from harness.sample import Message, Sample
+from harness.records import Record, Verdict, Vote
+from harness.voting import Tally
 
 VIEWS = ("first_turn", "full")
 LOGPROB_SETTINGS = ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")

@@ -4,11 +4,11 @@ majority of the variants."""
 
 from __future__ import annotations
 
-from ..answer_format import BINARY
-from ..parsing import parse_label
-from ..voting import majority
-from ..reporting.spec import ReportSpec
-from .base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
+from harness.answer_format import BINARY
+from harness.parsing import parse_label
+from harness.voting import majority
+from harness.reporting.spec import ReportSpec
+from harness.methods.base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
 
 
 @register

@@ -31,12 +31,12 @@ from typing import Any, ClassVar, Sequence
 
 from tokenization import ScoringPlan, TargetWords, from_backend, score_prompts
 
-from ..sample import Message, Sample
-from ..records import Record
-from ..voting import Tally
-from ..answer_position import answer_start
-from ..reporting.spec import Family, ReportSpec
-from .base import Method, MethodConfig, register, sample_view
+from harness.sample import Message, Sample
+from harness.records import Record
+from harness.voting import Tally
+from harness.answer_position import answer_start
+from harness.reporting.spec import Family, ReportSpec
+from harness.methods.base import Method, MethodConfig, register, sample_view
 
 # Cases scored by default: lower and Title. An all-caps one-word answer is rare, and its splits
 # (SmolLM2: EV|ALU|ATION) make 40 of the 53 proper prefixes that tokenizer-aware scoring must

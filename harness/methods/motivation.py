@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..backends.base import Generation
-from ..judge import judge_identity, judge_texts
-from ..parsing import Parsed
-from ..records import Verdict
-from ..voting import majority
-from ..reporting.spec import ReportSpec
-from .base import QuestionVoteMethod, register
+from harness.backends.base import Generation
+from harness.judge import judge_identity, judge_texts
+from harness.parsing import Parsed
+from harness.records import Verdict
+from harness.voting import majority
+from harness.reporting.spec import ReportSpec
+from harness.methods.base import QuestionVoteMethod, register
 
 
 @register

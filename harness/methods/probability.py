@@ -5,11 +5,11 @@ recorded (vote `error`) and excluded."""
 
 from __future__ import annotations
 
-from ..answer_format import PROBABILITY
-from ..parsing import parse_probability
-from ..voting import mean_probability
-from ..reporting.spec import KappaPair, ReportSpec
-from .base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
+from harness.answer_format import PROBABILITY
+from harness.parsing import parse_probability
+from harness.voting import mean_probability
+from harness.reporting.spec import KappaPair, ReportSpec
+from harness.methods.base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
 
 
 @register

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..backends.base import Generation, GenerationRequest, _remove_all
-from ..judge import judge_identity, judge_texts
-from ..parsing import Parsed
-from ..records import Record, Vote
-from ..reasoning import split_reasoning
-from ..sample import Message, Sample
-from ..voting import majority
-from ..reporting.spec import ReportSpec
-from .base import Method, RunContext, answer_samples, register, sample_view
+from harness.backends.base import Generation, GenerationRequest, _remove_all
+from harness.judge import judge_identity, judge_texts
+from harness.parsing import Parsed
+from harness.records import Record, Vote
+from harness.reasoning import split_reasoning
+from harness.sample import Message, Sample
+from harness.voting import majority
+from harness.reporting.spec import ReportSpec
+from harness.methods.base import Method, RunContext, answer_samples, register, sample_view
 
 THINK_PREFIX = "<think>\n"
 MODES = ("auto", "native", "elicited")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import metrics as M
-from .context import ReportContext
-from .doc import ci, slug
-from .runs import human_name
+from harness import metrics as M
+from harness.reporting.context import ReportContext
+from harness.reporting.doc import ci, slug
+from harness.reporting.runs import human_name
 
 MIN_VOTES_EXPERIMENT = 25
 

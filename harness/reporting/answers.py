@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..run_monitor import tally
-from .context import ReportContext
-from .runs import is_judged, method_label
+from harness.run_monitor import tally
+from harness.reporting.context import ReportContext
+from harness.reporting.runs import is_judged, method_label
 
 ERROR_KINDS = ("unparseable", "out_of_range", "judge_failed", "unverified", "no_text", "no_signal")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import EvalAwareError
-from .context import ReportContext
-from .doc import ci
+from harness.errors import EvalAwareError
+from harness.reporting.context import ReportContext
+from harness.reporting.doc import ci
 
 
 def audit_section(ctx: ReportContext) -> None:
@@ -20,7 +20,7 @@ def audit_section(ctx: ReportContext) -> None:
         "categories (`evalaware data audit`; see `harness/audit.py`). `method − best surface` "
         "is the method's AUROC minus the best surface predictor's; near or below 0, the "
         "method shows nothing beyond what the prompt's surface gives away.")
-    from ..audit import audit  # scikit-learn (~1.4 s): kept out of the CLI's start-up
+    from harness.audit import audit  # scikit-learn (~1.4 s): kept out of the CLI's start-up
 
     done: dict[tuple[Any, ...], Any] = {}
     rows = []

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import metrics as M
-from .doc import Doc, ci
-from .runs import RunData, human_name, human_records, method_specs
-from .spec import ReportSpec
+from harness import metrics as M
+from harness.reporting.doc import Doc, ci
+from harness.reporting.runs import RunData, human_name, human_records, method_specs
+from harness.reporting.spec import ReportSpec
 
 MIN_AUROC_PER_CLASS = M.MIN_AUROC_PER_CLASS  # coverage-gated families (logprob)
 
@@ -27,7 +27,7 @@ class ReportContext:
 
     @property
     def plots(self) -> Any:
-        from .. import plots  # matplotlib: imported only when a report is drawn
+        from harness import plots  # matplotlib: imported only when a report is drawn
 
         return plots
 

@@ -8,9 +8,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .context import MIN_AUROC_PER_CLASS, ReportContext, gated_auroc
-from .doc import ci, pct
-from .spec import Family
+from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext, gated_auroc
+from harness.reporting.doc import ci, pct
+from harness.reporting.spec import Family
 
 
 def family_sections(ctx: ReportContext) -> None:

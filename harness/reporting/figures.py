@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .. import metrics as M
-from .context import ReportContext
-from .doc import slug
+from harness import metrics as M
+from harness.reporting.context import ReportContext
+from harness.reporting.doc import slug
 
 
 def bars_section(ctx: ReportContext) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..run_monitor import tally
-from .context import ReportContext
-from .doc import ci, pct_ci
-from .runs import HUMAN, method_label, prompt_set_text, unsourced_human
+from harness.run_monitor import tally
+from harness.reporting.context import ReportContext
+from harness.reporting.doc import ci, pct_ci
+from harness.reporting.runs import HUMAN, method_label, prompt_set_text, unsourced_human
 
 
 def intro(ctx: ReportContext) -> None:

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import EvalAwareError
-from ..methods import available
-from ..sample import Sample
-from ..runlog import RunLog
-from .spec import Specs
+from harness.errors import EvalAwareError
+from harness.methods import available
+from harness.sample import Sample
+from harness.runlog import RunLog
+from harness.reporting.spec import Specs
 
 HUMAN = "human"
 

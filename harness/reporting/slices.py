@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import metrics as M
-from .context import ReportContext
-from .doc import ci, pct
+from harness import metrics as M
+from harness.reporting.context import ReportContext
+from harness.reporting.doc import ci, pct
 
 SLICES = {"setting": "Chat vs agentic", "eval_type": "Capability vs alignment",
           "category": "Per category", "task": "Per task (Inspect logs)"}

@@ -4,10 +4,10 @@
 (tables other packages register), the schema version and the value codec. See ``log.py``.
 """
 
-from .codec import decode_value, encode_value
-from .log import RunLog
-from .schema import LOG_NAME, SCHEMA_VERSION
-from .tables import Table, TableSpec
+from harness.runlog.codec import decode_value, encode_value
+from harness.runlog.log import RunLog
+from harness.runlog.schema import LOG_NAME, SCHEMA_VERSION
+from harness.runlog.tables import Table, TableSpec
 
 __all__ = ["RunLog", "Table", "TableSpec", "LOG_NAME", "SCHEMA_VERSION", "encode_value",
            "decode_value"]

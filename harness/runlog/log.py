@@ -21,15 +21,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from ..dataset_records import RecordContext
-from ..datasets import parse_record
-from ..errors import StoreError
-from ..records import ModelCall, Record
-from ..sample import Sample
-from .codec import decode_value, dumps, encode_value
-from .schema import CALLS, LOG_NAME, META, MODEL_CALLS, RESULTS, SAMPLES, prepare
-from .manifest import MetaAndManifest
-from .tables import Table, TableSpec, check_columns
+from harness.dataset_records import RecordContext
+from harness.datasets import parse_record
+from harness.errors import StoreError
+from harness.records import ModelCall, Record
+from harness.sample import Sample
+from harness.runlog.codec import decode_value, dumps, encode_value
+from harness.runlog.schema import CALLS, LOG_NAME, META, MODEL_CALLS, RESULTS, SAMPLES, prepare
+from harness.runlog.manifest import MetaAndManifest
+from harness.runlog.tables import Table, TableSpec, check_columns
 
 
 class RunLog(MetaAndManifest):

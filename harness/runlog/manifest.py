@@ -8,9 +8,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Callable
 
-from .codec import dumps
-from .schema import SCHEMA_VERSION
-from .tables import Table
+from harness.runlog.codec import dumps
+from harness.runlog.schema import SCHEMA_VERSION
+from harness.runlog.tables import Table
 
 
 class MetaAndManifest:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ..errors import StoreError
-from .tables import TableSpec, check_columns
+from harness.errors import StoreError
+from harness.runlog.tables import TableSpec, check_columns
 
 SCHEMA_VERSION = 1
 LOG_NAME = "store.sqlite"

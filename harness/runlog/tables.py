@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from contextlib import AbstractContextManager
 from typing import Any, Iterable, Protocol, Sequence
 
-from ..errors import StoreError
+from harness.errors import StoreError
 
 CHUNK = 500  # SQLite's host-parameter limit is 999 on old builds
 

@@ -12,7 +12,7 @@ The command line is :mod:`harness.taxonomy.cli`.
 
 from __future__ import annotations
 
-from ..errors import EvalAwareError
+from harness.errors import EvalAwareError
 
 
 class TaxonomyError(EvalAwareError):

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..prompts import PromptLibrary
-from . import TaxonomyError
+from harness.prompts import PromptLibrary
+from harness.taxonomy import TaxonomyError
 
 ARTIFACT_PROMPT = "taxonomy_artifacts/descriptions"
 DEFAULT_THRESHOLD = 0.6

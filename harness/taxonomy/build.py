@@ -21,15 +21,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..prompts import PromptLibrary
-from ..sample import Sample
-from . import TaxonomyError
-from .artifacts import DEFAULT_THRESHOLD, artifact_descriptions, centroid_similarity
-from .cluster import MIN_POINTS, PAPER_K_RANGE, choose_k, group_centroids, k_grid, refit, sweep
-from .embed import DEFAULT_EMBEDDER, Embedder, embed_cached, get_embedder
-from .extract import ExtractStats, Feature, extract_features
-from .naming import CATEGORY_PROMPT, CLUSTER_PROMPT, Name, Namer, keyword_name, keywords
-from .threads import limit_threads
+from harness.prompts import PromptLibrary
+from harness.sample import Sample
+from harness.taxonomy import TaxonomyError
+from harness.taxonomy.artifacts import DEFAULT_THRESHOLD, artifact_descriptions, centroid_similarity
+from harness.taxonomy.cluster import MIN_POINTS, PAPER_K_RANGE, choose_k, group_centroids, k_grid, refit, sweep
+from harness.taxonomy.embed import DEFAULT_EMBEDDER, Embedder, embed_cached, get_embedder
+from harness.taxonomy.extract import ExtractStats, Feature, extract_features
+from harness.taxonomy.naming import CATEGORY_PROMPT, CLUSTER_PROMPT, Name, Namer, keyword_name, keywords
+from harness.taxonomy.threads import limit_threads
 
 SCHEMA = "evalaware.taxonomy/1"
 

@@ -9,21 +9,21 @@ from typing import Any
 
 import click
 
-from .. import errors
-from ..cli_options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
+from harness import errors
+from harness.cli_options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                            verbose_option)
-from ..cache import CachedBackend
-from ..manifest import base_manifest
-from ..run_lock import run_dir_lock
-from ..runlog import RunLog
-from ..runner import run_methods
-from .artifacts import DEFAULT_THRESHOLD
-from .build import TaxonomyConfig, build_taxonomy
-from .cluster import ALGORITHMS, K_RULES, PAPER_K_RANGE
-from .embed import DEFAULT_EMBEDDER
-from .extract import SCOPES
-from .naming import Namer
-from .render import write_outputs
+from harness.cache import CachedBackend
+from harness.manifest import base_manifest
+from harness.run_lock import run_dir_lock
+from harness.runlog import RunLog
+from harness.runner import run_methods
+from harness.taxonomy.artifacts import DEFAULT_THRESHOLD
+from harness.taxonomy.build import TaxonomyConfig, build_taxonomy
+from harness.taxonomy.cluster import ALGORITHMS, K_RULES, PAPER_K_RANGE
+from harness.taxonomy.embed import DEFAULT_EMBEDDER
+from harness.taxonomy.extract import SCOPES
+from harness.taxonomy.naming import Namer
+from harness.taxonomy.render import write_outputs
 
 METHOD = "motivation"
 

@@ -36,7 +36,7 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from . import TaxonomyError
+from harness.taxonomy import TaxonomyError
 
 PAPER_K_RANGE = (50, 300, 10)
 MIN_POINTS = 3  # fewer distinct features do not cluster (the build states them plainly instead)

@@ -23,10 +23,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .. import assets
-from ..fingerprint import weights_hash
-from ..runlog import RunLog, TableSpec
-from . import TaxonomyError
+from harness import assets
+from harness.fingerprint import weights_hash
+from harness.runlog import RunLog, TableSpec
+from harness.taxonomy import TaxonomyError
 
 DEFAULT_EMBEDDER = "minilm-l6-v2"
 _POOLINGS = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls",

@@ -30,7 +30,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from . import TaxonomyError
+from harness.taxonomy import TaxonomyError
 
 SCOPES = ("majority", "votes")
 NO_FEATURE = frozenset({"none stated", "none", "n/a", "na", "not stated", "unknown", "unspecified",

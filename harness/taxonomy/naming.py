@@ -16,11 +16,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from ..backends.base import Backend, GenerationRequest, SamplingParams
-from ..prompts import PromptLibrary
-from ..render import Renderer
-from ..sample import Message
-from . import TaxonomyError
+from harness.backends.base import Backend, GenerationRequest, SamplingParams
+from harness.prompts import PromptLibrary
+from harness.render import Renderer
+from harness.sample import Message
+from harness.taxonomy import TaxonomyError
 
 CLUSTER_PROMPT = "taxonomy_naming/cluster"
 CATEGORY_PROMPT = "taxonomy_naming/category"
