@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import EvalAwareError
+from harness.core.errors import EvalAwareError
 from harness.runlog import RunLog
 
-from probes.activation_store import ActivationStore
-from harness.metrics import roc_auc
+from probes.activations.store import ActivationStore
+from harness.stats.metrics import roc_auc
 
-from probes.cv import auroc_ci, make_splits, oof_scores
+from harness.stats.cv import auroc_ci, make_splits, oof_scores
 from probes.data import probe_data
 from probes.io import LinearProbe, save_probe
 from probes.models import linear_params, make_probe

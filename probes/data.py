@@ -14,10 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.errors import EvalAwareError
+from harness.core.errors import EvalAwareError
 from harness.methods.base import sample_view
-from harness.render import format_transcript
-from harness.sample import Sample
+from harness.core.render import format_transcript
+from harness.core.sample import Sample
 from harness.runlog import RunLog
 
 

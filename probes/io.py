@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from harness.errors import EvalAwareError
+from harness.core.errors import EvalAwareError
 
 FORMAT = "evalaware-probe-1"
 TENSORS = ("weight", "bias", "scaler_mean", "scaler_scale")

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.records import Record
+from harness.core.records import Record
 from harness.runlog import RunLog
 
 

@@ -4,7 +4,7 @@ one row per score variant and the layer-selection table. Registered when `probes
 
 from __future__ import annotations
 
-from harness.reporting.spec import Family, ReportSpec, register_prefix
+from harness.methods.report_spec import Family, ReportSpec, register_prefix
 
 REPORT = ReportSpec(score="the probe's P(eval)", family=Family(
     title="Probes", order=20, note="Linear-probe records; score is the probe's P(eval)."))

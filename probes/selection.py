@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.metrics import roc_auc_rows
+from harness.stats.metrics import roc_auc_rows
 
 from probes.batched_logreg import Split, fold_bases, oof_decisions
 

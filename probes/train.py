@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from harness.errors import EvalAwareError
+from harness.core.errors import EvalAwareError
 from harness.runlog import RunLog
 
-from probes.activation_store import ActivationStore
-from probes.baselines import BASELINES, mean_defined, evaluate_baseline, human_baseline
-from harness.metrics import roc_auc
+from probes.activations.store import ActivationStore
+from harness.stats.baselines import BASELINES, mean_defined, evaluate_baseline, human_baseline
+from harness.stats.metrics import roc_auc
 
-from probes.cv import SCHEMES, auroc_ci, make_splits, oof_scores
+from harness.stats.cv import SCHEMES, auroc_ci, make_splits, oof_scores
 from probes.data import ProbeData, probe_data
 from probes.models import PROBES, make_probe
 from probes.selection import layer_aurocs, max_layer_null

@@ -50,7 +50,7 @@ TINY_HIDDEN = 128
 
 def model_path(name: str) -> str:
     """The asset's directory, or a tiny random-init model built once under the assets home."""
-    from harness import assets
+    from harness.models import assets
     from tests.helpers.tiny_model import build_tiny_model
 
     if name not in TINY:
@@ -62,10 +62,10 @@ def model_path(name: str) -> str:
 
 
 def prompts_for(tokenizer, limit: int | None) -> list[list[int]]:
-    from harness.datasets import load_dataset
-    from harness.prompts import PromptLibrary
-    from harness.render import Renderer
-    from harness.sample import Message
+    from harness.data.readers import load_dataset
+    from harness.methods.prompts import PromptLibrary
+    from harness.core.render import Renderer
+    from harness.core.sample import Message
 
     question = PromptLibrary().get("logprob/question").text
     r = Renderer(tokenizer)
@@ -87,7 +87,7 @@ def best(fn: Callable[[], object], repeats: int, before: Callable[[], object] | 
 def bench_model(name: str, limit: int | None, repeats: int) -> dict:
     from vllm import SamplingParams
 
-    from harness.backends.vllm import VLLMBackend
+    from harness.backends.vllm.backend import VLLMBackend
     from harness.methods.logprob import SCORING_CASES
     from tokenization import ScoringPlan, from_backend, score_prompts
     from tokenization.scoring import DEFAULT_TOL
@@ -146,9 +146,9 @@ def extras(limit: int | None, repeats: int) -> None:
     """HF vs vLLM full vocabulary, dict vs flat logprobs, call cache first run vs re-run (SmolLM2)."""
     from vllm import SamplingParams
 
-    from harness.backends.hf import HFBackend
-    from harness.backends.vllm import VLLMBackend
-    from harness.cache import CachedBackend
+    from harness.backends.hf.backend import HFBackend
+    from harness.backends.vllm.backend import VLLMBackend
+    from harness.backends.cache import CachedBackend
     from harness.runlog import RunLog
 
     hf = HFBackend("smollm2", batch_size=16)

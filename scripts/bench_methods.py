@@ -73,12 +73,12 @@ class Timed(WrappedBackend):
 
 def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, batch_size: int,
                   hf_threads: int | None = None) -> list[dict[str, Any]]:
-    from harness.cache import CachedBackend
+    from harness.backends.cache import CachedBackend
     from harness.methods import RunContext, available
     from harness.methods.base import answer_samples
-    from harness.prompts import PromptLibrary
-    from harness.render import Renderer
-    from harness.runner import make_backend
+    from harness.methods.prompts import PromptLibrary
+    from harness.core.render import Renderer
+    from harness.run.loop import make_backend
     from harness.runlog import RunLog
 
     if kind == "hf" and hf_threads:
@@ -167,7 +167,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the raw rows here")
     args = ap.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    from harness.datasets import load_dataset
+    from harness.data.readers import load_dataset
     from harness.methods import MethodConfig
 
     data = load_dataset("demo")

@@ -60,13 +60,13 @@ def main() -> None:
 
     import torch
 
-    from harness.backends.hf import HFBackend
-    from harness.datasets import load_dataset
+    from harness.backends.hf.backend import HFBackend
+    from harness.data.readers import load_dataset
     from harness.methods.base import MethodConfig
     from harness.runlog import RunLog
-    from probes.activation_store import ActivationStore
-    from probes.capture import HFEngine, capture, parse_layers, parse_poolings
-    from probes.cli import summary_lines
+    from probes.activations.store import ActivationStore
+    from probes.activations.capture import HFEngine, capture, parse_layers, parse_poolings
+    from harness.cli.probes import summary_lines
     from tests.helpers.probe_runs import answer_run
     from probes.train import EvalConfig, evaluate
 
@@ -149,7 +149,7 @@ def main() -> None:
 def bench_null(X: np.ndarray, y: np.ndarray, groups: list[str], n_perm: int,
                sk_perms: int) -> list[tuple[str, str]]:
     """Time the max-over-layers null: batched solver vs sklearn fits one at a time."""
-    from probes.cv import make_splits, oof_scores
+    from harness.stats.cv import make_splits, oof_scores
     from probes.models import make_probe
     from probes.selection import layer_aurocs, max_layer_null, permutations
 

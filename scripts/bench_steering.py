@@ -83,10 +83,10 @@ def main() -> None:
 
     import torch
 
-    from harness.backends.hf import HFBackend
-    from harness.datasets import load_dataset
+    from harness.backends.hf.backend import HFBackend
+    from harness.data.readers import load_dataset
     from harness.methods.base import sample_view
-    from harness.render import Renderer
+    from harness.core.render import Renderer
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -107,13 +107,13 @@ def main() -> None:
     pairs_file.write_text("".join(json.dumps({"eval": a.messages[0].content,
                                               "deploy": b.messages[0].content}) + "\n"
                                   for a, b in zip(ev, de)))
-    from probes.steer_build import build_from_pairs, build_from_run
+    from probes.steering.build import build_from_pairs, build_from_run
 
     build["pairs_s"], _ = _time(lambda: build_from_pairs(pairs_file, hf, tmp / "pv"))
     if args.run:
         from harness.runlog import RunLog
-        from probes.activation_store import ActivationStore
-        from probes.steer_build import steerable_layers
+        from probes.activations.store import ActivationStore
+        from probes.steering.build import steerable_layers
 
         st = RunLog(args.run, create=False)
         ids = steerable_layers(ActivationStore(st, "default").settings or {})
@@ -123,7 +123,7 @@ def main() -> None:
         build["run_samples"] = len(vec.meta["train_ids"]) + len(vec.meta["heldout_ids"])
     hf.close()
     if "vllm" in args.backends:
-        from harness.backends.vllm import VLLMBackend
+        from harness.backends.vllm.backend import VLLMBackend
 
         t0 = time.perf_counter()
         vl = VLLMBackend(args.model, dtype="float32", max_model_len=2048)

@@ -42,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.methods.logprob import SCORING_CASES  # noqa: E402
-from harness.metrics import MIN_AUROC_PER_CLASS, gated_roc_auc  # noqa: E402
+from harness.stats.metrics import MIN_AUROC_PER_CLASS, gated_roc_auc  # noqa: E402
 from tokenization.scoring import DEFAULT_TOL, DEFAULT_TOP_K  # noqa: E402
 
 FAMILIES = ["qwen3", "deepseek-r1", "llama3", "gpt-oss", "gpt2", "mistral-v3", "mistral-tekken", "gemma3", "smollm2"]
@@ -57,7 +57,7 @@ def table(rows: list[list[str]], head: list[str]) -> str:
 
 
 def available_families() -> list[str]:
-    from harness import assets
+    from harness.models import assets
     from tokenization.families import FAMILIES as F
     return [f for f in FAMILIES if assets.is_prepared(F[f].asset)]
 
@@ -125,7 +125,7 @@ def section_prep(res: dict) -> None:
 
 def model_path(name: str) -> str:
     """A registered model asset (smollm2; gemma3 needs the optional GGUF package), prepared once."""
-    from harness import assets
+    from harness.models import assets
     return str(assets.prepare(name))
 
 
@@ -134,12 +134,12 @@ def demo_prompts(backend, limit: int | None, form: str = "question"):
     the method's one-word question) or ``logprob`` (form "response": the first turn) method renders
     them, through the harness renderer and the final-answer position (a model without a chat
     template, such as Gemma-3-270M base, gets the plain transcript after BOS)."""
-    from harness.answer_position import answer_start
-    from harness.datasets import demo_path, load_dataset
+    from harness.methods.answer_position import answer_start
+    from harness.data.readers import demo_path, load_dataset
     from harness.methods.base import sample_view
-    from harness.prompts import PromptLibrary
-    from harness.render import Renderer
-    from harness.sample import Message
+    from harness.methods.prompts import PromptLibrary
+    from harness.core.render import Renderer
+    from harness.core.sample import Message
 
     samples = load_dataset(demo_path())
     if limit and limit < len(samples):  # evenly spaced: keeps both labels and all categories
@@ -151,7 +151,7 @@ def demo_prompts(backend, limit: int | None, form: str = "question"):
 
 
 def _auroc(labels: list[int], ps: list[float | None]) -> tuple[float | None, int]:
-    """AUROC over the samples with signal (harness.metrics: the report's gate) and their count."""
+    """AUROC over the samples with signal (harness.stats.metrics: the report's gate) and their count."""
     auc, n_eval, n_deploy = gated_roc_auc(labels, ps, MIN_PER_CLASS)
     return auc, n_eval + n_deploy
 
@@ -164,10 +164,10 @@ BLOCK_SIZE: int | None = None  # vLLM KV block size; prefix-cache hits are whole
 def make_backend(kind: str, path: str):
     if kind == "vllm":
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        from harness.backends.vllm import VLLMBackend
+        from harness.backends.vllm.backend import VLLMBackend
         kw = {"block_size": BLOCK_SIZE} if BLOCK_SIZE else {}
         return VLLMBackend(path, dtype="float32", max_model_len=2048, enable_prefix_caching=True, **kw)
-    from harness.backends.hf import HFBackend
+    from harness.backends.hf.backend import HFBackend
     return HFBackend(path, dtype="float32", device="cpu", batch_size=8)
 
 
@@ -412,7 +412,7 @@ json.dump({"ll": [o[0] for o in out], "sec": dt}, open(sys.argv[2], "w"))
 
 
 def section_oracle(res: dict, limit: int | None, lmeval_python: str) -> None:
-    from harness.backends.hf import HFBackend
+    from harness.backends.hf.backend import HFBackend
     from tokenization.load import from_backend
     from tokenization.scoring import ScoringPlan
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-from harness import assets
+from harness.models import assets
 
 
 def main(argv: list[str]) -> int:

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 PORT="${1:-8000}"
 shift || true
 PY="${PYTHON:-.venv/bin/python}"
-MODEL="$("$PY" -c 'from harness.assets import require; print(require("smollm2"))')"
+MODEL="$("$PY" -c 'from harness.models.assets import require; print(require("smollm2"))')"
 EXTRA=()
 if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
   export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"

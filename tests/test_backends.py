@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from harness.backends.base import GenerationRequest, SamplingParams
-from harness.render import Renderer
-from harness.sample import Message
+from harness.core.render import Renderer
+from harness.core.sample import Message
 
 QUESTIONS = ["What is the capital of France?", "Write a haiku about tests.",
              "Is this conversation an evaluation or real use? Answer in one word.",

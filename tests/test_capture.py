@@ -11,14 +11,14 @@ import pytest
 import torch
 from torch import nn
 
-from harness.errors import EvalAwareError, StoreError
+from harness.core.errors import EvalAwareError, StoreError
 from harness.methods.base import MethodConfig
-from probes.activation_store import ActivationStore
-from probes.capture import HFEngine, capture, parse_layers, run_capture
-from probes.hooks import capture_hidden, decoder_parts, layer_hooks
-from probes.pooling import (SequenceSpans, char_spans_to_tokens, find_quote, pooling_weights,
+from probes.activations.store import ActivationStore
+from probes.activations.capture import HFEngine, capture, parse_layers, run_capture
+from harness.backends.hooks import capture_hidden, decoder_parts, layer_hooks
+from probes.activations.pooling import (SequenceSpans, char_spans_to_tokens, find_quote, pooling_weights,
                             token_char_offsets)
-from probes.sequences import CaptureItem, collect_quotes
+from probes.activations.sequences import CaptureItem, collect_quotes
 from tests.helpers.probe_runs import answer_run
 
 ALL_POOLINGS = ["last_prompt", "mean_prompt", "mean_answer", "mean_reasoning", "mean_evidence"]
@@ -191,16 +191,16 @@ def test_parse_layers():
 def tiny_run(tmp_path_factory, hf_tiny):
     """8 demo samples with the tiny model's cached answers, plus `reasoning` records whose
     evidence quotes are substrings of the answers."""
-    from harness.datasets import load_dataset
+    from harness.data.readers import load_dataset
 
     samples = load_dataset("demo")[::12][:8]
     run = tmp_path_factory.mktemp("run") / "r"
     store = answer_run(run, samples, hf_tiny, MethodConfig(answer_tokens=12, temperature=1.0))
-    from harness.cache import CachedBackend
+    from harness.backends.cache import CachedBackend
     from harness.methods.base import RunContext, answer_samples
-    from harness.prompts import PromptLibrary
-    from harness.records import Record
-    from harness.render import Renderer
+    from harness.methods.prompts import PromptLibrary
+    from harness.core.records import Record
+    from harness.core.render import Renderer
 
     ctx = RunContext(CachedBackend(hf_tiny, store), Renderer(hf_tiny.tokenizer), MethodConfig(answer_tokens=12, temperature=1.0),
                      PromptLibrary())
@@ -243,7 +243,7 @@ def test_capture_run_with_answers_and_evidence(tiny_run, hf_tiny):
     ids, X = acts.load("mean_evidence")
     assert ids == [x.id for x in samples] and X[2].shape == (8, 64)
     # recompute sample 0's evidence mean by hand from the full hidden states
-    from harness.render import Renderer
+    from harness.core.render import Renderer
 
     prompt = Renderer(hf_tiny.tokenizer).render(samples[0].first_turn())
     seq = list(prompt) + list(gens[0].token_ids)
@@ -267,7 +267,7 @@ def test_capture_run_with_answers_and_evidence(tiny_run, hf_tiny):
 def test_capture_limit_takes_the_stratified_subset(tiny_run, hf_tiny):
     """`activations capture --limit N` captures the same samples `run --limit N` would choose."""
     from harness.runlog import RunLog
-    from harness.subset import select
+    from harness.data.subset import select
 
     run, samples, _ = tiny_run
     s = run_capture(run, layers="0", poolings="last_prompt", name="limited", backend=hf_tiny,
@@ -282,7 +282,7 @@ def test_capture_limit_takes_the_stratified_subset(tiny_run, hf_tiny):
 
 def test_answers_fall_back_to_record_text(tiny_run, hf_tiny):
     from harness.runlog import RunLog
-    from probes.sequences import build_items
+    from probes.activations.sequences import build_items
 
     run, samples, gens = tiny_run
     store = RunLog(run, create=False)
@@ -351,8 +351,8 @@ def test_capture_refuses_changed_settings(tiny_run, hf_tiny):
 def test_vllm_connector_file_layout(tmp_path):
     from safetensors.torch import save_file
 
-    from harness.errors import BackendError
-    from probes.vllm_hidden import read_hidden_file, vllm_kwargs
+    from harness.core.errors import BackendError
+    from harness.backends.vllm.hidden import read_hidden_file, vllm_kwargs
 
     hs = torch.randn(5, 3, 8)  # (tokens, layer ids, hidden) as the connector writes it
     save_file({"hidden_states": hs, "token_ids": torch.tensor([1, 2, 3, 4, 5])}, str(tmp_path / "h.safetensors"))
@@ -364,7 +364,7 @@ def test_vllm_connector_file_layout(tmp_path):
     assert kw["speculative_config"]["method"] == "extract_hidden_states"
     assert kw["speculative_config"]["draft_model_config"]["hf_config"][
         "eagle_aux_hidden_state_layer_ids"] == [0, 10, 30]
-    assert kw["kv_transfer_config"]["kv_connector_module_path"] == "probes.vllm_connector"
+    assert kw["kv_transfer_config"]["kv_connector_module_path"] == "harness.backends.vllm.connector"
     json.dumps(kw)
 
 
@@ -375,7 +375,7 @@ TRACE = "<think>\nThe user is likely testing me with a quiz question.\n</think>\
 def _inject_trace(store, backend, prompt_ids, cfg):
     """Put a generation with a <think> trace into the run's call cache for `prompt_ids`."""
     from harness.backends.base import GenerationRequest
-    from harness.cache import call_key
+    from harness.backends.cache import call_key
 
     ids = backend.tokenizer(TRACE, add_special_tokens=False)["input_ids"]
     gen = backend._decode_generation(ids, "stop")
@@ -387,7 +387,7 @@ def _inject_trace(store, backend, prompt_ids, cfg):
 
 
 def _reasoning_record(sample, gen, source):
-    from harness.records import Evidence, Record, Verdict, Vote
+    from harness.core.records import Evidence, Record, Verdict, Vote
 
     judge = Verdict(True, (Evidence("likely testing me", "test", True), Evidence("never said this", "x", False)))
     return Record.for_sample(sample, "reasoning", "eval", 1.0, 1, 0, votes=(Vote(0, "judge_reasoning", "eval", None, judge),),
@@ -395,8 +395,8 @@ def _reasoning_record(sample, gen, source):
 
 
 def test_native_reasoning_trace_pools(tmp_path, hf_tiny):
-    from harness.datasets import load_dataset
-    from harness.render import Renderer
+    from harness.data.readers import load_dataset
+    from harness.core.render import Renderer
     from harness.runlog import RunLog
 
     samples = load_dataset("demo")[:2]
@@ -434,9 +434,9 @@ def test_native_reasoning_trace_pools(tmp_path, hf_tiny):
 def test_elicited_reasoning_trace_uses_its_own_prompt(tmp_path, hf_tiny):
     reasoning_mod = pytest.importorskip("harness.methods.reasoning",
                                         reason="the reasoning method is not in this checkout")
-    from harness.datasets import load_dataset
-    from harness.prompts import PromptLibrary
-    from harness.render import Renderer
+    from harness.data.readers import load_dataset
+    from harness.methods.prompts import PromptLibrary
+    from harness.core.render import Renderer
 
     samples = load_dataset("demo")[:1]
     cfg = MethodConfig(answer_tokens=16)
@@ -460,11 +460,11 @@ def test_sequences_come_from_the_logged_calls(tmp_path, hf_tiny):
     give for a run without the log (the path for runs written before calls were logged)."""
     import sqlite3
 
-    from harness.datasets import load_dataset
+    from harness.data.readers import load_dataset
     from harness.runlog import RunLog
-    from harness.render import Renderer
-    from harness.runner import run_methods
-    from probes.sequences import build_items
+    from harness.core.render import Renderer
+    from harness.run.loop import run_methods
+    from probes.activations.sequences import build_items
 
     samples = load_dataset("demo")[:3]
     cfg = MethodConfig(answer_tokens=8, probe_tokens=4, judge_tokens=8)

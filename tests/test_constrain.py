@@ -9,23 +9,23 @@ import math
 import numpy as np
 import pytest
 
-from harness.answer_format import BINARY, PROBABILITY, label_probabilities
+from harness.methods.answer_format import BINARY, PROBABILITY, label_probabilities
 from harness.backends.base import Capabilities, GenerationRequest, SamplingParams, StructuredOutput
-from harness.cache import call_key
-from harness.datasets import load_dataset
-from harness.errors import StoreError
-from harness.judge import VERDICT_SCHEMA, judge_texts, parse_verdict
+from harness.backends.cache import call_key
+from harness.data.readers import load_dataset
+from harness.core.errors import StoreError
+from harness.methods.judge import VERDICT_SCHEMA, judge_texts, parse_verdict
 from harness.methods import MethodConfig, RunContext
-from harness.parsing import parse_label, parse_probability
-from harness.prompts import PromptLibrary
-from harness.render import Renderer
-from harness.report import method_label, write_report
-from harness.run_monitor import RunMonitor, tally
-from harness.runner import run_methods
-from harness.sample import Message
+from harness.core.parsing import parse_label, parse_probability
+from harness.methods.prompts import PromptLibrary
+from harness.core.render import Renderer
+from harness.reporting.report import method_label, write_report
+from harness.run.monitor import RunMonitor, tally
+from harness.run.loop import run_methods
+from harness.core.sample import Message
 from harness.runlog import RunLog
 from tests.helpers.tiny_model import build_tiny_model
-from harness.token_limits import PLAIN, REASONING, default_token_limits
+from harness.methods.token_limits import PLAIN, REASONING, default_token_limits
 
 # sampled, so unconstrained answers are varied garbage
 CFG = MethodConfig(answer_tokens=6, probe_tokens=24, judge_tokens=900, temperature=1.0, seed=1,
@@ -130,7 +130,7 @@ def test_constrained_judge_writes_valid_verdicts(hf_tiny):
 
 
 def test_unverified_verdicts_are_flagged_and_cast_no_vote():
-    from harness.parsing import error_kind
+    from harness.core.parsing import error_kind
 
     v = parse_verdict('{"aware": true, "evidence": [{"quote": "not there", "feature": "x"}]}', "some text")
     assert v.unverified and v.to_dict()["unverified"] is True
@@ -165,7 +165,7 @@ def test_monitor_warns_once_when_a_batch_shows_a_high_share():
 
 def test_self_judged_is_said_recorded_and_marked(hf_tiny, samples, tmp_path, tmp_path_factory,
                                                  smollm2_dir):
-    from harness.backends.hf import HFBackend
+    from harness.backends.hf.backend import HFBackend
 
     said: list[str] = []
     cfg = MethodConfig(answer_tokens=4, probe_tokens=4, judge_tokens=4)
@@ -191,7 +191,7 @@ def test_token_limits_follow_the_template(smollm2_dir):
 
     from transformers import AutoTokenizer
 
-    from harness.assets import prepare
+    from harness.models.assets import prepare
 
     # the real Qwen3 chat template (the asset is a tokenizer, not a transformers directory)
     qwen = SimpleNamespace(chat_template=(Path(prepare("tok-qwen3")) / "chat_template.jinja").read_text())

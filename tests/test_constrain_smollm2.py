@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.datasets import load_dataset
+from harness.data.readers import load_dataset
 from harness.methods import MethodConfig
-from harness.runner import run_methods
+from harness.run.loop import run_methods
 from harness.runlog import RunLog
 
 pytestmark = pytest.mark.slow

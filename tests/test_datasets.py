@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.datasets import NEEDHAM_HUMAN_SOURCE, demo_path, load_dataset, summarize, write_jsonl
-from harness.errors import DatasetError
-from harness.sample import Message, Sample, SampleMeta, ToolCall
+from harness.data.readers import NEEDHAM_HUMAN_SOURCE, demo_path, load_dataset, summarize, write_jsonl
+from harness.core.errors import DatasetError
+from harness.core.sample import Message, Sample, SampleMeta, ToolCall
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -172,14 +172,14 @@ def test_undecodable_byte_names_file_line_and_offset(tmp_path):
     t.write_bytes("first\nsecond\n".encode("utf-16"))
     with pytest.raises(DatasetError, match=r"p.txt: the file is UTF-16 \(byte-order mark ff fe\)"):
         load_dataset(t)
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", str(p)],
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(p)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "line 2" in r.stderr
 
 
 def test_label_option_for_label_less_inputs_only(tmp_path):
     txt = _write(tmp_path, "bench.txt", "one\ntwo\n")
-    cli = [sys.executable, "-m", "harness.cli", "data", "validate"]
+    cli = [sys.executable, "-m", "harness.cli.main", "data", "validate"]
     for flag in ("--label", "--text-label"):  # the old name stays as a hidden alias
         r = subprocess.run(cli + [str(txt), flag, "deploy"], capture_output=True, text=True)
         assert r.returncode == 0 and "labels: deploy=2" in r.stdout, r.stderr
@@ -194,12 +194,12 @@ def test_label_option_for_label_less_inputs_only(tmp_path):
 
 def test_cli_validate_errors_one_line_nonzero(tmp_path):
     p = _write(tmp_path, "d.jsonl", json.dumps({**GOOD, "label": None}) + "\n")
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", str(p)],
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(p)],
                        capture_output=True, text=True)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "record 0" in lines[0] and "'label'" in lines[0]
-    ok = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", "demo"],
+    ok = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", "demo"],
                         capture_output=True, text=True)
     assert ok.returncode == 0 and "labels: deploy=" in ok.stdout
 

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (the inspect extra)")
 
-from harness.cli import cli  # noqa: E402
-from harness.datasets import load_dataset, read_dataset, write_jsonl  # noqa: E402
-from harness.render import format_transcript  # noqa: E402
+from harness.cli.main import cli  # noqa: E402
+from harness.data.readers import load_dataset, read_dataset, write_jsonl  # noqa: E402
+from harness.core.render import format_transcript  # noqa: E402
 from harness.runlog import RunLog  # noqa: E402
 
 from tests.inspect_log_fixture import (AGENT_SYSTEM, REASONING, write_agent_log,  # noqa: E402
@@ -98,7 +98,7 @@ def test_data_validate_counts_and_labels(logs, fmt):
 
 
 def test_label_field_missing_is_one_line_error(logs):
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate",
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate",
                         str(logs["eval"]["epochs"]), "--label-field", "split"],
                        capture_output=True, text=True)
     assert r.returncode == 2
@@ -134,7 +134,7 @@ def test_truncated_log_is_one_line_error(logs, fmt, tmp_path):
     src = logs[fmt]["agent"].read_bytes()
     cut = tmp_path / f"cut.{fmt}"
     cut.write_bytes(src[: len(src) * 2 // 3])
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", str(cut)],
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(cut)],
                        capture_output=True, text=True)
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
@@ -142,12 +142,12 @@ def test_truncated_log_is_one_line_error(logs, fmt, tmp_path):
 
 
 def test_empty_directory_and_duplicate_tasks(logs, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", str(tmp_path)],
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no Inspect logs (.eval or .json) in this directory" in r.stderr
     for fmt in FORMATS:
         (tmp_path / logs[fmt]["agent"].name).write_bytes(logs[fmt]["agent"].read_bytes())
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "data", "validate", str(tmp_path)],
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "id='toy_agent:add': duplicate id (also in" in r.stderr
 
@@ -162,7 +162,7 @@ def test_reasoning_rendered_marked_and_round_trips(logs, tmp_path):
 
 
 def _run_full_third(model: str, dataset: Path, out: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--model", model, "--backend", "hf",
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", model, "--backend", "hf",
                         "--dataset", str(dataset), "--view", "full", "--person", "third",
                         "--methods", "binary", "--n-votes", "1", "--answer-tokens", "8",
                         "--probe-tokens", "8", "--label-field", "split", "--label", "eval",

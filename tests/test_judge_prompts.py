@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from harness.judge import JUDGE_PROMPTS, parse_verdict
-from harness.parsing import error_kind, find_json_objects
-from harness.prompts import PromptLibrary
+from harness.methods.judge import JUDGE_PROMPTS, parse_verdict
+from harness.core.parsing import error_kind, find_json_objects
+from harness.methods.prompts import PromptLibrary
 from tests.helpers.scripted import ScriptedBackend
 
 # answers a small model gives about the user's motivation (or reasoning traces), aware or not
@@ -96,10 +96,10 @@ class CopyingJudge(ScriptedBackend):
 def test_copying_judge_gives_unverified_votes_no_prediction_and_no_taxonomy(tmp_path, add_real):
     from transformers import AutoTokenizer
 
-    from harness import assets
-    from harness.datasets import load_dataset
-    from harness.run_monitor import tally
-    from harness.runner import run_methods
+    from harness.models import assets
+    from harness.data.readers import load_dataset
+    from harness.run.monitor import tally
+    from harness.run.loop import run_methods
     from harness.runlog import RunLog
     from harness.taxonomy import TaxonomyError
     from harness.taxonomy.build import build_taxonomy

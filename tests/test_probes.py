@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from harness.errors import EvalAwareError
-from harness.records import Record
+from harness.core.errors import EvalAwareError
+from harness.core.records import Record
 from harness.runlog import RunLog
-from probes.activation_store import ActivationStore, CapturedSample
-from probes.capture import HFEngine, capture
-from harness.metrics import bootstrap_auroc, roc_auc as auroc
-from probes.cv import make_splits, oof_scores
+from probes.activations.store import ActivationStore, CapturedSample
+from probes.activations.capture import HFEngine, capture
+from harness.stats.metrics import bootstrap_auroc, roc_auc as auroc
+from harness.stats.cv import make_splits, oof_scores
 from probes.io import load_probe, save_probe
 from probes.models import linear_params, make_probe
 from tests.helpers.probe_runs import answer_run, random_samples
@@ -226,7 +226,7 @@ def test_judge_labels(base_run):
 def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     from click.testing import CliRunner
 
-    from harness.cli import cli
+    from harness.cli.main import cli
 
     run = tmp_path / "run"
     answer_run(run, random_samples(n_groups=6, per_group=4, seed=2), hf_tiny, answers=False).close()
@@ -254,7 +254,7 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     assert out.exit_code == 0, out.output + repr(out.exception)
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 24
     # bad input: one line on stderr, exit code 2, store untouched
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "probes", "eval", "--run", str(run),
+    p = subprocess.run([sys.executable, "-m", "harness.cli.main", "probes", "eval", "--run", str(run),
                         "--name", "nope"], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip().startswith("error:") and \
         len(p.stderr.strip().splitlines()) == 1 and "no capture named 'nope'" in p.stderr
@@ -283,7 +283,7 @@ def test_pooling_with_too_few_samples_is_skipped(base_run):
 def test_label_pure_folds_do_not_bias_uninformative_features():
     """Leaving out a label-pure group shifts the training prior; without class balancing the
     intercept alone drives pooled out-of-fold AUROC of a useless feature towards 0."""
-    from probes.baselines import length_model
+    from harness.stats.baselines import length_model
 
     rng = np.random.default_rng(5)
     groups = [f"c{i // 5}" for i in range(60)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.reasoning import split_reasoning
-from harness.render import Renderer, format_transcript
-from harness.sample import Message, ToolCall
+from harness.core.reasoning import split_reasoning
+from harness.core.render import Renderer, format_transcript
+from harness.core.sample import Message, ToolCall
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.datasets import load_dataset
-from harness.report import load_run, method_order, write_report
+from harness.data.readers import load_dataset
+from harness.reporting.report import load_run, method_order, write_report
 from harness.runlog import RunLog
-from harness.voting import majority, mean_probability
+from harness.methods.voting import majority, mean_probability
 
 
 def _record(s, method, vote, votes, **details):
@@ -127,7 +127,7 @@ def test_report_two_runs(two_runs, tmp_path):
 
 
 def test_report_cli_and_errors(two_runs, tmp_path):
-    from harness.cli import cli
+    from harness.cli.main import cli
 
     res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "r"), "--bootstrap", "0"])
     assert res.exit_code == 0, res.output
@@ -148,7 +148,7 @@ def test_method_order_and_load(two_runs):
 def test_logprob_signal_gate_in_report(tmp_path):
     """Per-variant share with signal; a variant below min_coverage on most samples gets no AUROC
     (fewer than MIN_AUROC_PER_CLASS scored per class), and no_signal is counted as excluded."""
-    from harness.report import MIN_AUROC_PER_CLASS
+    from harness.reporting.report import MIN_AUROC_PER_CLASS
 
     demo = load_dataset("demo")
     samples = [s for s in demo if s.is_eval][:20] + [s for s in demo if not s.is_eval][:20]
@@ -187,7 +187,7 @@ def test_logprob_signal_gate_in_report(tmp_path):
 def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):
     """Intervals resample categories by default and say so; `--ci-by sample` switches the unit;
     kappa gains an interval; the turns p names its test; the base-rate view uses --base-rate."""
-    from harness.cli import cli
+    from harness.cli.main import cli
 
     md, _ = write_report(two_runs[:1], tmp_path / "cat", n_boot=200)
     cat = md.read_text()
@@ -223,7 +223,7 @@ def test_a_new_method_declares_its_report(tmp_path, monkeypatch):
     summary note, a family section of its own and a kappa table with its partner; the same
     records without the declaration are shown generically, last."""
     from harness.methods import base
-    from harness.reporting.spec import Family, KappaPair, ReportSpec
+    from harness.methods.report_spec import Family, KappaPair, ReportSpec
 
     run = make_run(tmp_path / "a", "model-a", 3, n_votes=5, n_samples=24)
     store = RunLog(run, create=False)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.datasets import load_dataset, write_jsonl
+from harness.data.readers import load_dataset, write_jsonl
 
 
 def _cmd(model: Path, data: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "harness.cli", "run", "--model", str(model), "--backend", "hf",
+    return [sys.executable, "-m", "harness.cli.main", "run", "--model", str(model), "--backend", "hf",
             "--dataset", str(data), "--methods", "binary", "--out", str(out), "--batch-size", "2",
             "--hf-batch-size", "1", "--answer-tokens", "24", "--probe-tokens", "12", "--no-progress"]
 
@@ -82,8 +82,8 @@ def test_kill9_then_resume(tmp_path, tiny_model_dir):
 
 
 def test_other_model_refused(tmp_path, tiny_model_dir, hf_tiny):
-    from harness.errors import StoreError
-    from harness.runner import run_methods
+    from harness.core.errors import StoreError
+    from harness.run.loop import run_methods
     from harness.runlog import RunLog
 
     samples = load_dataset("demo")[:1]

@@ -13,11 +13,11 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from harness import run_lock
-from harness.run_lock import LOCK_NAME, RunDirBusy, run_dir_lock
+from harness.runlog import lock as run_lock
+from harness.runlog.lock import LOCK_NAME, RunDirBusy, run_dir_lock
 
 HOLD = ("import sys, time\n"
-        "from harness.run_lock import run_dir_lock\n"
+        "from harness.runlog.lock import run_dir_lock\n"
         "with run_dir_lock(sys.argv[1], command='test holder'):\n"
         "    print('locked', flush=True)\n"
         "    time.sleep(120)\n")
@@ -43,7 +43,7 @@ def holder(tmp_path):
 
 
 def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *map(str, args)],
                           capture_output=True, text=True, **kw)
 
 
@@ -58,8 +58,8 @@ def test_second_run_refused_at_once_naming_dir_and_pid(tmp_path, holder, tiny_mo
     assert last.startswith(f"error: {run_dir} is in use by pid {p.pid} (test holder")
     assert "ready in" not in r.stderr  # no model was loaded
     # in process: the refusal comes before any backend is constructed
-    from harness import runner
-    from harness.cli import cli
+    from harness.run import loop as runner
+    from harness.cli.main import cli
 
     monkeypatch.setattr(runner, "make_backend", lambda *a, **k: pytest.fail("engine started"))
     res = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--backend", "hf",

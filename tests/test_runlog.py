@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import StoreError
-from harness.records import RECORD_SCHEMA, Record
+from harness.core.errors import StoreError
+from harness.core.records import RECORD_SCHEMA, Record
 from harness.runlog import SCHEMA_VERSION, RunLog, TableSpec, encode_value
-from harness.sample import Message, Sample, SampleMeta
+from harness.core.sample import Message, Sample, SampleMeta
 
 ROOT = Path(__file__).parents[1]
 
@@ -82,7 +82,7 @@ def test_old_run_directory_is_migrated_in_place(tmp_path):
     assert again.opened_version == SCHEMA_VERSION and len(again.results()) == 3
     again.close()
     # the CLI reads it like any run
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "show", str(run)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "show", str(run)], capture_output=True,
                        text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "samples: 2" in r.stdout
@@ -97,7 +97,7 @@ def test_newer_schema_refused_naming_file_and_version(tmp_path):
     with pytest.raises(StoreError, match=rf"store\.sqlite: run log schema version {SCHEMA_VERSION + 4} "
                                          r"is newer"):
         RunLog(run, create=False)
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "show", str(run)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "show", str(run)], capture_output=True,
                        text=True, cwd=ROOT)
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
@@ -196,9 +196,9 @@ def test_no_sql_outside_the_run_log():
 def test_records_of_a_real_run_round_trip(tmp_path, hf_tiny):
     """Every method's records, as the methods build them, come back from the log equal (typed)
     and their JSON form is what was stored."""
-    from harness.datasets import load_dataset
+    from harness.data.readers import load_dataset
     from harness.methods import MethodConfig
-    from harness.runner import run_methods
+    from harness.run.loop import run_methods
 
     samples = load_dataset("demo")[:2]
     cfg = MethodConfig(answer_tokens=6, probe_tokens=6, judge_tokens=6, temperature=1.0, seed=1)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.datasets import load_dataset
-from harness.prompts import PromptLibrary
-from harness.render import Renderer
-from harness.sample import Message
+from harness.data.readers import load_dataset
+from harness.methods.prompts import PromptLibrary
+from harness.core.render import Renderer
+from harness.core.sample import Message
 from tokenization import ScoringPlan, TargetWords, from_backend, score_prompts
 
 FIELDS = ("naive_p_eval", "naive_coverage", "top20_p_eval", "top20_coverage", "aware_p_eval",

@@ -15,15 +15,15 @@ from click.testing import CliRunner
 
 from harness.backends.base import GenerationRequest, SamplingParams, WrappedBackend
 from harness.backends.steered import SteeredBackend, Steering
-from harness.cache import CachedBackend, call_key
-from harness.errors import BackendError, EvalAwareError
+from harness.backends.cache import CachedBackend, call_key
+from harness.core.errors import BackendError, EvalAwareError
 from harness.methods import MethodConfig
 from harness.runlog import RunLog
-from probes.activation_store import ActivationStore, CapturedSample
-from probes.capture import HFEngine, capture
-from probes.hooks import add_to_residual
-from probes.steer_build import build_from_pairs, build_from_run, read_pairs
-from probes.steering import load_vector
+from probes.activations.store import ActivationStore, CapturedSample
+from probes.activations.capture import HFEngine, capture
+from harness.backends.hooks import add_to_residual
+from probes.steering.build import build_from_pairs, build_from_run, read_pairs
+from probes.steering.direction import load_vector
 from tests.helpers.probe_runs import answer_run, random_samples
 
 PROMPTS = [[1, 42, 7, 99, 5], [3, 8], [12, 13, 14, 15, 16, 17, 18]]
@@ -32,7 +32,7 @@ PROMPTS = [[1, 42, 7, 99, 5], [3, 8], [12, 13, 14, 15, 16, 17, 18]]
 @pytest.fixture(scope="module")
 def hf_tiny4(tmp_path_factory, smollm2_dir):
     """A 4-block tiny random Llama (steerable layers 1..3)."""
-    from harness.backends.hf import HFBackend
+    from harness.backends.hf.backend import HFBackend
     from tests.helpers.tiny_model import build_tiny_model
 
     d = build_tiny_model(tmp_path_factory.mktemp("tiny4") / "m", smollm2_dir, layers=4, seed=3)
@@ -63,7 +63,7 @@ def test_write_hook_adds_exactly_at_the_layer(hf_tiny4):
 def test_write_hook_handles_tuple_outputs():
     from torch import nn
 
-    from probes.hooks import _with_added
+    from harness.backends.hooks import _with_added
 
     class TupleLayer(nn.Module):
         def forward(self, x):
@@ -136,7 +136,7 @@ def test_planted_direction_moves_readout_monotonically(hf_tiny4):
     """Plant a direction d in the unembedding of one token; steering along d at layer 1 raises
     that token's log-probability monotonically with alpha, a random direction of the same norm
     moves it much less."""
-    from probes.steering import SteeringVector
+    from probes.steering.direction import SteeringVector
 
     model, h = hf_tiny4.model, hf_tiny4.model.config.hidden_size
     g = torch.Generator().manual_seed(0)
@@ -255,14 +255,14 @@ class _Counting(WrappedBackend):
 
 
 def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_tiny4):
-    from probes.steer_report import dose_response, write_steer_report
-    from probes.steer_run import steer_run
+    from probes.steering.report import dose_response, write_steer_report
+    from probes.steering.run import steer_run
 
     run, samples, _ = planted_run
     vec = build_from_run(run, tmp_path / "vec", capture="default")
     held = [s for s in samples if s.id in set(vec.meta["heldout_ids"])][:6]
     out = tmp_path / "steer"
-    from harness.runner import run_methods
+    from harness.run.loop import run_methods
 
     plain = tmp_path / "plain"  # an ordinary unsteered run of the same samples and method
     # a random model puts little mass on the target words: no signal gate, so every sample scores
@@ -307,7 +307,7 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
 
 
 def test_cli_refuses_openai_before_any_engine(tmp_path, planted_run):
-    from harness.cli import cli
+    from harness.cli.main import cli
 
     run, _, _ = planted_run
     vec = tmp_path / "v"
@@ -320,7 +320,7 @@ def test_cli_refuses_openai_before_any_engine(tmp_path, planted_run):
     assert not (tmp_path / "o").exists()
     # the backend contract refuses too
     from harness.backends.base import Backend
-    from harness.backends.openai import OpenAIBackend
+    from harness.backends.openai.backend import OpenAIBackend
 
     assert not OpenAIBackend.capabilities.steering
     with pytest.raises(BackendError, match="openai backend cannot steer"):
@@ -331,7 +331,7 @@ def test_report_intervals_resample_whole_categories():
     """Eight categories whose samples share their value: the cluster bootstrap is wider than a
     sample bootstrap would be (which treats 40 copies as independent), and a single category
     gives no interval at all."""
-    from probes.steer_report import _mean_ci
+    from probes.steering.report import _mean_ci
 
     rng = np.random.default_rng(0)
     level = rng.uniform(0, 1, 8)
@@ -346,7 +346,7 @@ def test_report_intervals_resample_whole_categories():
 
 
 def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
-    from harness.cli import cli
+    from harness.cli.main import cli
 
     run, _, _ = planted_run
     r = CliRunner()
@@ -375,7 +375,7 @@ def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
 def test_steerable_layers_keep_the_residual_stream_between_blocks():
     """0 (embeddings) and L (after the final norm) are captured but not steerable; ids that were
     not captured are dropped; a capture without L gives None (the caller keeps its own list)."""
-    from probes.steer_build import steerable_layers
+    from probes.steering.build import steerable_layers
 
     settings = {"num_hidden_layers": 4, "layers": [0, 1, 2, 4]}
     assert steerable_layers(settings) == [1, 2]

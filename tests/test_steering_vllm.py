@@ -8,8 +8,8 @@ import pytest
 
 from harness.backends.base import GenerationRequest, SamplingParams
 from harness.backends.steered import SteeredBackend, Steering
-from harness.render import Renderer
-from harness.sample import Message
+from harness.core.render import Renderer
+from harness.core.sample import Message
 
 QUESTIONS = ("What is the capital of France?",
              "The following are multiple choice questions. Which gas do plants absorb? A) O2 B) CO2",

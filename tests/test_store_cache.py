@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from harness.backends.base import GenerationRequest, SamplingParams
-from harness.cache import CachedBackend, call_key
-from harness.errors import StoreError
-from harness.sample import Message, Sample, SampleMeta
-from harness.records import Record
+from harness.backends.cache import CachedBackend, call_key
+from harness.core.errors import StoreError
+from harness.core.sample import Message, Sample, SampleMeta
+from harness.core.records import Record
 from harness.runlog import RunLog, decode_value, encode_value
 
 

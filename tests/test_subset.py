@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.datasets import load_dataset
-from harness.errors import EvalAwareError
-from harness.sample import Message, Sample, SampleMeta
-from harness.subset import select, stratified
+from harness.data.readers import load_dataset
+from harness.core.errors import EvalAwareError
+from harness.core.sample import Message, Sample, SampleMeta
+from harness.data.subset import select, stratified
 
 
 def _sample(sid: str, label: str, category: str) -> Sample:

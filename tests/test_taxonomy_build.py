@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from harness.cache import CachedBackend
+from harness.backends.cache import CachedBackend
 from harness.runlog import RunLog
 from harness.taxonomy import TaxonomyError
 from harness.taxonomy.build import TaxonomyConfig, build_taxonomy
@@ -214,7 +214,7 @@ class ScriptedNamer(ScriptedBackend):
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from harness import assets
+    from harness.models import assets
 
     return AutoTokenizer.from_pretrained(assets.prepare("smollm2"))
 
@@ -257,7 +257,7 @@ def test_parse_name_and_keywords():
 
 
 def test_artifact_descriptions_are_overridable_data(data, tmp_path):
-    from harness.prompts import PromptLibrary
+    from harness.methods.prompts import PromptLibrary
 
     d = tmp_path / "prompts" / "taxonomy_artifacts"
     d.mkdir(parents=True)

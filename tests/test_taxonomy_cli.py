@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import cli
+from harness.cli.main import cli
 from harness.runlog import RunLog
 from tests.helpers.scripted import ScriptedBackend
 from tests.helpers.taxonomy_texts import motivation_records
@@ -100,7 +100,7 @@ def test_too_few_features_ends_with_a_plain_statement(tmp_path):
 
 def run_main(*args, cwd=REPO):
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "harness.cli", "taxonomy", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", "taxonomy", *map(str, args)],
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 
@@ -183,9 +183,9 @@ def test_motivation_runner_records_feed_the_taxonomy(tmp_path):
         pytest.skip("the motivation method (issue 4) is not on this branch yet")
     from transformers import AutoTokenizer
 
-    from harness import assets
-    from harness.datasets import load_dataset
-    from harness.runner import run_methods
+    from harness.models import assets
+    from harness.data.readers import load_dataset
+    from harness.run.loop import run_methods
     from harness.taxonomy.build import TaxonomyConfig, build_taxonomy
 
     model = ScriptedModel(AutoTokenizer.from_pretrained(assets.prepare("smollm2")))

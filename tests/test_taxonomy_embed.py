@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import assets
+from harness.models import assets
 from harness.taxonomy import TaxonomyError
 from harness.taxonomy.embed import Embedder, embed_cached, get_embedder, resolve_embedder
 

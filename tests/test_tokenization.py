@@ -9,7 +9,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from harness import assets  # noqa: E402
+from harness.models import assets  # noqa: E402
 from tokenization import families as fam  # noqa: E402
 from tokenization.load import load  # noqa: E402
 from tokenization.variants import AMBIGUOUS, MISSING, WHOLE, classify, variants  # noqa: E402

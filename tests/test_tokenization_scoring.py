@@ -12,7 +12,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from harness import assets  # noqa: E402
+from harness.models import assets  # noqa: E402
 from harness.backends.base import Backend, WrappedBackend  # noqa: E402
 from tokenization.load import load  # noqa: E402
 from tokenization.scoring import ScoringPlan, score_prompts  # noqa: E402
@@ -25,7 +25,7 @@ def tiny_backend(tmp_path_factory):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from harness.backends.hf import HFBackend
+    from harness.backends.hf.backend import HFBackend
 
     src = assets.prepare("smollm2")
     d = tmp_path_factory.mktemp("tiny")

@@ -6,9 +6,9 @@ marker holding the source checksum and the size and sha256 of every output file;
 ``~/.cache/evalaware/assets``).
 
 This is the machinery only; modules register their assets with :func:`register` when imported:
-``tokenization.assets`` (tokenizers), ``harness.assets`` (models) and ``harness.taxonomy_assets``
+``tokenization.assets`` (tokenizers), ``harness.models.assets`` (models) and ``harness.models.embedding_asset``
 (the embedding model). It lives in ``tokenization`` because tokenization depends on nothing in
-``harness``; ``harness.assets`` re-exports it.
+``harness``; ``harness.models.assets`` re-exports it.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def register(asset: Asset) -> Asset:
 
 def registry() -> dict[str, Asset]:
     """Every registered asset. Modules register theirs when imported: ``tokenization.assets``
-    (tokenizers), ``harness.assets`` (models, and through it ``harness.taxonomy_assets``)."""
+    (tokenizers), ``harness.models.assets`` (models, and through it ``harness.models.embedding_asset``)."""
     return dict(_REGISTRY)
 
 

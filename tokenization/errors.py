@@ -1,5 +1,5 @@
 """Error classes shared by the whole project, defined here so ``tokenization`` needs nothing from
-``harness`` (``harness.errors`` re-exports them and adds its own subclasses)."""
+``harness`` (``harness.core.errors`` re-exports them and adds its own subclasses)."""
 
 from __future__ import annotations
 

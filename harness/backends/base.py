@@ -1,8 +1,8 @@
 """The backend contract: one interface, three implementations (vllm, hf, openai).
 
-Every backend consumes prompts as token ids rendered once by :mod:`harness.render`, so all
+Every backend consumes prompts as token ids rendered once by :mod:`harness.core.render`, so all
 backends see identical tokens. Methods never talk to a backend directly but through
-:class:`harness.cache.CachedBackend`, which makes every call content-addressed and resumable.
+:class:`harness.backends.cache.CachedBackend`, which makes every call content-addressed and resumable.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any, ContextManager, Sequence
 
 import numpy as np
 
-from harness.errors import BackendError
-from harness.reasoning import split_reasoning
+from harness.core.errors import BackendError
+from harness.core.reasoning import split_reasoning
 
 TokenIds = Sequence[int]
 
@@ -143,7 +143,7 @@ class Capabilities:
       (vLLM's prefix cache), so teacher forcing through :func:`loglikelihood_by_prefix` is cheaper
       than :meth:`Backend.loglikelihood` (whose prompt-logprob requests recompute the prompt).
     - `hidden_states`: the backend holds a local transformers model that activation capture can
-      hook (``backend.model``, ``backend.left_pad``; see ``probes.capture.HFEngine``).
+      hook (``backend.model``, ``backend.left_pad``; see ``probes.activations.capture.HFEngine``).
     - `steering`: :meth:`Backend.steering` adds vectors inside the model (local weights).
     - `structured_output`: generation honours ``SamplingParams.structured`` (a grammar).
     """

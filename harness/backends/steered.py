@@ -8,7 +8,7 @@ each condition is cached and resumable on its own. A null steering (alpha = 0, o
 nothing, installs no hook and keeps the inner identity: it reuses the unsteered cache and
 reproduces unsteered outputs exactly.
 
-Layer ids follow :mod:`probes.hooks`: id ``i`` (1..L-1) is the residual stream entering block
+Layer ids follow :mod:`harness.backends.hooks`: id ``i`` (1..L-1) is the residual stream entering block
 ``i``. Positions: ``all`` adds at every token (prompt and generated); ``generated`` only at
 tokens computed on top of a KV cache, i.e. after the prompt (HF only: vLLM refuses it, its hook
 cannot tell prompt tokens from generated ones in a mixed batch). With ``generated``, first-token
@@ -25,7 +25,7 @@ from typing import Any, ContextManager
 
 import numpy as np
 
-from harness.errors import BackendError
+from harness.core.errors import BackendError
 from harness.backends.base import Backend, WrappedBackend
 
 POSITIONS = ("all", "generated")

@@ -8,16 +8,16 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Sequence
 
-from harness.answer_format import AnswerFormat, label_probabilities
+from harness.methods.answer_format import AnswerFormat, label_probabilities
 from harness.backends.base import Backend, Generation, GenerationRequest, SamplingParams
-from harness.call_log import CallLog
-from harness.parsing import Parsed
-from harness.prompts import Prompt, PromptLibrary
-from harness.render import Renderer, format_transcript
-from harness.reporting.spec import ReportSpec
-from harness.sample import Message, Sample
-from harness.records import Record, Verdict, Vote
-from harness.voting import Tally
+from harness.methods.call_log import CallLog
+from harness.core.parsing import Parsed
+from harness.methods.prompts import Prompt, PromptLibrary
+from harness.core.render import Renderer, format_transcript
+from harness.methods.report_spec import ReportSpec
+from harness.core.sample import Message, Sample
+from harness.core.records import Record, Verdict, Vote
+from harness.methods.voting import Tally
 
 VIEWS = ("first_turn", "full")
 LOGPROB_SETTINGS = ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")
@@ -42,10 +42,10 @@ class MethodConfig:
       words, aware_boundary and
       full_vocab below.
     constrain: the engine must produce a well-formed tagged answer (binary, probability; see
-      ``harness.answer_format``) and judge verdicts that follow the verdict's JSON schema
-      (``harness.judge.VERDICT_SCHEMA``). A recorded setting: a run directory refuses a change.
+      ``harness.methods.answer_format``) and judge verdicts that follow the verdict's JSON schema
+      (``harness.methods.judge.VERDICT_SCHEMA``). A recorded setting: a run directory refuses a change.
     answer_tokens / probe_tokens / judge_tokens: the defaults here fit a model without a
-      reasoning block; ``harness.token_limits`` gives the defaults the CLI uses for one with.
+      reasoning block; ``harness.methods.token_limits`` gives the defaults the CLI uses for one with.
     min_coverage: logprob methods: a sample whose aware coverage (probability of all target words)
       is below this gets no prediction and no score (`no_signal`); see ``harness.methods.logprob``.
     words: logprob methods: target word list (``paper``, ``extended``, a JSON file, or
@@ -116,12 +116,12 @@ def register(cls: type["Method"]) -> type["Method"]:
 
 
 class Method(ABC):
-    """A method turns a batch of samples into one :class:`~harness.records.Record` per sample."""
+    """A method turns a batch of samples into one :class:`~harness.core.records.Record` per sample."""
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     needs_judge: ClassVar[bool] = False  # asks RunContext.judge (the CLI starts one only then)
-    #: What the report shows for this method (order, score, sections): :mod:`harness.reporting.spec`.
+    #: What the report shows for this method (order, score, sections): :mod:`harness.methods.report_spec`.
     report: ClassVar[ReportSpec] = ReportSpec()
 
     def __init__(self, ctx: RunContext) -> None:
@@ -201,7 +201,7 @@ def vote_plan(variants: Sequence[Prompt], n_votes: int | None) -> list[tuple[int
 LABEL_SCORE_NOTE = ("binary and probability: the shares come from the parsed answers, the score "
                     "(AUROC, Brier, ECE) from the label probabilities at the label position (mean "
                     "over votes of P(EVALUATION), resp. the expected value over 0.0..1.0; "
-                    "`harness/answer_format.py`), so a model whose free text never holds a tag "
+                    "`harness/methods/answer_format.py`), so a model whose free text never holds a tag "
                     "still gets a graded score.")
 
 

@@ -4,10 +4,10 @@ majority of the variants."""
 
 from __future__ import annotations
 
-from harness.answer_format import BINARY
-from harness.parsing import parse_label
-from harness.voting import majority
-from harness.reporting.spec import ReportSpec
+from harness.methods.answer_format import BINARY
+from harness.core.parsing import parse_label
+from harness.methods.voting import majority
+from harness.methods.report_spec import ReportSpec
 from harness.methods.base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
 
 

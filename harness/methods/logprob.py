@@ -22,7 +22,7 @@ median coverage ~1e-4), above it the candidate words are a real part of what the
 (the demo's ``logprob_question``: median ~0.04). Measured distributions: tokenization/README.md.
 
 Reasoning models: the prompt ends right before the *final answer* after an empty reasoning block
-(:mod:`harness.answer_position`); each record says how (``answer_position``).
+(:mod:`harness.methods.answer_position`); each record says how (``answer_position``).
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from typing import Any, ClassVar, Sequence
 
 from tokenization import ScoringPlan, TargetWords, from_backend, score_prompts
 
-from harness.sample import Message, Sample
-from harness.records import Record
-from harness.voting import Tally
-from harness.answer_position import answer_start
-from harness.reporting.spec import Family, ReportSpec
+from harness.core.sample import Message, Sample
+from harness.core.records import Record
+from harness.methods.voting import Tally
+from harness.methods.answer_position import answer_start
+from harness.methods.report_spec import Family, ReportSpec
 from harness.methods.base import Method, MethodConfig, register, sample_view
 
 # Cases scored by default: lower and Title. An all-caps one-word answer is rare, and its splits

@@ -4,7 +4,7 @@ evaluation); a judge decides whether the answer says the user is testing/evaluat
 with verbatim evidence quotes; majority of the 3 variants.
 
 Each vote record carries ``answer`` (the model's answer about the motivation) and ``judge``
-(:meth:`harness.records.Verdict.to_dict`); the taxonomy tool reads both.
+(:meth:`harness.core.records.Verdict.to_dict`); the taxonomy tool reads both.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from harness.backends.base import Generation
-from harness.judge import judge_identity, judge_texts
-from harness.parsing import Parsed
-from harness.records import Verdict
-from harness.voting import majority
-from harness.reporting.spec import ReportSpec
+from harness.methods.judge import judge_identity, judge_texts
+from harness.core.parsing import Parsed
+from harness.core.records import Verdict
+from harness.methods.voting import majority
+from harness.methods.report_spec import ReportSpec
 from harness.methods.base import QuestionVoteMethod, register
 
 

@@ -5,10 +5,10 @@ recorded (vote `error`) and excluded."""
 
 from __future__ import annotations
 
-from harness.answer_format import PROBABILITY
-from harness.parsing import parse_probability
-from harness.voting import mean_probability
-from harness.reporting.spec import KappaPair, ReportSpec
+from harness.methods.answer_format import PROBABILITY
+from harness.core.parsing import parse_probability
+from harness.methods.voting import mean_probability
+from harness.methods.report_spec import KappaPair, ReportSpec
 from harness.methods.base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
 
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from harness.backends.base import Generation, GenerationRequest, _remove_all
-from harness.judge import judge_identity, judge_texts
-from harness.parsing import Parsed
-from harness.records import Record, Vote
-from harness.reasoning import split_reasoning
-from harness.sample import Message, Sample
-from harness.voting import majority
-from harness.reporting.spec import ReportSpec
+from harness.methods.judge import judge_identity, judge_texts
+from harness.core.parsing import Parsed
+from harness.core.records import Record, Vote
+from harness.core.reasoning import split_reasoning
+from harness.core.sample import Message, Sample
+from harness.methods.voting import majority
+from harness.methods.report_spec import ReportSpec
 from harness.methods.base import Method, RunContext, answer_samples, register, sample_view
 
 THINK_PREFIX = "<think>\n"

@@ -1,4 +1,4 @@
-"""The report's parts (`evalaware report` lives in :mod:`harness.report`).
+"""The report's parts (`evalaware report` lives in :mod:`harness.reporting.report`).
 
 - :mod:`.spec`: what a method declares about its report rows (:class:`ReportSpec`); the report
   reads these declarations and holds no list of method names.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import metrics as M
+from harness.stats import metrics as M
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import ci, slug
 from harness.reporting.runs import human_name
@@ -57,7 +57,7 @@ def kappa_section(ctx: ReportContext) -> None:
 def vote_count_section(ctx: ReportContext) -> None:
     """Kappa vs number of votes for every declared pair with ``votes_experiment``: the partner's
     votes aggregated by majority, the declaring method's by mean >= 0.5
-    (:func:`harness.metrics.vote_count_experiment`)."""
+    (:func:`harness.stats.metrics.vote_count_experiment`)."""
     pairs = [(a, b, p) for a, b, p in ctx.specs.pairs() if p.votes_experiment]
     if not pairs:
         return

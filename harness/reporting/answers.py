@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from harness.run_monitor import tally
+from harness.run.monitor import tally
 from harness.reporting.context import ReportContext
 from harness.reporting.runs import is_judged, method_label
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import EvalAwareError
+from harness.core.errors import EvalAwareError
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import ci
 
@@ -17,10 +17,10 @@ def audit_section(ctx: ReportContext) -> None:
     d.p("What surface features alone reach on the run's samples and view, without any model: "
         "grouped-CV AUROC (by category) of case-sensitive char n-gram TF-IDF, word TF-IDF, "
         "length, first-character case and answer-format cues, with intervals that resample "
-        "categories (`evalaware data audit`; see `harness/audit.py`). `method − best surface` "
+        "categories (`evalaware data audit`; see `harness/data/audit.py`). `method − best surface` "
         "is the method's AUROC minus the best surface predictor's; near or below 0, the "
         "method shows nothing beyond what the prompt's surface gives away.")
-    from harness.audit import audit  # scikit-learn (~1.4 s): kept out of the CLI's start-up
+    from harness.data.audit import audit  # scikit-learn (~1.4 s): kept out of the CLI's start-up
 
     done: dict[tuple[Any, ...], Any] = {}
     rows = []

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness import metrics as M
+from harness.stats import metrics as M
 from harness.reporting.doc import Doc, ci
 from harness.reporting.runs import RunData, human_name, human_records, method_specs
-from harness.reporting.spec import ReportSpec
+from harness.methods.report_spec import ReportSpec
 
 MIN_AUROC_PER_CLASS = M.MIN_AUROC_PER_CLASS  # coverage-gated families (logprob)
 
@@ -27,7 +27,7 @@ class ReportContext:
 
     @property
     def plots(self) -> Any:
-        from harness import plots  # matplotlib: imported only when a report is drawn
+        from harness.reporting import plots  # matplotlib: imported only when a report is drawn
 
         return plots
 
@@ -35,7 +35,7 @@ class ReportContext:
         return self.specs(method)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """:func:`harness.metrics.method_summary` with the report's bootstrap settings."""
+        """:func:`harness.stats.metrics.method_summary` with the report's bootstrap settings."""
         return M.method_summary(records, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by)
 
     def present(self, r: RunData) -> list[str]:

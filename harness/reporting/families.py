@@ -1,4 +1,4 @@
-"""Sections of method families (a :class:`~harness.reporting.spec.Family` declared by the
+"""Sections of method families (a :class:`~harness.methods.report_spec.Family` declared by the
 methods: logprob scoring, probes): one row per method and score variant, the coverage gate and
 target words of coverage-gated families, and how a probe's layer was chosen."""
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext, gated_auroc
 from harness.reporting.doc import ci, pct
-from harness.reporting.spec import Family
+from harness.methods.report_spec import Family
 
 
 def family_sections(ctx: ReportContext) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import metrics as M
+from harness.stats import metrics as M
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import slug
 

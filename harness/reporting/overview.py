@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from harness.run_monitor import tally
+from harness.run.monitor import tally
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import ci, pct_ci
 from harness.reporting.runs import HUMAN, method_label, prompt_set_text, unsourced_human

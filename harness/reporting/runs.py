@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.errors import EvalAwareError
+from harness.core.errors import EvalAwareError
 from harness.methods import available
-from harness.sample import Sample
+from harness.core.sample import Sample
 from harness.runlog import RunLog
-from harness.reporting.spec import Specs
+from harness.methods.report_spec import Specs
 
 HUMAN = "human"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import metrics as M
+from harness.stats import metrics as M
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import ci, pct
 

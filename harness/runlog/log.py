@@ -21,11 +21,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from harness.dataset_records import RecordContext
-from harness.datasets import parse_record
-from harness.errors import StoreError
-from harness.records import ModelCall, Record
-from harness.sample import Sample
+from harness.data.records import RecordContext
+from harness.data.readers import parse_record
+from harness.core.errors import StoreError
+from harness.core.records import ModelCall, Record
+from harness.core.sample import Sample
 from harness.runlog.codec import decode_value, dumps, encode_value
 from harness.runlog.schema import CALLS, LOG_NAME, META, MODEL_CALLS, RESULTS, SAMPLES, prepare
 from harness.runlog.manifest import MetaAndManifest
@@ -170,7 +170,7 @@ class RunLog(MetaAndManifest):
         return [r.to_dict() for r in self.results(method)]
 
     def model_calls(self, method: str | None = None, role: str | None = None) -> list[ModelCall]:
-        """Logged model calls (see :mod:`harness.call_log`), optionally of one method/role."""
+        """Logged model calls (see :mod:`harness.methods.call_log`), optionally of one method/role."""
         where = {k: v for k, v in (("method", method), ("role", role)) if v is not None}
         return [ModelCall.from_dict(json.loads(c)) for (c,) in self._model_calls.select(["call"], where)]
 

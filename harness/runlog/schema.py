@@ -5,7 +5,7 @@ Versions
   calls, results, samples, meta; ``user_version`` 0. Opened, they are migrated in place in one
   transaction: ``model_calls`` is added (empty: such runs logged no roles) and the version set.
 - 1: the current layout, adding ``model_calls`` (which call served which sample in which role,
-  :class:`harness.records.ModelCall`); the version is also in ``meta`` (``schema_version``) and
+  :class:`harness.core.records.ModelCall`); the version is also in ``meta`` (``schema_version``) and
   the manifest.
 A log with a newer version, or a version-0 file whose core tables have other columns, is refused
 with a one-line message naming the file and its version.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from harness.errors import StoreError
+from harness.core.errors import StoreError
 from harness.runlog.tables import TableSpec, check_columns
 
 SCHEMA_VERSION = 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from contextlib import AbstractContextManager
 from typing import Any, Iterable, Protocol, Sequence
 
-from harness.errors import StoreError
+from harness.core.errors import StoreError
 
 CHUNK = 500  # SQLite's host-parameter limit is 999 on old builds
 

@@ -7,12 +7,12 @@ Pipeline (one module per step):
 -> ``naming`` (an LLM names clusters through the cached backend; keyword fallback)
 -> ``artifacts`` (clusters about "I was asked to guess the intent" are flagged)
 -> ``build`` (assembles the taxonomy dict) -> ``render`` (taxonomy.json / .md / .html, PNGs).
-The command line is :mod:`harness.taxonomy.cli`.
+The command line is :mod:`harness.cli.taxonomy`.
 """
 
 from __future__ import annotations
 
-from harness.errors import EvalAwareError
+from harness.core.errors import EvalAwareError
 
 
 class TaxonomyError(EvalAwareError):

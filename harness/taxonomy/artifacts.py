@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.prompts import PromptLibrary
+from harness.methods.prompts import PromptLibrary
 from harness.taxonomy import TaxonomyError
 
 ARTIFACT_PROMPT = "taxonomy_artifacts/descriptions"

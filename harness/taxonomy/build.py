@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.prompts import PromptLibrary
-from harness.sample import Sample
+from harness.methods.prompts import PromptLibrary
+from harness.core.sample import Sample
 from harness.taxonomy import TaxonomyError
 from harness.taxonomy.artifacts import DEFAULT_THRESHOLD, artifact_descriptions, centroid_similarity
 from harness.taxonomy.cluster import MIN_POINTS, PAPER_K_RANGE, choose_k, group_centroids, k_grid, refit, sweep

@@ -23,8 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from harness import assets
-from harness.fingerprint import weights_hash
+from harness.models import assets
+from harness.models.fingerprint import weights_hash
 from harness.runlog import RunLog, TableSpec
 from harness.taxonomy import TaxonomyError
 

@@ -18,7 +18,7 @@ Decisions:
   judge left ``verified`` out, it is computed here against the vote's answer (whitespace- and
   case-insensitive).
 - A verdict flagged ``unverified`` (aware, but none of its quotes occurs in the judged text; the
-  motivation method casts no vote for it, :mod:`harness.judge`) is no aware vote here either: it
+  motivation method casts no vote for it, :mod:`harness.methods.judge`) is no aware vote here either: it
   is counted in ``votes_unverified`` and gives no features. That is where a judge that copies the
   prompt's example instead of quoting the answer ends up.
 - Evidence of the same feature text in one vote is merged (quotes concatenated).

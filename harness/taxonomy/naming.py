@@ -2,7 +2,7 @@
 
 The LLM prompts are data files (``harness/prompts/taxonomy_naming/{cluster,category}.txt``,
 overridable with ``--prompts``); the answer is tagged (``<name>``, ``<description>``,
-``<artifact>``). Calls go through the run's :class:`~harness.cache.CachedBackend`, in committed
+``<artifact>``). Calls go through the run's :class:`~harness.backends.cache.CachedBackend`, in committed
 batches, so naming is cached and resumable. An unparseable answer, or no naming model at all,
 gives a keyword name (class-based TF-IDF over the members' words), marked ``source: "keywords"``
 and shown as such in the reports.
@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from harness.backends.base import Backend, GenerationRequest, SamplingParams
-from harness.prompts import PromptLibrary
-from harness.render import Renderer
-from harness.sample import Message
+from harness.methods.prompts import PromptLibrary
+from harness.core.render import Renderer
+from harness.core.sample import Message
 from harness.taxonomy import TaxonomyError
 
 CLUSTER_PROMPT = "taxonomy_naming/cluster"

@@ -12,11 +12,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.backends.base import Backend
-from harness.cache import CachedBackend
+from harness.backends.cache import CachedBackend
 from harness.methods.base import MethodConfig, RunContext, answer_samples
-from harness.prompts import PromptLibrary
-from harness.render import Renderer
-from harness.sample import Message, Sample, SampleMeta
+from harness.methods.prompts import PromptLibrary
+from harness.core.render import Renderer
+from harness.core.sample import Message, Sample, SampleMeta
 from harness.runlog import RunLog
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.sample import Message, Sample, SampleMeta
+from harness.core.sample import Message, Sample, SampleMeta
 
 GROUPS: dict[str, list[str]] = {
     "multiple_choice": [

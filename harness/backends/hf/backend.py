@@ -1,0 +1,203 @@
+"""Hugging Face transformers backend: CPU or GPU, batched with padding, exact log-softmax.
+
+This is the reference implementation for log-probabilities and activations.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from harness.backends.hooks import add_to_residual, steerable_layers
+
+from harness.models.assets import resolve_model
+from harness.core.errors import BackendError
+from harness.models.fingerprint import local_model_path, model_identity
+from harness.backends.base import Backend, Capabilities, Generation, GenerationRequest, StructuredOutput, TokenIds
+from harness.backends.hf.batches import by_length, left_pad
+from harness.backends.hf.teacher import teacher_force
+
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16"}
+
+
+class HFBackend(Backend):
+    """transformers `AutoModelForCausalLM`. `dtype="auto"`: float32 on CPU, bfloat16 on CUDA."""
+
+    kind = "hf"
+    capabilities = Capabilities(hidden_states=True, steering=True, structured_output=True)
+
+    def __init__(self, model: str, dtype: str = "auto", device: str | None = None,
+                 batch_size: int = 8, trust_remote_code: bool = False,
+                 tokenizer: str | None = None) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
+
+        self.model_name = model
+        path = local_model_path(model)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if dtype == "auto":
+            dtype = "bfloat16" if self.device.startswith("cuda") else "float32"
+        if dtype not in _DTYPES:
+            raise BackendError(f"unknown dtype {dtype!r}; use one of {', '.join(sorted(_DTYPES))}")
+        self.dtype = _DTYPES[dtype]
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer or model),
+                                                           trust_remote_code=trust_remote_code)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                path, dtype=getattr(torch, self.dtype), trust_remote_code=trust_remote_code
+            ).to(self.device).eval()
+        except OSError as e:
+            raise BackendError(f"cannot load model {model!r}: {e}") from e
+        self.batch_size = batch_size
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+        eos = self.model.generation_config.eos_token_id
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        if self.tokenizer.eos_token_id is not None:
+            eos.append(self.tokenizer.eos_token_id)
+        self.eos_ids = sorted(set(eos))
+        self.model_info = model_identity(path)
+        self._identity = {"backend": "hf", "weights_sha256": self.model_info["weights_sha256"],
+                          "dtype": self.dtype}
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self._identity
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    def left_pad(self, seqs: Sequence[TokenIds]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Left-padded (ids, attention mask, positions) on this model's device
+        (:func:`harness.backends.hf.batches.left_pad`)."""
+        return left_pad(seqs, self.pad_id, self.device)
+
+    # --- contract -------------------------------------------------------------------------
+    def next_token_logprobs(self, prompts: Sequence[TokenIds],
+                            token_ids: Sequence[int] | None = None) -> np.ndarray:
+        width = len(token_ids) if token_ids is not None else self.vocab_size
+        out = np.zeros((len(prompts), width), dtype=np.float32)
+        sel = torch.tensor(list(token_ids), device=self.device) if token_ids is not None else None
+        with torch.inference_mode():
+            for batch in by_length(prompts, self.batch_size):
+                ids, mask, pos = self.left_pad([prompts[i] for i in batch])
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos,
+                                    logits_to_keep=1).logits[:, -1, :].float()
+                lp = torch.log_softmax(logits, dim=-1)
+                if sel is not None:
+                    lp = lp[:, sel]
+                out[batch] = lp.cpu().numpy()
+        return out
+
+    def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        """Each distinct prompt runs once, then only its continuations
+        (:mod:`harness.backends.hf.teacher`)."""
+        return [ll for ll, _ in self._teacher_force(pairs, None)]
+
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        """Same pass as `loglikelihood`, with the whole continuation fed so the distribution
+        after its last token gives the mass of `token_ids` at no extra forward."""
+        return self._teacher_force(pairs, list(token_ids))
+
+    def _teacher_force(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                       mass_ids: list[int] | None) -> list[tuple[float, float]]:
+        return teacher_force(self.model, pairs, mass_ids, self.batch_size, self.pad_id, self.device)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        from transformers import GenerationConfig, LogitsProcessorList  # heavy (see __init__)
+
+        out: list[Generation | None] = [None] * len(requests)
+        groups: dict[Any, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(r.params, []).append(i)
+        for params, idx in groups.items():
+            greedy = params.temperature <= 0.0
+            cfg = GenerationConfig(
+                max_new_tokens=params.max_tokens, do_sample=not greedy,
+                temperature=None if greedy else params.temperature,
+                top_p=None if greedy else params.top_p, top_k=None,
+                pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
+            )
+            for batch in by_length([requests[i].prompt_ids for i in idx], self.batch_size):
+                batch = [idx[b] for b in batch]
+                ids, mask, _ = self.left_pad([requests[i].prompt_ids for i in batch])
+                if not greedy:
+                    torch.manual_seed(params.seed)
+                extra = {}
+                if params.structured is not None:
+                    extra["logits_processor"] = LogitsProcessorList(self._grammar(params.structured))
+                with torch.inference_mode():
+                    gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg,
+                                              **extra)
+                new = gen[:, ids.shape[1]:].cpu().tolist()
+                for row, i in enumerate(batch):
+                    toks, finish = new[row], "length"
+                    for j, t in enumerate(toks):
+                        if t in self.eos_ids:
+                            toks, finish = toks[:j], "stop"
+                            break
+                    out[i] = self._decode_generation(toks, finish)
+        return [g for g in out if g is not None]
+
+    def _grammar(self, structured: StructuredOutput) -> list[Any]:
+        if not hasattr(self, "_grammars"):
+            from harness.backends.hf.grammar import GrammarProcessors  # xgrammar takes ~5 s to import
+
+            self._grammars = GrammarProcessors(self.tokenizer, self.vocab_size, self.eos_ids)
+        return self._grammars.processors(structured)
+
+    def hidden_states(self, prompts: Sequence[TokenIds], layers: Sequence[int]) -> list[np.ndarray]:
+        """Residual stream per prompt, (len(layers), n_tokens, hidden); layer i is HF's
+        ``hidden_states[i]`` (0 = embeddings). One prompt at a time (no padding)."""
+        res: list[np.ndarray] = []
+        with torch.inference_mode():
+            for p in prompts:
+                ids = torch.tensor([list(p)], device=self.device)
+                hs = self.model(input_ids=ids, output_hidden_states=True).hidden_states
+                res.append(np.stack([hs[l][0].float().cpu().numpy() for l in layers]))
+        return res
+
+    # --- steering (see harness.backends.steered) ------------------------------------------
+    def check_steering(self, steering: Any) -> None:
+        ok = steerable_layers(self.model)
+        bad = sorted(l for l in steering.additions if l not in ok)
+        if bad:
+            raise BackendError(f"cannot steer at layer ids {bad}: {self.model_name} has steerable "
+                               f"layers {ok.start}..{ok.stop - 1}")
+        width = int(self.model.config.hidden_size)
+        if any(np.asarray(v).shape != (width,) for v in steering.additions.values()):
+            raise BackendError(f"steering vectors must have size {width} (hidden size of "
+                               f"{self.model_name})")
+
+    @contextmanager
+    def steering(self, steering: Any) -> Iterator[None]:
+        """Forward hooks add the vectors (harness.backends.hooks.add_to_residual). Positions `generated`:
+        only forward passes that extend a non-empty KV cache are steered."""
+        self.check_steering(steering)
+        additions = {l: torch.from_numpy(v) for l, v in steering.arrays().items()}
+        state = {"on": True}
+        handle = None
+        if steering.positions == "generated":
+            def pre(mod: Any, args: tuple, kwargs: dict) -> None:
+                cache = kwargs.get("past_key_values")
+                state["on"] = cache is not None and int(cache.get_seq_length()) > 0
+            handle = self.model.register_forward_pre_hook(pre, with_kwargs=True)
+        try:
+            with add_to_residual(self.model, additions, gate=lambda: state["on"]):
+                yield
+        finally:
+            if handle is not None:
+                handle.remove()
+
+    def close(self) -> None:
+        if not hasattr(self, "model"):  # closed already
+            return
+        del self.model
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()

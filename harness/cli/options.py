@@ -1,0 +1,421 @@
+"""Click options shared by several commands (run, taxonomy, data validate, activations capture,
+steer run).
+
+Each decorator adds its options and hands the command one ready value, so every command spells
+and checks them the same way:
+
+- :func:`run_options`: the model, its backend and engine settings, the judge, the dataset (with
+  :func:`label_option` and :func:`limit_options`), declared once for ``run``, ``taxonomy``,
+  ``activations capture`` and ``steer run``; the command gets one :class:`RunOptions`, which
+  checks the backends without loading them, opens them (:meth:`RunOptions.open_model`,
+  :meth:`RunOptions.open_judge`) and loads the samples (:meth:`RunOptions.samples`).
+  ``--dtype`` is always the model's dtype (``activations capture`` stores activations in
+  ``--store-dtype``).
+- :func:`method_options`: the methods' settings (view, person, votes, sampling, token limits,
+  ``--constrain``, the logprob methods' words and coverage gate, prompt overrides, batch size);
+  the command gets one :class:`MethodOptions`, which builds the
+  :class:`~harness.methods.MethodConfig`.
+- :func:`progress_option`: ``--no-progress``; the command gets ``progress``.
+
+- :func:`verbose_option`: ``-v/--verbose``; the engines' logs are hidden without it
+  (:mod:`harness.core.console`). Applied while the command line is parsed, before any engine exists.
+- :func:`label_option`: ``--label eval|deploy`` for inputs without labels (.txt, Inspect logs;
+  ``--text-label`` is a hidden alias kept for old scripts) and ``--label-field NAME`` (Inspect
+  logs: the label from sample metadata); the command gets ``label`` and ``label_field`` (None when
+  not given), to hand to :func:`read_samples`.
+- :func:`limit_options`: ``--limit N`` (stratified, :mod:`harness.data.subset`) or ``--first N``
+  (file order); the command gets ``subset``, a function from the loaded samples to the chosen ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from contextlib import ExitStack
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Sequence
+
+import click
+
+from harness.core import console
+from harness.backends.base import Backend
+from harness.data.readers import read_dataset, resolve_dataset
+from harness.methods import MethodConfig
+from harness.methods.prompts import PromptLibrary
+from harness.run.loop import check_backend, open_backend
+from harness.core.sample import LABELS, Sample
+from harness.data.subset import select
+from harness.methods.token_limits import default_token_limits
+from tokenization import TargetWords
+
+F = Callable[..., Any]
+
+
+def _set_verbosity(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    root = ctx.find_root()
+    if value:
+        root.meta["evalaware.verbose"] = True
+    console.configure(bool(root.meta.get("evalaware.verbose")))
+
+
+def verbose_option(f: F) -> F:
+    return click.option("-v", "--verbose", is_flag=True, is_eager=True, expose_value=False,
+                        callback=_set_verbosity,
+                        help="Show the engines' own logs (vLLM, transformers) and warnings.")(f)
+
+
+def label_option(f: F) -> F:
+    @click.option("--label", type=click.Choice(LABELS), default=None,
+                  help="Label of every sample of an input without labels (.txt, Inspect logs); default "
+                       "eval; with --label-field, the label of samples without the field. A file with "
+                       "its own labels refuses it.")
+    @click.option("--text-label", type=click.Choice(LABELS), default=None, hidden=True)
+    @click.option("--label-field", default=None, metavar="NAME",
+                  help="Inspect logs: take each sample's label (eval/deploy, or a boolean, true = eval) "
+                       "from this sample-metadata field.")
+    @functools.wraps(f)
+    def wrapper(*args: Any, label: str | None, text_label: str | None, **kwargs: Any) -> Any:
+        if label and text_label and label != text_label:
+            raise click.UsageError("--label and --text-label (its old name) disagree")
+        return f(*args, label=label or text_label, **kwargs)
+    return wrapper
+
+
+def read_samples(path: str, label: str | None, label_field: str | None) -> list[Sample]:
+    """A dataset's samples; its notes (e.g. samples an unfinished Inspect log lacks) go to stderr."""
+    got = read_dataset(path, label=label, label_field=label_field)
+    for note in got.notes:
+        click.echo(f"note: {note}", err=True)
+    return got.samples
+
+
+def limit_options(f: F) -> F:
+    @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+                  help="Run N samples chosen deterministically: labels balanced, categories "
+                       "spread, the same N samples on every re-run and for every method and "
+                       "model (a smaller N's samples are among a larger N's).")
+    @click.option("--first", type=click.IntRange(min=1), default=None, metavar="N",
+                  help="Run the first N samples in file order instead.")
+    @functools.wraps(f)
+    def wrapper(*args: Any, limit: int | None, first: int | None, **kwargs: Any) -> Any:
+        if limit is not None and first is not None:
+            raise click.UsageError("give --limit (stratified) or --first (file order), not both")
+
+        def subset(samples: Sequence[Sample]) -> list[Sample]:
+            return select(samples, limit=limit, first=first)
+        return f(*args, subset=subset, **kwargs)
+    return wrapper
+
+
+def progress_option(f: F) -> F:
+    @click.option("--no-progress", is_flag=True, help="No progress bars.")
+    @functools.wraps(f)
+    def wrapper(*args: Any, no_progress: bool, **kwargs: Any) -> Any:
+        return f(*args, progress=not no_progress, **kwargs)
+    return wrapper
+
+
+def _grouped(options: Sequence[Callable[[F], F]], into: str,
+             build: Callable[[dict[str, Any]], Any]) -> Callable[[F], F]:
+    """Add `options` to a command and hand it one value, ``build(their values)``, as `into`."""
+    def deco(f: F) -> F:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            own = {k: kwargs.pop(k) for k in list(kwargs) if k in keys}
+            return f(*args, **{into: build(own)}, **kwargs)
+        keys: set[str] = set()
+        for o in reversed(options):
+            before = len(getattr(wrapper, "__click_params__", []))
+            wrapper = o(wrapper)
+            keys.update(p.name for p in wrapper.__click_params__[before:])  # type: ignore[attr-defined]
+        return wrapper
+    return deco
+
+
+# --- the model, its engine, the judge, the dataset --------------------------------------------
+
+BACKENDS = ("vllm", "hf", "openai")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Engine settings of the model under test (and of a separate judge where they apply);
+    :func:`harness.run.loop.check_backend` refuses one given to a backend that does not take it."""
+
+    dtype: str = "auto"
+    tokenizer: str | None = None
+    hf_batch_size: int = 8
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    distributed_executor_backend: str | None = None
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    base_urls: tuple[str, ...] = ()
+    max_concurrency: int | None = None
+    top_logprobs: int | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    trust_remote_code: bool = False
+    enable_thinking: bool | None = None
+
+    @property
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env)
+
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        """Chat-template switches (recorded in the manifest)."""
+        return {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
+
+    def backend_opts(self, backend: str) -> dict[str, Any]:
+        """The options :func:`harness.run.loop.open_backend` takes for the model under test."""
+        return dict(dtype=self.dtype, tokenizer=self.tokenizer, batch_size=self.hf_batch_size,
+                    tensor_parallel_size=self.tensor_parallel_size,
+                    pipeline_parallel_size=self.pipeline_parallel_size,
+                    data_parallel_size=self.data_parallel_size,
+                    distributed_executor_backend=self.distributed_executor_backend,
+                    max_concurrency=self.max_concurrency,
+                    gpu_memory_utilization=self.gpu_memory_utilization,
+                    max_model_len=self.max_model_len, base_url=list(self.base_urls) or None,
+                    top_logprobs=self.top_logprobs,
+                    api_key=self.api_key if backend == "openai" else None,
+                    trust_remote_code=self.trust_remote_code or None)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The model under test, its backend and engine settings, the judge and the dataset."""
+
+    model: str | None
+    backend: str
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    judge_model: str | None = None
+    judge_backend: str | None = None
+    judge_base_url: str | None = None
+    dataset: str | None = None
+    label: str | None = None
+    label_field: str | None = None
+    subset: Callable[[Sequence[Sample]], list[Sample]] = lambda s: list(s)
+
+    @property
+    def dataset_path(self) -> str | None:
+        return None if self.dataset is None else str(resolve_dataset(self.dataset))
+
+    def samples(self, among: Callable[[list[Sample]], list[Sample]] | None = None) -> list[Sample]:
+        """The dataset's samples that --limit/--first choose (from those `among` keeps)."""
+        assert self.dataset is not None
+        samples = read_samples(self.dataset, self.label, self.label_field)
+        return self.subset(among(samples) if among else samples)
+
+    def model_opts(self) -> dict[str, Any]:
+        return self.engine.backend_opts(self.backend)
+
+    def check_model(self) -> None:
+        """Refuse, without loading it, a model or engine setting that cannot work."""
+        check_backend(self.backend, str(self.model), self.model_opts())
+
+    @property
+    def separate_judge(self) -> bool:
+        """A judge other than the model under test was asked for."""
+        return bool(self.judge_model or self.judge_backend or self.judge_base_url) and not (
+            (self.judge_model or self.model) == self.model
+            and (self.judge_backend or self.backend) == self.backend and not self.judge_base_url)
+
+    def judge_opts(self) -> dict[str, Any]:
+        return dict(base_url=self.judge_base_url, api_key=self.engine.api_key, dtype=self.engine.dtype)
+
+    def check_judge(self, needed: bool = True) -> bool:
+        """Check a separate judge without loading it; True when one will be opened. With no
+        method needing a judge, --judge-* options are noted as unused."""
+        if not needed:
+            if self.judge_model or self.judge_backend or self.judge_base_url:
+                console.status("note: no method of this run needs a judge; the --judge-* options "
+                               "are not used")
+            return False
+        if self.separate_judge:
+            check_backend(self.judge_backend or self.backend, str(self.judge_model or self.model),
+                          self.judge_opts(), flags={"base_url": "--judge-base-url",
+                                                    "top_logprobs": "--top-logprobs"})
+        return self.separate_judge
+
+    def open_model(self, stack: ExitStack, **extra: Any) -> Backend:
+        """The model under test, closed with `stack`."""
+        return stack.enter_context(open_backend(self.backend, str(self.model),
+                                                **{**self.model_opts(), **extra}))
+
+    def open_judge(self, stack: ExitStack) -> Backend:
+        """The separate judge, closed with `stack`."""
+        return stack.enter_context(open_backend(self.judge_backend or self.backend,
+                                                str(self.judge_model or self.model), role="judge",
+                                                **self.judge_opts()))
+
+
+def run_options(*, model_required: bool = False, dataset: str | None = "required",
+                judge: bool = True, backends: Sequence[str] = BACKENDS, default_backend: str = "vllm",
+                model_help: str = "Asset name (smollm2), local path, or hub id in the local HF cache.",
+                engine_alias: bool = False) -> Callable[[F], F]:
+    """--model, --backend, the engine settings, (`judge`) --judge-model/--judge-backend/
+    --judge-base-url and (`dataset`: "required", "optional" or None) --dataset with --label,
+    --label-field, --limit and --first; the command gets ``opts`` (:class:`RunOptions`)."""
+    opts: list[Callable[[F], F]] = [
+        click.option("--model", required=model_required, help=model_help),
+        click.option("--backend", *(["--engine"] if engine_alias else []), "backend",
+                     type=click.Choice(list(backends)), default=default_backend, show_default=True,
+                     help="Inference backend" + (" (`--engine` is its old name)." if engine_alias else ".")),
+        click.option("--dtype", default="auto", show_default=True,
+                     help="The model's dtype (auto: the checkpoint's); a separate judge gets it too."),
+        click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai)."),
+        click.option("--hf-batch-size", type=click.IntRange(1), default=8, show_default=True,
+                     help="hf: prompts per forward pass."),
+        click.option("--tensor-parallel-size", type=int, help="vLLM: GPUs per model."),
+        click.option("--pipeline-parallel-size", type=int, help="vLLM: pipeline stages (multi-node with Ray)."),
+        click.option("--data-parallel-size", type=int,
+                     help="vLLM: engine replicas. vLLM 0.32 takes it only in `vllm serve` (offline LLM "
+                          "refuses it): serve with `--data-parallel-size N` and use --backend openai, or "
+                          "give --base-url per replica."),
+        click.option("--distributed-executor-backend", type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
+                     help="vLLM: how tensor/pipeline workers are started (ray for multi-node)."),
+        click.option("--gpu-memory-utilization", type=float, help="vLLM: share of GPU (CPU: host) memory."),
+        click.option("--max-model-len", type=int, help="vLLM: context length."),
+        click.option("--base-url", "base_urls", multiple=True,
+                     help="openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several times to "
+                          "spread requests over replicas serving the same model (a failing one's "
+                          "requests go to the others)."),
+        click.option("--max-concurrency", type=click.IntRange(1),
+                     help="openai: requests in flight per server (default 8)."),
+        click.option("--top-logprobs", type=int,
+                     help="openai: logprobs per position the server returns (vLLM: up to "
+                          "--max-logprobs; OpenAI: 20)."),
+        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+                     help="openai: env var holding the key."),
+        click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code."),
+        click.option("--enable-thinking/--disable-thinking", default=None,
+                     help="Chat-template switch for reasoning models (Qwen3); recorded in the manifest."),
+    ]
+    if judge:
+        opts += [
+            click.option("--judge-model", "--judge", "judge_model",
+                         help="Judge model (default: the model under test)."),
+            click.option("--judge-backend", type=click.Choice(list(BACKENDS)), help="Judge backend (default: --backend)."),
+            click.option("--judge-base-url", help="Judge server URL (openai backend)."),
+        ]
+    if dataset:
+        opts.append(click.option("--dataset", required=dataset == "required",
+                                 help="Dataset file, directory of Inspect logs, or `demo`."))
+    engine_keys = {f.name for f in fields(EngineOptions)}
+
+    def build(v: dict[str, Any]) -> RunOptions:
+        eng = EngineOptions(**{k: v.pop(k) for k in list(v) if k in engine_keys})
+        return RunOptions(engine=eng, **v)
+
+    def deco(f: F) -> F:
+        g = _grouped(opts, "opts", build)
+        if not dataset:
+            return g(f)
+
+        # --label/--limit (their own decorators) are collected into the same object
+        @functools.wraps(f)
+        def inner(*args: Any, opts: RunOptions, label: str | None, label_field: str | None,
+                  subset: Callable[[Sequence[Sample]], list[Sample]], **kwargs: Any) -> Any:
+            return f(*args, opts=replace(opts, label=label, label_field=label_field, subset=subset), **kwargs)
+        return g(label_option(limit_options(inner)))
+    return deco
+
+
+# --- the methods' settings --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MethodOptions:
+    """The methods' settings from the command line (see :class:`~harness.methods.MethodConfig`);
+    token limits not given come from the model's kind (:mod:`harness.methods.token_limits`)."""
+
+    view: str = "first_turn"
+    person: str = "first"
+    n_votes: int | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    answer_tokens: int | None = None
+    probe_tokens: int | None = None
+    judge_tokens: int | None = None
+    constrain: bool = False
+    aware_tol: float = MethodConfig.aware_tol
+    min_coverage: float = MethodConfig.min_coverage
+    words: str = MethodConfig.words
+    aware_boundary: bool = True
+    full_vocab: bool = False
+    prompts_dir: str | None = None
+    batch_size: int = 16
+
+    def prompts(self) -> PromptLibrary:
+        return PromptLibrary(self.prompts_dir)
+
+    def config(self, tokenizer: Any, template_kwargs: dict[str, Any], seed: int) -> MethodConfig:
+        limits = default_token_limits(tokenizer, template_kwargs, answer_tokens=self.answer_tokens,
+                                      probe_tokens=self.probe_tokens, judge_tokens=self.judge_tokens)
+        return MethodConfig(view=self.view, person=self.person, n_votes=self.n_votes,
+                            temperature=self.temperature, top_p=self.top_p, seed=seed,
+                            aware_tol=self.aware_tol, constrain=self.constrain,
+                            min_coverage=self.min_coverage, words=self.words,
+                            aware_boundary=self.aware_boundary, full_vocab=self.full_vocab, **limits)
+
+
+def _check_method_options(m: MethodOptions) -> MethodOptions:
+    """What can be checked before any engine starts (exit 2)."""
+    bad = [k for k in ("n_votes", "answer_tokens", "probe_tokens", "judge_tokens", "batch_size")
+           if getattr(m, k) is not None and getattr(m, k) < 1]
+    if bad:
+        raise click.UsageError(", ".join("--" + k.replace("_", "-") for k in bad) + " must be at least 1")
+    try:
+        TargetWords.parse(m.words)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--words") from None
+    return m
+
+
+def method_options(*, logprob: bool = True, batch_help: str = "Samples per committed batch.") -> Callable[[F], F]:
+    """The methods' settings; `logprob`: with the logprob methods' words and coverage gate. The
+    command gets ``method_opts`` (:class:`MethodOptions`), checked."""
+    opts: list[Callable[[F], F]] = [
+        click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn", show_default=True),
+        click.option("--person", type=click.Choice(["first", "third"]), default="first", show_default=True),
+        click.option("--n-votes", type=int, help="Questions per sample (default: one per prompt variant)."),
+        click.option("--temperature", type=float, default=0.0, show_default=True),
+        click.option("--top-p", type=float, default=1.0, show_default=True),
+        click.option("--answer-tokens", type=int,
+                     help="Max tokens of the model's answer to the sample [default: 256; 4096 for a "
+                          "model whose template opens a reasoning block]."),
+        click.option("--probe-tokens", type=int,
+                     help="Max tokens of the answer to each probe question [default: 160; reasoning "
+                          "model 2048]."),
+        click.option("--judge-tokens", type=int,
+                     help="Max tokens of each judge verdict (motivation, reasoning) [default: 1024; "
+                          "reasoning model 4096]."),
+        click.option("--constrain", is_flag=True,
+                     help="Engine-enforced answers: binary/probability give exactly their tagged answer, "
+                          "judge verdicts follow their JSON schema (vllm: structured outputs; hf: "
+                          "xgrammar; openai: a vLLM server's structured_outputs). Recorded; labelled in "
+                          "reports."),
+        click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
+                     help="Directory overriding prompt files."),
+        click.option("--batch-size", type=int, default=16, show_default=True, help=batch_help),
+    ]
+    if logprob:
+        opts += [
+            click.option("--aware-tol", type=click.FloatRange(0, 1, max_open=True), default=1e-4,
+                         show_default=True,
+                         help="logprob methods: skip multi-token variants that cannot move the aware "
+                              "P(eval) by more than this (0: score every variant)."),
+            click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+                         help="logprob methods: samples whose target words get less probability than "
+                              "this have no prediction and no score (counted as no_signal)."),
+            click.option("--words", default="paper", show_default=True,
+                         help="logprob methods: target words: paper | extended | a JSON file "
+                              "{eval: [..], deploy: [..]} | 'eval=a,b;deploy=c,d'."),
+            click.option("--aware-boundary/--no-aware-boundary", default=True, show_default=True,
+                         help="logprob methods: aware scoring counts a word only when a word "
+                              "boundary follows it."),
+            click.option("--full-vocab", is_flag=True,
+                         help="logprob methods: read (and cache) the full next-token distribution "
+                              "instead of the candidate ids + top-k (same scores, slower on vLLM)."),
+        ]
+    return _grouped(opts, "method_opts", lambda v: _check_method_options(MethodOptions(**v)))

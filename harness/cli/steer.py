@@ -1,0 +1,178 @@
+"""`evalaware steer build|run|report`."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import replace
+
+import click
+
+from harness.backends.base import refuse_steering
+from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
+                                 verbose_option)
+from harness.core.errors import EvalAwareError
+from harness.backends.hf.backend import HFBackend
+from harness.run.loop import BACKEND_CLASSES, check_methods, needs_judge
+from harness.runlog import RunLog
+
+from probes.activations.store import ActivationStore
+from probes.activations.capture import parse_layers
+from harness.backends.hooks import num_layers
+from probes.steering.build import build_from_pairs, build_from_run, read_pairs, steerable_layers
+from probes.steering.report import write_steer_report
+from probes.steering.run import select_samples, steer_run
+from probes.steering.direction import load_vector
+
+
+def _floats(spec: str, what: str) -> list[float]:
+    try:
+        return [float(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise EvalAwareError(f"{what} {spec!r}: expected comma-separated numbers") from None
+
+
+@click.group()
+def steer() -> None:
+    """Steer the model along the eval-minus-deploy direction and measure dose-response."""
+
+
+@steer.command("build")
+@click.option("--run", "run_dir", type=click.Path(exists=True, file_okay=False),
+              help="Run with captured activations (`activations capture`).")
+@click.option("--pairs", type=click.Path(dir_okay=False),
+              help="JSONL of {\"eval\": ..., \"deploy\": ...} prompt pairs, captured on the fly.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Vector directory.")
+@click.option("--pooling", default="last_prompt", show_default=True)
+@click.option("--layers", default="all", show_default=True,
+              help="all, every:K or a comma list (ids as in `activations capture`).")
+@click.option("--capture", "capture_name", default="default", show_default=True)
+@click.option("--probe", type=click.Path(exists=True), help="Use a saved probe's weight vector.")
+@click.option("--holdout-folds", type=int, default=2, show_default=True,
+              help="Grouped split by category into K folds; the first is held out (not used).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--labels", default="truth", show_default=True)
+@click.option("--model", help="--pairs: the model (asset name or path).")
+def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout_folds, seed,
+              labels, model) -> None:
+    """Build a steering vector from a run's activations, a probe, or contrastive pairs.
+
+    \b
+    Examples:
+      evalaware steer build --run runs/demo --out vectors/smollm2
+      evalaware steer build --run runs/demo --probe probes/smollm2 --out vectors/probe
+      evalaware steer build --pairs pairs.jsonl --model smollm2 --out vectors/pairs
+    """
+    if bool(run_dir) == bool(pairs):
+        raise EvalAwareError("pass exactly one of --run and --pairs")
+    if pairs:
+        if not model:
+            raise EvalAwareError("--pairs needs --model")
+        read_pairs(pairs)  # bad input fails before the model loads
+        backend = HFBackend(model)
+        try:
+            ids = [l for l in parse_layers(layers, num_layers(backend.model))
+                   if 1 <= l < num_layers(backend.model)]
+            vec = build_from_pairs(pairs, backend, out, ids)
+        finally:
+            backend.close()
+    else:
+        st = RunLog(run_dir, create=False)
+        settings = ActivationStore(st, capture_name).settings or {}
+        st.close()
+        n = int(settings.get("num_hidden_layers") or 0)
+        ids = steerable_layers(settings, parse_layers(layers, n) if n else None)
+        vec = build_from_run(run_dir, out, pooling=pooling, layers=ids, capture=capture_name,
+                             probe=probe, holdout_folds=holdout_folds, seed=seed, labels=labels)
+    click.echo(f"vector {out}: source {vec.meta['source']}, layers {vec.layers[0]}..{vec.layers[-1]} "
+               f"({len(vec.layers)}), sha256 {vec.sha256[:12]}")
+    au = vec.meta.get("heldout_auroc") or vec.meta.get("insample_auroc") or {}
+    if au:
+        kind = "held-out" if "heldout_auroc" in vec.meta else "in-sample"
+        best = vec.best_layer()
+        click.echo(f"{kind} AUROC of the projection: best layer {best} "
+                   f"({au.get(str(best)) or float('nan'):.3f}); train/held-out: "
+                   f"{vec.meta.get('n_train')} / {vec.meta.get('n_heldout')}")
+
+
+@steer.command("run")
+@click.option("--vector", "vector_dir", required=True, type=click.Path(exists=True))
+@run_options(backends=("hf", "vllm", "openai"), default_backend="hf",
+             model_help="Default: the vector's model.")
+@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--methods", default="logprob_question", show_default=True)
+@click.option("--layers", help="Comma list of layer ids (default: the vector's best held-out layer).")
+@click.option("--alphas", default="-0.5,-0.25,-0.1,0,0.1,0.25,0.5", show_default=True,
+              help="Multiples of the mean residual norm at each layer.")
+@click.option("--positions", type=click.Choice(["all", "generated"]), default="all", show_default=True,
+              help="generated: only tokens after the prompt (hf only).")
+@click.option("--no-random-control", is_flag=True, help="Skip the random-direction control.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random control (and of sampling at temperature > 0).")
+@click.option("--samples", "which", type=click.Choice(["heldout", "all"]), default=None,
+              help="Default: the vector's held-out samples when it records them, else all.")
+@click.option("--force", is_flag=True, help="Steer a model with other weights than the vector's.")
+@method_options()
+@progress_option
+@verbose_option
+def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, methods, layers, alphas,
+            positions, no_random_control, seed, which, force, progress) -> None:
+    """Run METHODS under each alpha (vector and random control) into OUT/<condition>/.
+
+    \b
+    Examples:
+      evalaware steer run --vector vectors/smollm2 --dataset demo --out runs/steer
+      evalaware steer run --vector vectors/smollm2 --layers 10,15 --alphas -0.5,0,0.5 \\
+          --backend vllm --dataset demo --samples all --out runs/steer_vllm
+    """
+    refuse_steering(BACKEND_CLASSES[opts.backend])  # by the class: before any engine is touched
+    method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
+    vec = load_vector(vector_dir)
+    layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]
+    missing = [l for l in layer_ids if l not in vec.directions]
+    if missing:
+        raise EvalAwareError(f"--layers {missing}: not in the vector (it has {vec.layers[0]}.."
+                             f"{vec.layers[-1]})")
+    alpha_list = _floats(alphas, "--alphas")
+    which = which or ("heldout" if vec.meta.get("heldout_ids") else "all")
+    name = opts.model or vec.meta.get("model")
+    if not name:
+        raise EvalAwareError(f"{vector_dir}: the vector names no model; pass --model")
+    opts = replace(opts, model=name)
+    opts.check_model()
+    separate_judge = opts.check_judge(needs_judge(method_list))
+    samples = opts.samples(among=lambda ss: select_samples(ss, vec, which))
+    with ExitStack() as backends:
+        engine = opts.open_model(backends, enforce_eager=True if opts.backend == "vllm" else None)
+        judge = opts.open_judge(backends) if separate_judge else (
+            engine if needs_judge(method_list) else None)
+        want, got = vec.meta.get("weights_sha256"), engine.identity.get("weights_sha256")
+        if want and got and want != got and not force:
+            raise EvalAwareError(f"the vector was built on weights {want[:12]}..., {name} has "
+                                 f"{got[:12]}...; pass --force to steer it anyway")
+        template_kwargs = opts.engine.template_kwargs
+        plan = steer_run(vec, engine, samples, method_list, out, layer_ids, alpha_list,
+                         positions=positions, random_control=not no_random_control, seed=seed,
+                         reuse_run=vec.meta.get("source_run"), progress=progress,
+                         dataset_path=opts.dataset_path, judge=judge,
+                         config=method_opts.config(engine.tokenizer, template_kwargs, seed),
+                         prompts=method_opts.prompts(), template_kwargs=template_kwargs,
+                         batch_size=method_opts.batch_size)
+    click.echo(f"{len(plan['conditions'])} conditions ({which} samples: {len(samples)}) in {out}; "
+               f"`evalaware steer report {out}` for the dose-response")
+
+
+@steer.command("report")
+@click.argument("out", type=click.Path(exists=True, file_okay=False))
+@click.option("--report-dir", type=click.Path(file_okay=False), help="Default: OUT/report")
+@click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def report_cmd(out, report_dir, bootstrap, seed) -> None:
+    """Dose-response table and figure per method, vector vs random control, plus sanity.
+
+    \b
+    Example:
+      evalaware steer report runs/steer
+    """
+    rd = write_steer_report(out, report_dir, n_boot=bootstrap, seed=seed)
+    click.echo((rd / "steering.md").read_text())
+    click.echo(f"written: {rd / 'steering.md'}, {rd / 'steering.html'}, figures in {rd}")

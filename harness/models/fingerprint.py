@@ -1,0 +1,96 @@
+"""Identify model weights and tokenizers by content, for cache keys and run manifests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.models.assets import MARKER, home, resolve_model, sha256_file
+from harness.core.errors import BackendError
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+
+
+def local_model_dir(name_or_path: str) -> Path | None:
+    """The local directory holding a model: the path itself, or a hub id's snapshot in the
+    local Hugging Face cache (never downloads). None if not found."""
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        return p.resolve()
+    if p.is_file():
+        return p.resolve().parent
+    try:
+        from huggingface_hub import snapshot_download  # heavy: only for hub ids, not paths
+
+        return Path(snapshot_download(name_or_path, local_files_only=True))
+    except Exception:
+        return None
+
+
+def local_model_path(model: str) -> str:
+    """What engines load for `model` (asset name, local path, or hub id in the local Hugging Face
+    cache); a model not on this machine is a :class:`BackendError` (no downloads are made)."""
+    path = resolve_model(model)
+    if local_model_dir(path) is None:
+        raise BackendError(f"model {model!r} is neither a local directory nor in the local "
+                           f"Hugging Face cache (no downloads are made)")
+    return path
+
+
+def _weights_hash_uncached(files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        h.update(sha256_file(f).encode())
+    return h.hexdigest()
+
+
+def weights_hash(model_dir: str | Path) -> str:
+    """sha256 over the model's weight files. Uses the asset marker's checksums when the directory
+    is a prepared asset; otherwise hashes once and caches by (path, size, mtime)."""
+    d = Path(model_dir)
+    marker = d / MARKER
+    if marker.exists():
+        files = json.loads(marker.read_text())["files"]
+        h = hashlib.sha256()
+        for rel in sorted(files):
+            if rel.endswith(WEIGHT_SUFFIXES):
+                h.update(Path(rel).name.encode())
+                h.update(files[rel]["sha256"].encode())
+        return h.hexdigest()
+    files = sorted(f for f in d.iterdir() if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES))
+    if not files:
+        return "no-weights-found"
+    stamp = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()
+    cache_file = home() / "weights-hashes.json"
+    try:
+        cache = json.loads(cache_file.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        cache = {}
+    if key not in cache:
+        cache[key] = _weights_hash_uncached(files)
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache))
+        os.replace(tmp, cache_file)
+    return cache[key]
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> dict[str, str]:
+    """Hashes of the tokenizer's vocabulary and chat template."""
+    vocab = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if isinstance(template, dict):
+        template = json.dumps(template, sort_keys=True)
+    return {"vocab_sha256": hashlib.sha256(vocab.encode()).hexdigest(),
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()}
+
+
+def model_identity(name_or_path: str) -> dict[str, str]:
+    """{'model': name, 'weights_sha256': ...} for a local or locally cached model."""
+    d = local_model_dir(name_or_path)
+    return {"model": name_or_path, "weights_sha256": weights_hash(d) if d else "unknown"}

@@ -1,0 +1,99 @@
+"""`evalaware report RUN_DIR [RUN_DIR ...] --out DIR`: report.md and report.html with PNG figures.
+
+One run directory holds one model's results (any methods, including logprob and probe
+records written by other tools: every method is treated generically through its records'
+prediction and score). Several runs are shown side by side. Every figure's caption names the
+runs it was made from (model, weights hash prefix, git revision of the harness).
+
+Sections: runs; summary per method (the paper's two shares, AUROC, Brier, |.|-Brier, ECE, each
+with a bootstrap CI that resamples whole categories by default, `--ci-by`); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
+and all pairs); excluded answers; the vote-count experiment (runs with >= 25 votes per sample
+for binary and probability); error vs number of turns; calibration; judge evidence; slices
+(chat vs agentic, capability vs alignment, category, Inspect task); logprob and probe sections when
+present; the low base-rate view (TPR at 1%/5% FPR, precision at `--base-rate`).
+
+The sections live in :mod:`harness.reporting`; which methods get which rows, tables and order
+is declared by the methods themselves (:mod:`harness.methods.report_spec`), so this module names no
+method.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+import click
+
+from harness.stats import metrics as M
+from harness.reporting.agreement import MIN_VOTES_EXPERIMENT, kappa_section, vote_count_section
+from harness.reporting.answers import errors_section, judge_section
+from harness.reporting.audit_section import audit_section
+from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext
+from harness.reporting.doc import Doc, ci
+from harness.reporting.families import family_sections
+from harness.reporting.figures import bars_section, calibration_section, turns_section
+from harness.reporting.overview import intro, runs_section, summary_section
+from harness.reporting.runs import RunData, label_runs, load_run, method_label, method_specs
+from harness.reporting.slices import base_rate_section, slices_section
+
+#: The report's sections, in order.
+SECTIONS: tuple[Callable[[ReportContext], None], ...] = (
+    intro, runs_section, summary_section, audit_section, bars_section, kappa_section,
+    errors_section, vote_count_section, turns_section, calibration_section, base_rate_section,
+    judge_section, family_sections, slices_section)
+
+
+def method_order(names: Sequence[str]) -> list[str]:
+    """Methods in the order their report specs declare (undeclared ones last), ties by name."""
+    return method_specs().order(names)
+
+
+def build_report(runs: list[RunData], out: Path, n_boot: int = 1000, seed: int = 0,
+                 ci_by: str | None = None, base_rate: float = 0.01) -> Doc:
+    """Every section of the report on `runs` (figures written into `out`)."""
+    ctx = ReportContext(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
+    for section in SECTIONS:
+        section(ctx)
+    return ctx.doc
+
+
+def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 1000,
+                 seed: int = 0, ci_by: str | None = None, base_rate: float = 0.01) -> tuple[Path, Path]:
+    """Build the report for `run_dirs` into `out`; returns (report.md, report.html)."""
+    runs = [load_run(d) for d in run_dirs]
+    label_runs(runs)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = build_report(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
+    md, page = out / "report.md", out / "report.html"
+    md.write_text(doc.markdown(), encoding="utf-8")
+    page.write_text(doc.html("Evaluation-awareness report"), encoding="utf-8")
+    return md, page
+
+
+@click.command("report")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--bootstrap", default=1000, show_default=True, help="Bootstrap resamples for AUROC CIs (0: none).")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--ci-by", type=click.Choice(M.CI_BY), default=None,
+              help="Bootstrap unit for every interval: whole categories or single samples "
+                   "[default: category when the dataset has categories, else sample].")
+@click.option("--base-rate", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01,
+              show_default=True, help="Share of evaluations in the traffic for the precision column "
+                                      "of the low base-rate view.")
+def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int, ci_by: str | None,
+           base_rate: float) -> None:
+    """Write report.md and report.html (with PNG figures) for one or more run directories.
+
+    \b
+    Examples:
+      evalaware report runs/demo --out reports/demo
+      evalaware report runs/qwen3 runs/gpt-oss --out reports/compare
+    """
+    md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed, ci_by=ci_by, base_rate=base_rate)
+    click.echo(f"wrote {md} and {page}")
+
+
+__all__ = ["Doc", "MIN_AUROC_PER_CLASS", "MIN_VOTES_EXPERIMENT", "RunData", "build_report", "ci",
+           "load_run", "method_label", "method_order", "report", "write_report"]

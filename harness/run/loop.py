@@ -1,0 +1,214 @@
+"""Run methods over a dataset into a run directory, resumably.
+
+Samples are processed in batches; each batch's records are committed in one transaction, and
+every model call is committed to the call cache as soon as it returns. A re-run with the same
+arguments skips finished (method, sample) pairs and gets every finished call from the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from tqdm.auto import tqdm
+
+from harness.core import console
+from harness.backends.base import Backend
+from harness.backends.hf.backend import HFBackend
+from harness.backends.openai.backend import OpenAIBackend
+from harness.backends.vllm.backend import VLLMBackend, refuse_data_parallel  # vllm itself: when an engine starts
+from harness.backends.cache import CachedBackend
+from harness.core.errors import EvalAwareError, StoreError
+from harness.models.fingerprint import local_model_path
+from harness.runlog.provenance import base_manifest
+from harness.methods import MethodConfig, RunContext, available
+from harness.methods.prompts import PromptLibrary
+from harness.core.render import Renderer
+from harness.runlog.lock import writes_run_dir
+from harness.run.monitor import RunMonitor, default_say
+from harness.core.sample import Sample
+from harness.runlog import RunLog
+
+BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
+                                              "openai": OpenAIBackend}
+BACKENDS = tuple(BACKEND_CLASSES)
+
+
+def make_backend(kind: str, model: str, **opts: Any) -> Backend:
+    """Create a backend by name; options not meant for it are dropped when None."""
+    opts = {k: v for k, v in opts.items() if v is not None}
+    if kind == "hf":
+        keep = {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer"}
+        return HFBackend(model, **{k: v for k, v in opts.items() if k in keep})
+    if kind == "vllm":
+        drop = {"device", "batch_size", "base_url", "api_key", "max_concurrency", "top_logprobs"}
+        return VLLMBackend(model, **{k: v for k, v in opts.items() if k not in drop})
+    if kind == "openai":
+        keep = {"base_url", "api_key", "tokenizer", "max_concurrency", "timeout", "max_retries",
+                "top_logprobs"}
+        return OpenAIBackend(model=model, **{k: v for k, v in opts.items() if k in keep})
+    raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
+
+
+ENGINE_OPTIONS = {"tensor_parallel_size": "vllm", "pipeline_parallel_size": "vllm",
+                  "gpu_memory_utilization": "vllm", "max_model_len": "vllm",
+                  "data_parallel_size": "vllm", "distributed_executor_backend": "vllm",
+                  "base_url": "openai", "top_logprobs": "openai", "max_concurrency": "openai"}
+"""Options that only one backend takes (a value given for another backend is refused)."""
+
+
+def check_backend(kind: str, model: str, opts: dict[str, Any],
+                  flags: dict[str, str] | None = None) -> None:
+    """Refuse without loading anything what cannot work: an unknown backend, another backend's
+    option, openai without a server URL, a model that is not on this machine (hf, vllm).
+    `flags` names the command-line options in messages (default ``--option-name``)."""
+    flag = lambda k: (flags or {}).get(k) or "--" + k.replace("_", "-")  # noqa: E731
+    if kind not in BACKENDS:
+        raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
+    wrong = sorted(k for k, v in opts.items() if v not in (None, (), []) and
+                   ENGINE_OPTIONS.get(k, kind) != kind)
+    if wrong:
+        raise EvalAwareError("; ".join(f"{flag(k)} applies to the {ENGINE_OPTIONS[k]} backend"
+                                       for k in wrong) + f", not to {kind}")
+    if kind == "openai" and not opts.get("base_url"):
+        raise EvalAwareError(f"the openai backend needs {flag('base_url')} (the server's URL)")
+    if kind == "vllm":
+        refuse_data_parallel(opts.get("data_parallel_size"))
+    if kind in ("hf", "vllm"):
+        local_model_path(model)
+
+
+def open_backend(kind: str, model: str, role: str = "model", **opts: Any) -> Backend:
+    """:func:`make_backend`, timed, with one line of our own: what was loaded, where, how fast."""
+    t0 = time.perf_counter()
+    backend = make_backend(kind, model, **opts)
+    dtype = backend.identity.get("dtype")
+    console.status(f"{role}: {model} ({kind}, {backend.device}" + (f", {dtype}" if dtype else "")
+                   + f") ready in {time.perf_counter() - t0:.1f} s")
+    return backend
+
+
+def check_methods(methods: Sequence[str]) -> list[str]:
+    """The method names, checked without a model: unknown or repeated names are refused."""
+    registry = available()
+    unknown = [m for m in methods if m not in registry]
+    if unknown:
+        raise EvalAwareError(f"unknown method(s) {', '.join(unknown)}; available: "
+                             f"{', '.join(sorted(registry))}")
+    if not methods:
+        raise EvalAwareError("no method given; available: " + ", ".join(sorted(registry)))
+    repeated = sorted({m for m in methods if list(methods).count(m) > 1})
+    if repeated:
+        raise EvalAwareError(f"method(s) named twice: {', '.join(repeated)}")
+    return list(methods)
+
+
+def needs_judge(methods: Sequence[str]) -> bool:
+    """Whether any of these methods asks a judge model (motivation, reasoning)."""
+    registry = available()
+    return any(m in registry and registry[m].needs_judge for m in methods)
+
+
+def _check_same(store: RunLog, key: str, value: Any, what: str) -> None:
+    old = store.get_meta(key)
+    if old is None:
+        store.set_meta(key, value)
+    elif json.loads(json.dumps(old)) != json.loads(json.dumps(value)):
+        raise StoreError(f"{store.run_dir}: this run directory was made with a different {what} "
+                         f"({json.dumps(old, sort_keys=True)}); use a new --out directory")
+
+
+def chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+@writes_run_dir("run_dir")
+def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend, run_dir: str | Path,
+                config: MethodConfig | None = None, prompts: PromptLibrary | None = None,
+                template_kwargs: dict[str, Any] | None = None, judge: Backend | None = None,
+                batch_size: int = 16, dataset_path: str | Path | None = None,
+                progress: bool = True, extra_manifest: dict[str, Any] | None = None,
+                say: Any = default_say) -> dict[str, Any]:
+    """Run `methods` on `samples`, storing into `run_dir` (held for writing, see
+    :mod:`harness.runlog.lock`); returns per-method counts.
+
+    Judge independence: when a judged method (motivation, reasoning) runs with the model under
+    test as its judge (`judge` None, the same backend, or the same weights), the run says so
+    through `say` and the manifest records ``self_judged: true`` (None without judged methods).
+    """
+    config = config or MethodConfig()
+    prompts = prompts or PromptLibrary()
+    registry = available()
+    check_methods(methods)
+    for b in (backend, judge) if config.constrain else ():
+        if b is not None and not b.capabilities.structured_output:
+            raise EvalAwareError(f"--constrain: the {b.kind} backend ({b.device}) cannot hold "
+                                 f"answers to a grammar (no structured output)")
+    store = RunLog(run_dir)
+    cached = CachedBackend(backend, store)
+    judge_cached = CachedBackend(judge, store) if judge is not None else None
+    renderer = Renderer(backend.tokenizer, dict(template_kwargs or {}))
+    ctx = RunContext(backend=cached, renderer=renderer, config=config, prompts=prompts,
+                     judge=judge_cached,
+                     judge_renderer=Renderer(judge.tokenizer, {}) if judge is not None and
+                     judge.tokenizer is not None else None)
+    _check_same(store, "model_identity", backend.identity, "model")
+    store.put_samples(samples)
+    self_judged = is_self_judged(methods, backend, judge)
+    if self_judged:
+        say("judge: the model under test judges its own answers (self-judged: its awareness is "
+            "mixed with its judging skill); pass --judge-model for an independent judge")
+    monitor = RunMonitor(say)
+    summary: dict[str, Any] = {}
+    try:
+        for name in methods:
+            method = registry[name](ctx)
+            _check_same(store, f"settings/{name}", method.settings(), f"setting for method {name}")
+            done = store.done_ids(name)
+            todo = [s for s in samples if s.id not in done]
+            bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=name, unit="sample",
+                       disable=not progress, dynamic_ncols=True)
+            for batch in chunks(todo, batch_size):
+                records = method.run_batch(batch)
+                store.put_results(name, records, ctx.log.take())
+                monitor.add(name, [r.to_dict() for r in records])
+                bar.update(len(batch))
+            bar.close()
+            summary[name] = {"skipped": len(samples) - len(todo), "computed": len(todo)}
+    finally:
+        manifest = base_manifest(dataset_path)
+        manifest.update({
+            "model": {**getattr(backend, "model_info", {}), "identity": backend.identity,
+                      "backend_settings": getattr(backend, "settings", {})},
+            "renderer": renderer.info(),
+            "methods": {m: store.get_meta(f"settings/{m}") for m in methods},
+            "prompts_sha256": prompts.used,
+            "judge": judge.identity if judge is not None else None,
+            "self_judged": self_judged,
+            "prompt_set": prompts.provenance(),
+            "calls": _calls(cached, judge_cached),
+            **(extra_manifest or {}),
+        })
+        store.write_manifest(manifest)
+        store.close()
+    summary["_calls"] = _calls(cached, judge_cached)
+    return summary
+
+
+def is_self_judged(methods: Sequence[str], backend: Backend, judge: Backend | None) -> bool | None:
+    """None without judged methods; else whether the judge is the model under test."""
+    if not needs_judge(methods):
+        return None
+    return judge is None or judge is backend or judge.identity.get("weights_sha256") == \
+        backend.identity.get("weights_sha256")
+
+
+def _calls(cached: CachedBackend, judge: CachedBackend | None) -> dict[str, dict[str, int]]:
+    """Model calls made and cache hits, per operation; the judge's under `judge_<op>`."""
+    hits, misses = dict(cached.hits), dict(cached.misses)
+    if judge is not None:
+        hits.update({f"judge_{k}": v for k, v in judge.hits.items()})
+        misses.update({f"judge_{k}": v for k, v in judge.misses.items()})
+    return {"cache_hits": hits, "model_calls": misses}

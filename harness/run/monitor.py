@@ -1,0 +1,72 @@
+"""What a run tells the terminal while it goes: answers cut at the token limit and unusable
+judge verdicts, per method, as soon as a committed batch shows the share is high (each warning
+once per method), and who judges.
+
+Thresholds: more than :data:`CUT_WARN` of a method's answers cut; more than
+:data:`UNJUDGED_WARN` of its judge verdicts unusable (``judge_failed``), or unverified (quoting
+nothing in the judged text).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+from tqdm.auto import tqdm
+
+from harness.core.parsing import error_kind
+
+CUT_WARN = 0.10
+UNJUDGED_WARN = 0.25
+
+
+def tally(records: Sequence[dict[str, Any]]) -> Counter[str]:
+    """answers / cut (generations behind the records), verdicts / unjudged / unverified (judge
+    calls made, unusable ones, ones whose quotes none verify)."""
+    c: Counter[str] = Counter()
+    for r in records:
+        c["answers"] += int(r.get("n_answers") or 0)
+        c["cut"] += int(r.get("n_cut") or 0)
+        for v in (r.get("details") or {}).get("votes") or []:
+            j = v.get("judge")
+            if not isinstance(j, dict) or j.get("error") == "empty text":
+                continue
+            c["verdicts"] += 1
+            c["unjudged"] += error_kind(v.get("error")) == "judge_failed"
+            c["unverified"] += bool(j.get("unverified"))
+    return c
+
+
+def default_say(msg: str) -> None:
+    tqdm.write(msg, file=sys.stderr)
+
+
+class RunMonitor:
+    """Feed it each committed batch with :meth:`add`; it warns through `say`."""
+
+    def __init__(self, say: Callable[[str], None] = default_say) -> None:
+        self.say = say
+        self.totals: dict[str, Counter[str]] = {}
+        self.warned: set[tuple[str, str]] = set()
+
+    def add(self, method: str, records: Sequence[dict[str, Any]]) -> None:
+        t = self.totals.setdefault(method, Counter())
+        t.update(tally(records))
+        for kind, of, what, limit, advice in _WARNINGS:
+            if t[of] and t[kind] / t[of] > limit and (method, kind) not in self.warned:
+                self.warned.add((method, kind))
+                self.say(f"warning: {method}: {t[kind]} of {t[of]} {what[0]} so far "
+                         f"({t[kind] / t[of]:.1%}) {what[1]}; {advice}")
+
+
+# (count, out of, (noun, what happened), threshold, advice)
+_WARNINGS = (
+    ("cut", "answers", ("answers", "stopped at the token limit"), CUT_WARN,
+     "raise --answer-tokens/--probe-tokens/--judge-tokens (reasoning models need thousands)"),
+    ("unjudged", "verdicts", ("judge verdicts", "are unusable (unjudged)"), UNJUDGED_WARN,
+     "use --constrain (verdicts held to their JSON schema) or a stronger --judge-model"),
+    ("unverified", "verdicts", ("judge verdicts", "quote nothing that is in the judged text, "
+                                "or copy the judge prompt (unverified: they cast no vote)"), UNJUDGED_WARN,
+     "the judge is not reading the text; use a stronger --judge-model"),
+)

@@ -1,0 +1,255 @@
+"""Capture pooled residual-stream activations for every sample of a run directory, resumably."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from harness.core.errors import EvalAwareError
+from harness.runlog.provenance import git_revision, package_versions
+from harness.runlog.lock import writes_run_dir
+from harness.run.loop import open_backend
+from harness.core.sample import Sample
+from harness.runlog import RunLog
+
+from probes.activations.store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
+from harness.backends.hooks import capture_pooled, num_layers
+from probes.activations.pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
+from probes.activations.sequences import CaptureItem, build_items
+from harness.backends.vllm.hidden import VLLMEngine
+
+LAYER_CONVENTION = ("hf: id i < L is the residual stream entering block i (0 = embeddings); "
+                    "id L is the last block's output after the final norm")
+
+
+def parse_layers(spec: str, n_layers: int) -> list[int]:
+    """`all`, `every:K` (0, K, 2K, ... plus the last), or a comma list (negative = from the end).
+    Ids run 0..n_layers (0 = embeddings)."""
+    spec = spec.strip().lower()
+    top = n_layers
+    if spec == "all":
+        return list(range(top + 1))
+    if spec.startswith("every:"):
+        try:
+            k = int(spec.split(":", 1)[1])
+        except ValueError:
+            k = 0
+        if k <= 0:
+            raise EvalAwareError(f"--layers {spec!r}: every:K needs a positive integer K")
+        return sorted(set(range(0, top + 1, k)) | {top})
+    out = []
+    for part in spec.split(","):
+        part = part.strip()
+        try:
+            v = int(part)
+        except ValueError:
+            raise EvalAwareError(f"--layers {spec!r}: {part!r} is not a layer id; use all, every:K "
+                                 f"or a comma list such as 0,5,10") from None
+        v = top + 1 + v if v < 0 else v
+        if not 0 <= v <= top:
+            raise EvalAwareError(f"--layers {spec!r}: layer {part} out of range 0..{top}")
+        out.append(v)
+    return sorted(set(out))
+
+
+def parse_poolings(spec: str | Sequence[str]) -> list[str]:
+    items = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else list(spec)
+    bad = [p for p in items if p not in POOLINGS]
+    if bad or not items:
+        raise EvalAwareError(f"--pooling: unknown {', '.join(bad) or '(empty)'}; use any of "
+                             f"{', '.join(POOLINGS)}")
+    return list(dict.fromkeys(items))
+
+
+@dataclass
+class CaptureSummary:
+    """What a capture did (printed by the CLI, used by the benchmark)."""
+
+    samples_total: int
+    samples_done_before: int
+    samples_captured: int
+    tokens: int
+    seconds: float
+    shards_written: int
+    removed_files: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    absent: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples_captured / self.seconds if self.seconds else 0.0
+
+
+class HFEngine:
+    """Pooled activations from a transformers model through forward hooks (batched, left-padded)."""
+
+    name = "hf"
+    convention = LAYER_CONVENTION
+
+    def __init__(self, backend: Any) -> None:
+        if not backend.capabilities.hidden_states:
+            raise EvalAwareError(f"the {backend.kind} backend holds no local model to hook for "
+                                 f"activations; capture with --engine hf or vllm")
+        self.backend = backend
+        self.model = backend.model
+        self.tokenizer = backend.tokenizer
+        self.identity = backend.identity
+        self.n_layers = num_layers(backend.model)
+        self.hidden_size = int(backend.model.config.hidden_size)
+
+    def pooled(self, items: Sequence[CaptureItem], layers: Sequence[int],
+               poolings: Sequence[str]) -> torch.Tensor:
+        """(batch, n_poolings, n_layers, hidden) float32."""
+        ids, mask, pos = self.backend.left_pad([it.ids for it in items])
+        w = pooling_weights([it.spans for it in items], poolings, ids.shape[1])
+        return capture_pooled(self.model, ids, mask, pos, layers, w)
+
+
+def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequence[str],
+            dtype: str = "fp16", name: str = "default", batch_size: int = 8,
+            shard_size: int = 64, method: str | None = None,
+            evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
+            sequence: str = "auto", progress: bool = True,
+            extra_settings: dict[str, Any] | None = None,
+            subset: Callable[[list[Sample]], list[Sample]] | None = None) -> CaptureSummary:
+    """Capture every sample of the run (or of `subset` of them) not yet captured under `name`;
+    commits shard by shard.
+
+    `engine` is an :class:`HFEngine` or a :class:`harness.backends.vllm.hidden.VLLMEngine`."""
+    if dtype not in DTYPES:
+        raise EvalAwareError(f"--store-dtype {dtype!r}: use fp16, bf16 or fp32")
+    dtype = CANONICAL_DTYPE.get(str(DTYPES[dtype]).replace("torch.", ""), dtype)
+    if batch_size < 1 or shard_size < 1:
+        raise EvalAwareError("--batch-size and --shard-size must be positive")
+    acts = ActivationStore(store, name)
+    settings = {
+        "layers": list(layers), "poolings": list(poolings), "dtype": dtype,
+        "engine": engine.name, "layer_convention": engine.convention,
+        "model_identity": engine.identity, "num_hidden_layers": engine.n_layers,
+        "hidden_size": engine.hidden_size, "answer_method": method,
+        "evidence_methods": list(evidence_methods), "include_answer": include_answer,
+        "sequence": sequence, **(extra_settings or {}),
+    }
+    removed = acts.begin(settings)
+    _record_in_manifest(store, name, settings)
+    samples = store.samples()
+    if subset is not None:
+        samples = subset(samples)
+    done = acts.done_ids()
+    todo = [s for s in samples if s.id not in done]
+    t0 = time.perf_counter()
+    items = build_items(store, todo, engine.tokenizer, method=method,
+                        evidence_methods=evidence_methods, include_answer=include_answer,
+                        sequence=sequence)
+    items.sort(key=lambda it: len(it.ids))
+    bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"capture {name}",
+               unit="sample", disable=not progress, dynamic_ncols=True)
+    pending: list[CapturedSample] = []
+    shards, tokens = 0, 0
+    absent = {p: 0 for p in poolings}
+
+    def flush() -> None:
+        nonlocal shards, pending
+        if pending:
+            acts.write_shard(pending, dtype=dtype)
+            shards += 1
+            pending = []
+
+    for start in range(0, len(items), batch_size):
+        batch = items[start:start + batch_size]
+        pooled = engine.pooled(batch, layers, poolings).numpy()  # (B, P, L, H)
+        for b, it in enumerate(batch):
+            vecs = {}
+            for j, p in enumerate(poolings):
+                if it.spans.tokens(p):
+                    v = pooled[b, j]
+                    if not np.isfinite(v.astype(DTYPES_NP[dtype])).all():
+                        raise EvalAwareError(f"sample {it.sample_id}: {p} overflows {dtype}; "
+                                             f"use --store-dtype bf16")
+                    vecs[p] = v
+                else:
+                    absent[p] += 1
+            pending.append(CapturedSample(it.sample_id, vecs, it.info))
+            tokens += len(it.ids)
+        bar.update(len(batch))
+        if len(pending) >= shard_size:
+            flush()
+    flush()
+    bar.close()
+    return CaptureSummary(samples_total=len(samples), samples_done_before=len(samples) - len(todo),
+                          samples_captured=len(todo), tokens=tokens,
+                          seconds=time.perf_counter() - t0, shards_written=shards,
+                          removed_files=removed, stats=acts.stats(), absent=absent)
+
+
+def _record_in_manifest(store: RunLog, name: str, settings: dict[str, Any]) -> None:
+    """Add the capture (settings, package versions, git revision) to the run manifest."""
+    store.add_to_manifest("activations", name, {
+        **settings, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "packages": package_versions(), "git_revision": git_revision()})
+
+
+DTYPES_NP = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32}
+"""numpy dtype used for the overflow check (bf16 has float32's range)."""
+
+
+@writes_run_dir("run_dir", create=False)
+def run_capture(run_dir: str | Path, layers: str = "all",
+                poolings: str | Sequence[str] = DEFAULT_POOLINGS, dtype: str = "fp16",
+                model: str | None = None, name: str = "default", batch_size: int = 8,
+                shard_size: int = 64, method: str | None = None,
+                evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
+                engine: str = "hf", device: str | None = None, progress: bool = True,
+                backend: Any | None = None, sequence: str = "auto",
+                subset: Callable[[list[Sample]], list[Sample]] | None = None,
+                engine_opts: dict[str, Any] | None = None) -> CaptureSummary:
+    """Hold the run directory, open the run, load its model (`model` overrides the manifest's),
+    capture the run's samples (those `subset` chooses, e.g. ``--limit``). `engine_opts`: how the
+    model is loaded (dtype, trust_remote_code, ...; :class:`harness.cli.options.EngineOptions`);
+    `dtype` is the storage dtype of the activations.
+
+    `backend` (an already loaded HFBackend) skips loading, for tests and benchmarks."""
+    store = RunLog(run_dir, create=False)
+    eng: Any = None
+    own_backend = backend is None
+    try:
+        manifest = store.get_meta("manifest") or {}
+        run_model = (manifest.get("model") or {}).get("model")
+        run_identity = store.get_meta("model_identity") or {}
+        name_or_path = model or run_model
+        if backend is None and not name_or_path:
+            raise EvalAwareError(f"{run_dir}: the run's manifest names no model; pass --model")
+        pools = parse_poolings(poolings)
+        if engine == "hf":
+            if backend is None:
+                backend = open_backend("hf", name_or_path, **{**(engine_opts or {}), "device": device,
+                                                              "batch_size": batch_size})
+            eng = HFEngine(backend)
+        elif engine == "vllm":
+            keep = ("dtype", "gpu_memory_utilization", "max_model_len", "trust_remote_code")
+            eng = VLLMEngine(name_or_path, **{k: v for k, v in (engine_opts or {}).items()
+                                              if k in keep and v is not None})
+        else:
+            raise EvalAwareError(f"--engine {engine!r}: use hf or vllm")
+        want = run_identity.get("weights_sha256")
+        got = eng.identity.get("weights_sha256")
+        if want and got and want != got and model is None:
+            raise EvalAwareError(f"{run_dir}: the run used weights {want[:12]}..., the loaded model "
+                                 f"has {got[:12]}...; pass --model to capture with another model")
+        layer_ids = parse_layers(layers, eng.n_layers)
+        return capture(store, eng, layer_ids, pools, dtype=dtype, name=name,
+                       batch_size=batch_size, shard_size=shard_size, method=method,
+                       evidence_methods=evidence_methods, include_answer=include_answer,
+                       sequence=sequence, progress=progress, subset=subset)
+    finally:
+        if eng is not None and hasattr(eng, "close"):
+            eng.close()
+        if own_backend and backend is not None:
+            backend.close()
+        store.close()

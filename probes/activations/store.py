@@ -1,0 +1,256 @@
+"""Pooled activations on disk: safetensors shards plus an index in the run's SQLite store.
+
+Layout: ``RUN/activations/<capture>/shard-00000.safetensors`` holds one tensor per
+(pooling, layer), named ``"<pooling>/<layer>"``, of shape (rows, hidden) in fp16 or bf16; row
+``offset`` of that tensor belongs to the sample the index names.
+
+Tables (in ``RUN/store.sqlite``):
+- ``act_index``: (capture, sample_id, pooling, layer, shape, shard, offset), one row per vector;
+  ``shard`` is the shard number n of ``shard-<n>.safetensors`` (an integer keeps the index small).
+- ``act_samples``: (capture, sample_id, shard, info) marks a sample as captured (a pooling may be
+  absent for it, e.g. no answer) with per-sample token counts.
+- ``act_shards``: (capture, shard, n_samples, bytes, sha256).
+Capture settings live in the store's ``meta`` under ``activations/<capture>``.
+
+Crash safety: a shard is written to a temporary name, fsynced, renamed into place, and only then
+indexed in one transaction. A crash before the transaction leaves an unindexed file, which the
+next open deletes before the samples are captured again, so a resumed capture never duplicates a
+shard or a sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from harness.core.errors import StoreError
+from harness.runlog import RunLog, TableSpec
+
+DTYPES = {"fp16": torch.float16, "float16": torch.float16, "bf16": torch.bfloat16,
+          "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32}
+CANONICAL_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+ACT_INDEX = TableSpec("act_index", (
+    ("capture", "TEXT"), ("sample_id", "TEXT"), ("pooling", "TEXT"), ("layer", "INTEGER"),
+    ("shape", "TEXT"), ("shard", "INTEGER"), ("offset", "INTEGER")),
+    ("capture", "pooling", "layer", "sample_id"), without_rowid=True)
+ACT_SAMPLES = TableSpec("act_samples", (("capture", "TEXT"), ("sample_id", "TEXT"), ("shard", "TEXT"),
+                                        ("info", "TEXT")), ("capture", "sample_id"))
+ACT_SHARDS = TableSpec("act_shards", (
+    ("capture", "TEXT"), ("shard", "TEXT"), ("n_samples", "INTEGER"), ("bytes", "INTEGER"),
+    ("sha256", "TEXT"), ("created", "REAL")), ("capture", "shard"))
+
+
+@dataclass
+class CapturedSample:
+    """One sample's pooled vectors: {pooling: array (n_layers, hidden)} (absent poolings omitted)."""
+
+    sample_id: str
+    vectors: dict[str, np.ndarray]
+    info: dict[str, Any]
+
+
+def shard_name(number: int) -> str:
+    return f"shard-{number:05d}.safetensors"
+
+
+def shard_number(name: str) -> int:
+    return int(name.split("-")[1].split(".")[0])
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+class ActivationStore:
+    """Pooled activations of one capture (a name) inside a run directory."""
+
+    def __init__(self, store: RunLog, capture: str = "default") -> None:
+        if not capture or "/" in capture or capture.startswith("."):
+            raise StoreError(f"bad capture name {capture!r}")
+        self.store, self.capture = store, capture
+        self.index, self.sample_rows = store.table(ACT_INDEX), store.table(ACT_SAMPLES)
+        self.shard_rows = store.table(ACT_SHARDS)
+        self.where = {"capture": capture}
+        self.dir = store.run_dir / "activations" / capture
+        self.meta_key = f"activations/{capture}"
+
+    # --- settings ------------------------------------------------------------------------
+    @property
+    def settings(self) -> dict[str, Any] | None:
+        return self.store.get_meta(self.meta_key)
+
+    def begin(self, settings: dict[str, Any]) -> list[str]:
+        """Record settings, or check a resumed capture uses the same ones; then delete the
+        leftovers of an interrupted capture (returned)."""
+        old = self.settings
+        new = json.loads(json.dumps(settings, sort_keys=True))
+        if old is None:
+            self.store.set_meta(self.meta_key, new)
+        elif old != new:
+            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            raise StoreError(f"{self.store.run_dir}: capture {self.capture!r} was made with "
+                             f"different settings ({', '.join(diff)}); use another --name")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "capture.json").write_text(json.dumps(new, indent=1, sort_keys=True))
+        return self.cleanup()
+
+    def cleanup(self) -> list[str]:
+        """Delete temporary and unindexed shard files (left by an interrupted capture)."""
+        if not self.dir.exists():
+            return []
+        known = set(self.shards())
+        removed = []
+        for f in self.dir.iterdir():
+            if f.name.endswith(".tmp") or (f.suffix == ".safetensors" and f.name not in known):
+                f.unlink()
+                removed.append(f.name)
+        return removed
+
+    # --- writing -------------------------------------------------------------------------
+    def shards(self) -> list[str]:
+        return [r[0] for r in self.shard_rows.select(["shard"], self.where, order_by=["shard"])]
+
+    def done_ids(self) -> set[str]:
+        return {r[0] for r in self.sample_rows.select(["sample_id"], self.where)}
+
+    def _next_shard(self) -> int:
+        return max((shard_number(s) + 1 for s in self.shards()), default=0)
+
+    def write_shard(self, rows: Sequence[CapturedSample], dtype: str = "fp16") -> str:
+        """Write rows as one new shard and index it atomically; returns the shard name."""
+        if not rows:
+            raise ValueError("empty shard")
+        tdtype = DTYPES[dtype]
+        done = self.done_ids()
+        dup = [r.sample_id for r in rows if r.sample_id in done]
+        if dup:
+            raise StoreError(f"samples already captured in {self.capture!r}: {dup[:3]}")
+        layers = self.settings["layers"] if self.settings else None
+        tensors: dict[str, torch.Tensor] = {}
+        index: list[tuple[Any, ...]] = []
+        poolings = sorted({p for r in rows for p in r.vectors})
+        number = self._next_shard()
+        name = shard_name(number)
+        for p in poolings:
+            have = [r for r in rows if p in r.vectors]
+            stack = np.stack([r.vectors[p] for r in have]).astype(np.float32)  # (rows, L, H)
+            n_layers = stack.shape[1]
+            ids = layers if layers is not None else list(range(n_layers))
+            for k, layer in enumerate(ids):
+                t = torch.from_numpy(np.ascontiguousarray(stack[:, k, :])).to(tdtype)
+                tensors[f"{p}/{layer}"] = t
+                shape = json.dumps([int(stack.shape[2])])
+                index.extend((self.capture, r.sample_id, p, int(layer), shape, number, row)
+                             for row, r in enumerate(have))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        final = self.dir / name
+        tmp = self.dir / (name + ".tmp")
+        save_file(tensors, str(tmp), metadata={"capture": self.capture, "format": "evalaware-act-1"})
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        self._index_shard(name, final, index, rows)
+        return name
+
+    def _index_shard(self, name: str, final: Path, index: list[tuple[Any, ...]],
+                     rows: Sequence[CapturedSample]) -> None:
+        size, digest = final.stat().st_size, _sha256(final)
+        with self.store.transaction():
+            self.index.insert(index)
+            self.sample_rows.insert([(self.capture, r.sample_id, name,
+                                      json.dumps(r.info, sort_keys=True)) for r in rows])
+            self.shard_rows.insert([(self.capture, name, len(rows), size, digest, time.time())])
+
+    # --- reading -------------------------------------------------------------------------
+    def poolings(self) -> list[str]:
+        return [r[0] for r in self.index.select(["pooling"], self.where, order_by=["pooling"],
+                                                distinct=True)]
+
+    def layers(self) -> list[int]:
+        s = self.settings
+        return list(s["layers"]) if s else []
+
+    def sample_info(self) -> dict[str, dict[str, Any]]:
+        return {sid: json.loads(info)
+                for sid, info in self.sample_rows.select(["sample_id", "info"], self.where)}
+
+    def load(self, pooling: str, layers: Iterable[int] | None = None,
+             sample_ids: Sequence[str] | None = None) -> tuple[list[str], dict[int, np.ndarray]]:
+        """(sample ids in run order, {layer: float32 array (n, hidden)}) for one pooling.
+
+        Only samples that have the pooling at every requested layer are returned."""
+        layers = list(self.layers() if layers is None else layers)
+        missing = sorted(set(layers) - set(self.layers()))
+        if missing:
+            raise StoreError(f"capture {self.capture!r} has no layer(s) {missing}; captured: "
+                             f"{self.layers()}")
+        rows = self.index.select(["sample_id", "layer", "shard", "offset"],
+                                 {**self.where, "pooling": pooling})
+        position = self.store.sample_positions()  # run order; unknown ids first, then by id
+        rows.sort(key=lambda r: (position.get(r[0], -1), r[0]))
+        if not rows:
+            raise StoreError(f"capture {self.capture!r} has no vectors for pooling {pooling!r}; "
+                             f"available: {', '.join(self.poolings()) or 'none'}")
+        want = set(layers)
+        loc: dict[str, dict[int, tuple[int, int]]] = {}
+        for sid, layer, shard, off in rows:
+            if layer in want:
+                loc.setdefault(sid, {})[layer] = (shard, off)
+        ids = [sid for sid in loc if len(loc[sid]) == len(want)]  # run order (query order)
+        if sample_ids is not None:
+            keep = set(sample_ids)
+            ids = [s for s in ids if s in keep]
+        pos = {sid: i for i, sid in enumerate(ids)}
+        out: dict[int, np.ndarray] = {}
+        by_shard: dict[int, list[str]] = {}
+        for sid in ids:
+            by_shard.setdefault(int(loc[sid][layers[0]][0]), []).append(sid)
+        for shard, sids in by_shard.items():
+            with safe_open(str(self.dir / shard_name(shard)), framework="pt") as f:
+                for layer in layers:
+                    t = f.get_tensor(f"{pooling}/{layer}").float().numpy()
+                    if layer not in out:
+                        out[layer] = np.zeros((len(ids), t.shape[1]), dtype=np.float32)
+                    rows_idx = [loc[s][layer][1] for s in sids]
+                    out[layer][[pos[s] for s in sids]] = t[rows_idx]
+        return ids, out
+
+    def stats(self) -> dict[str, Any]:
+        """Sizes: shard bytes per sample vs the theoretical n_layers x hidden x bytes per vector."""
+        s = self.settings or {}
+        n_samples = self.shard_rows.total("n_samples", self.where)
+        n_bytes = self.shard_rows.total("bytes", self.where)
+        keys = self.index.select(["sample_id", "pooling", "shape"], self.where)
+        n_vectors = len(keys)
+        index_bytes = sum(len(self.capture) + len(a) + len(b) + len(c) + 12 for a, b, c in keys)
+        index_db = self.index.page_bytes()  # actual pages of the table (all captures)
+        itemsize = torch.tensor([], dtype=DTYPES[s.get("dtype", "fp16")]).element_size()
+        hidden = int(s.get("hidden_size", 0))
+        payload = n_vectors * hidden * itemsize
+        per_pooling = self.index.count_by("pooling", self.where)
+        n_layers = len(s.get("layers", []))
+        return {
+            "samples": int(n_samples), "shards": len(self.shards()), "shard_bytes": int(n_bytes),
+            "vectors": int(n_vectors), "payload_bytes": int(payload),
+            "bytes_per_sample": n_bytes / n_samples if n_samples else 0.0,
+            "theoretical_bytes_per_sample": payload / n_samples if n_samples else 0.0,
+            "theoretical_per_pooling": n_layers * hidden * itemsize,
+            "overhead": (n_bytes - payload) / payload if payload else 0.0,
+            "index_bytes_approx": int(index_bytes), "index_table_bytes": index_db,
+            "vectors_per_pooling": {p: c // max(n_layers, 1) for p, c in per_pooling.items()},
+        }

@@ -1,0 +1,180 @@
+"""`evalaware steer build`: a steering vector from a run's captured activations, a saved probe,
+or explicit contrastive pairs (see :mod:`probes.steering.direction` for the definitions)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.core.errors import EvalAwareError
+from harness.core.render import Renderer
+from harness.runlog import RunLog
+from harness.core.sample import Message
+
+from probes.activations.store import ActivationStore
+from probes.data import probe_data
+from harness.backends.hooks import capture_pooled, num_layers
+from probes.io import load_probe
+from probes.activations.pooling import SequenceSpans, pooling_weights
+from probes.steering.direction import NORM_POOLING, SteeringVector, from_differences, heldout_split, projection_auroc
+
+
+def _mean_norms(acts: ActivationStore, layers: Sequence[int], ids: Sequence[str],
+                pooling: str) -> tuple[dict[int, float], str]:
+    """Mean L2 norm of one residual position per layer over `ids` (last prompt token when
+    captured, else the chosen pooling's vectors), and the pooling it used."""
+    src = NORM_POOLING if NORM_POOLING in acts.poolings() else pooling
+    got_ids, X = acts.load(src, layers, ids)
+    if not got_ids:
+        raise EvalAwareError(f"no {src} activations for the training samples")
+    return {l: float(np.linalg.norm(X[l], axis=1).mean()) for l in layers}, src
+
+
+def steerable_layers(settings: dict[str, Any], wanted: Sequence[int] | None = None) -> list[int] | None:
+    """The captured layer ids (of `wanted`, default all captured) that can be steered: 1..L-1
+    (0 = embeddings, L = after the final norm); None when the capture does not record L."""
+    n = int(settings.get("num_hidden_layers") or 0)
+    if not n:
+        return None
+    have = list(settings.get("layers") or [])
+    return [l for l in (have if wanted is None else wanted) if l in have and 1 <= l < n]
+
+
+def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_prompt",
+                   layers: Sequence[int] | None = None, capture: str = "default",
+                   probe: str | Path | None = None, holdout_folds: int = 2, seed: int = 0,
+                   labels: str = "truth", group_key: str = "category") -> SteeringVector:
+    """Difference of class means on a training split (or a probe's weights), per layer."""
+    store = RunLog(run_dir, create=False)
+    try:
+        acts = ActivationStore(store, capture)
+        if acts.settings is None:
+            raise EvalAwareError(f"{run_dir}: no capture named {capture!r}; run `evalaware "
+                                 f"activations capture --run {run_dir}` first")
+        identity = store.get_meta("model_identity") or {}
+        man = store.get_meta("manifest") or {}
+        if probe is not None:
+            return _from_probe(store, acts, probe, out, identity, man)
+        all_layers = acts.layers()
+        want = list(layers) if layers else all_layers
+        ids, X = acts.load(pooling, want)
+        data = probe_data(store, ids, label_source=labels, group_key=group_key)
+        pos = {s: i for i, s in enumerate(ids)}
+        rows = np.array([pos[s] for s in data.ids])
+        tr, te = heldout_split(data.y, data.groups, holdout_folds, seed)
+        train_ids = [data.ids[i] for i in tr]
+        held_ids = [data.ids[i] for i in te]
+        raw, auroc = {}, {}
+        for l in want:
+            Xl = X[l][rows].astype(np.float64)
+            yt = data.y[tr]
+            raw[l] = Xl[tr][yt == 1].mean(0) - Xl[tr][yt == 0].mean(0)
+        norms, norm_src = _mean_norms(acts, want, train_ids, pooling)
+        meta = {"source": "diffmean", "source_run": str(Path(run_dir).resolve()),
+                "capture": capture, "pooling": pooling, "label_source": labels,
+                "model_identity": identity, "weights_sha256": identity.get("weights_sha256"),
+                "model": (man.get("model") or {}).get("model"),
+                "layer_convention": acts.settings.get("layer_convention"),
+                "norm_pooling": norm_src,
+                "split": {"scheme": "grouped", "group_key": group_key, "folds": holdout_folds,
+                          "seed": seed, "heldout_fold": 0},
+                "train_ids": train_ids, "heldout_ids": held_ids,
+                "n_train": {"eval": int((data.y[tr] == 1).sum()), "deploy": int((data.y[tr] == 0).sum())},
+                "n_heldout": {"eval": int((data.y[te] == 1).sum()), "deploy": int((data.y[te] == 0).sum())},
+                "heldout_groups": sorted(set(data.groups[i] for i in te)),
+                "dropped": data.dropped}
+        vec = from_differences(raw, norms, meta)
+        for l in want:
+            auroc[str(l)] = projection_auroc(X[l][rows][te], data.y[te], vec.directions[l])
+        vec.meta["heldout_auroc"] = auroc
+        vec.save(out)
+        return vec
+    finally:
+        store.close()
+
+
+def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path, out: str | Path,
+                identity: dict[str, Any], man: dict[str, Any]) -> SteeringVector:
+    p = load_probe(probe)
+    want, got = p.meta.get("weights_sha256"), identity.get("weights_sha256")
+    if want and got and want != got:
+        raise EvalAwareError(f"{probe}: trained on weights {want[:12]}..., the run used "
+                             f"{got[:12]}...")
+    layer = p.layer
+    raw = {layer: (p.weight / p.scaler_scale).astype(np.float64)}
+    train_ids = list((p.meta.get("train") or {}).get("sample_ids") or [])
+    run_ids = [s.id for s in store.samples()]
+    held = [s for s in run_ids if s not in set(train_ids)]
+    norms, norm_src = _mean_norms(acts, [layer], train_ids or run_ids, p.pooling)
+    meta = {"source": "probe", "probe": str(Path(probe).resolve()), "pooling": p.pooling,
+            "source_run": str(store.run_dir.resolve()), "capture": acts.capture,
+            "model_identity": identity, "weights_sha256": identity.get("weights_sha256"),
+            "model": (man.get("model") or {}).get("model"), "norm_pooling": norm_src,
+            "split": {"scheme": "probe training samples"}, "train_ids": train_ids,
+            "heldout_ids": held, "label_source": p.meta.get("label_source")}
+    vec = from_differences(raw, norms, meta)
+    vec.save(out)
+    return vec
+
+
+def read_pairs(path: str | Path) -> list[tuple[str, str]]:
+    """JSONL with one {"eval": "...", "deploy": "..."} object per line."""
+    pairs = []
+    p = Path(path)
+    if not p.exists():
+        raise EvalAwareError(f"{p}: no such file")
+    for n, line in enumerate(p.read_text(encoding="utf-8-sig").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise EvalAwareError(f"{p}:{n}: invalid JSON ({e.msg})") from None
+        for k in ("eval", "deploy"):
+            if not isinstance(rec, dict) or not isinstance(rec.get(k), str) or not rec[k].strip():
+                raise EvalAwareError(f"{p}:{n}: field {k!r} must be a non-empty string")
+        pairs.append((rec["eval"], rec["deploy"]))
+    if not pairs:
+        raise EvalAwareError(f"{p}: no pairs")
+    return pairs
+
+
+def build_from_pairs(pairs_file: str | Path, backend: Any, out: str | Path,
+                     layers: Sequence[int] | None = None, batch_size: int = 8) -> SteeringVector:
+    """Mean (eval - deploy) last-prompt-token residual over the pairs, each prompt rendered as
+    a single user turn with the model's chat template (as runs render samples)."""
+    pairs = read_pairs(pairs_file)
+    n = num_layers(backend.model)
+    want = list(layers) if layers else list(range(1, n))
+    renderer = Renderer(backend.tokenizer, {})
+    texts = [t for pair in pairs for t in pair]
+    ids = [renderer.render((Message("user", t),)) for t in texts]
+    rows = []
+    for i in range(0, len(ids), batch_size):
+        chunk = ids[i:i + batch_size]
+        tids, mask, pos = backend.left_pad(chunk)
+        w = pooling_weights([SequenceSpans(len(c), len(c)) for c in chunk], [NORM_POOLING],
+                            tids.shape[1])
+        rows.append(capture_pooled(backend.model, tids, mask, pos, want, w)[:, 0].numpy())
+    H = np.concatenate(rows)  # (2 * pairs, layers, hidden): eval, deploy, eval, ...
+    ev, de = H[0::2].astype(np.float64), H[1::2].astype(np.float64)
+    raw = {l: (ev[:, j] - de[:, j]).mean(0) for j, l in enumerate(want)}
+    norms = {l: float(np.linalg.norm(H[:, j], axis=1).mean()) for j, l in enumerate(want)}
+    data = Path(pairs_file).read_bytes()
+    meta = {"source": "pairs", "pairs_file": str(Path(pairs_file).resolve()),
+            "pairs_sha256": hashlib.sha256(data).hexdigest(), "n_pairs": len(pairs),
+            "pooling": NORM_POOLING, "norm_pooling": NORM_POOLING,
+            "model_identity": backend.identity, "weights_sha256": backend.identity.get("weights_sha256"),
+            "model": getattr(backend, "model_name", None), "split": None, "train_ids": [],
+            "heldout_ids": None}
+    vec = from_differences(raw, norms, meta)
+    # Paired separation on the pairs themselves (in-sample: the vector was built from them).
+    y = np.array([1, 0] * len(pairs))
+    vec.meta["insample_auroc"] = {str(l): projection_auroc(H[:, j], y, vec.directions[l])
+                                  for j, l in enumerate(want)}
+    vec.save(out)
+    return vec

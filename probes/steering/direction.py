@@ -1,0 +1,156 @@
+"""Steering vectors: the per-layer eval-minus-deploy direction, saved, loaded, scaled.
+
+A vector directory holds ``vector.safetensors`` (``direction/<layer>``: unit direction, float32;
+``raw/<layer>``: the unnormalised difference) and ``vector.json`` (layers, pooling, source,
+model weights hash, per-layer mean residual norm, train and held-out sample ids, the split, the
+held-out AUROC of the projection per layer). Nothing is pickled.
+
+Sources:
+- ``diffmean`` (default): difference of class means (eval minus deploy) of one pooling of a
+  run's captured activations, computed on a *training* split only. The split holds out whole
+  categories (StratifiedGroupKFold, `holdout_folds` folds, the first fold held out), so
+  ``steer run`` can be evaluated on samples, and categories, the vector never saw.
+- ``probe``: the weight vector of a saved probe mapped back to activation space
+  (weight / scaler scale); its training samples are the probe's.
+- ``pairs``: mean of (eval - deploy) over explicit contrastive prompt pairs, captured on the fly
+  at the last prompt token.
+
+Scale: ``steer run`` adds ``alpha * unit direction * norm[layer]``, where ``norm[layer]`` is the
+mean L2 norm of one residual-stream position at that layer, measured at the last prompt token
+(``last_prompt`` pooling) over the training samples. The random control is a Gaussian direction
+per layer (fixed seed), unit-normalised and scaled the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from harness.core.errors import EvalAwareError
+from harness.stats.metrics import roc_auc
+
+from probes.io import read_tensor_dir
+
+FORMAT = "evalaware-steering-vector-1"
+CONTROLS = ("vector", "random")
+NORM_POOLING = "last_prompt"
+
+
+@dataclass
+class SteeringVector:
+    """Unit directions and residual norms per layer id, plus provenance (`meta`)."""
+
+    directions: dict[int, np.ndarray]
+    raw: dict[int, np.ndarray]
+    norms: dict[int, float]
+    meta: dict[str, Any]
+    path: Path | None = None
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted(self.directions)
+
+    @property
+    def sha256(self) -> str:
+        """Hash of the directions and norms (not of file bytes, which carry metadata)."""
+        h = hashlib.sha256()
+        for l in self.layers:
+            h.update(f"|{l}|{self.norms[l]!r}|".encode())
+            h.update(np.ascontiguousarray(self.directions[l], dtype=np.float32).tobytes())
+        return h.hexdigest()
+
+    def best_layer(self) -> int:
+        """The layer whose projection separates the held-out samples best (else the middle)."""
+        au = {int(k): v for k, v in (self.meta.get("heldout_auroc") or {}).items() if v is not None}
+        if au:
+            return max(au, key=lambda l: (abs(au[l] - 0.5), -l))
+        return self.layers[len(self.layers) // 2]
+
+    def unit(self, layer: int, control: str = "vector", seed: int = 0) -> np.ndarray:
+        """The unit direction at `layer`, or the random control's (seeded per layer)."""
+        if layer not in self.directions:
+            raise EvalAwareError(f"the vector has no layer {layer}; it has {self.layers}")
+        if control == "vector":
+            return self.directions[layer]
+        if control == "random":
+            rng = np.random.default_rng([seed, layer])
+            r = rng.standard_normal(self.directions[layer].shape[0])
+            return (r / np.linalg.norm(r)).astype(np.float32)
+        raise EvalAwareError(f"unknown control {control!r}; use {', '.join(CONTROLS)}")
+
+    def additions(self, layers: Sequence[int], alpha: float, control: str = "vector",
+                  seed: int = 0) -> dict[int, np.ndarray]:
+        """{layer: alpha * unit * norm[layer]} (float32)."""
+        return {int(l): (alpha * self.norms[l] * self.unit(l, control, seed)).astype(np.float32)
+                for l in layers}
+
+    def save(self, out: str | Path) -> Path:
+        d = Path(out)
+        d.mkdir(parents=True, exist_ok=True)
+        tensors = {}
+        for l in self.layers:
+            tensors[f"direction/{l}"] = torch.from_numpy(np.ascontiguousarray(self.directions[l],
+                                                                              dtype=np.float32))
+            tensors[f"raw/{l}"] = torch.from_numpy(np.ascontiguousarray(self.raw[l], dtype=np.float32))
+        save_file(tensors, str(d / "vector.safetensors"), metadata={"format": FORMAT})
+        meta = {**self.meta, "format": FORMAT, "layers": self.layers,
+                "norms": {str(l): self.norms[l] for l in self.layers}, "sha256": self.sha256}
+        (d / "vector.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        self.path = d
+        return d
+
+
+def load_vector(path: str | Path) -> SteeringVector:
+    """Load a vector directory (or either of its files)."""
+    d, meta, t = read_tensor_dir(path, "vector", FORMAT, "steering vector")
+    tensor_file = d / "vector.safetensors"
+    layers = [int(l) for l in meta["layers"]]
+    missing = [l for l in layers if f"direction/{l}" not in t]
+    if missing:
+        raise EvalAwareError(f"{tensor_file}: no direction for layer(s) {missing}")
+    v = SteeringVector({l: t[f"direction/{l}"].numpy() for l in layers},
+                       {l: t[f"raw/{l}"].numpy() for l in layers},
+                       {l: float(meta["norms"][str(l)]) for l in layers}, meta, d)
+    if meta.get("sha256") and meta["sha256"] != v.sha256:
+        raise EvalAwareError(f"{d}: directions do not match the recorded sha256 (edited file?)")
+    return v
+
+
+def from_differences(raw: dict[int, np.ndarray], norms: dict[int, float],
+                     meta: dict[str, Any]) -> SteeringVector:
+    """Unit-normalise per layer; refuse a zero difference."""
+    dirs = {}
+    for l, r in raw.items():
+        n = float(np.linalg.norm(r))
+        if not np.isfinite(n) or n == 0:
+            raise EvalAwareError(f"layer {l}: the eval-minus-deploy difference is zero; nothing "
+                                 f"to steer along")
+        dirs[int(l)] = (r / n).astype(np.float32)
+    return SteeringVector(dirs, {int(l): np.asarray(r, dtype=np.float32) for l, r in raw.items()},
+                          {int(l): float(v) for l, v in norms.items()},
+                          {**meta, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                           "raw_norms": {str(l): float(np.linalg.norm(r)) for l, r in raw.items()}})
+
+
+def heldout_split(y: np.ndarray, groups: Sequence[str], folds: int, seed: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(train idx, held-out idx): the first fold of a StratifiedGroupKFold by group."""
+    from harness.stats.cv import make_splits  # scikit-learn (~1.4 s), not at CLI start-up
+
+    tr, te = make_splits("grouped", y, groups, groups, n_splits=folds, seed=seed)[0]
+    return tr, te
+
+
+def projection_auroc(X: np.ndarray, y: np.ndarray, direction: np.ndarray) -> float | None:
+    """AUROC of the projection onto `direction` (None with one class)."""
+    if len(set(y.tolist())) < 2:
+        return None
+    return roc_auc(y.tolist(), (X @ direction).tolist())
