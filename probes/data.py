@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.core.errors import EvalAwareError
-from harness.methods.base import sample_view
+from harness.core.sample import meta_value, sample_view
 from harness.core.render import format_transcript
 from harness.core.sample import Sample
 from harness.runlog import RunLog
@@ -44,14 +44,6 @@ class ProbeData:
                          self.lengths[ix], self.human[ix], self.label_source, dict(self.dropped),
                          self.human_source)
 
-
-def meta_value(sample: Sample, key: str) -> str:
-    """A metadata field as a string (category, eval_type, agentic, or any extra field)."""
-    m = sample.metadata
-    if hasattr(m, key):
-        return str(getattr(m, key))
-    v = m.extra.get(key)
-    return str(v) if v is not None else ""
 
 
 def labels(store: RunLog, samples: Sequence[Sample], source: str = "truth") -> dict[str, int]:

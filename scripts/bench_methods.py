@@ -78,7 +78,7 @@ def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, b
     from harness.methods.base import answer_samples
     from harness.methods.prompts import PromptLibrary
     from harness.core.render import Renderer
-    from harness.run.loop import make_backend
+    from harness.backends.registry import make_backend
     from harness.runlog import RunLog
 
     if kind == "hf" and hf_threads:

@@ -65,7 +65,7 @@ def main() -> None:
     from harness.methods.base import MethodConfig
     from harness.runlog import RunLog
     from probes.activations.store import ActivationStore
-    from probes.activations.capture import HFEngine, capture, parse_layers, parse_poolings
+    from probes.activations.capture import capture, parse_layers, parse_poolings
     from harness.cli.probes import summary_lines
     from tests.helpers.probe_runs import answer_run
     from probes.train import EvalConfig, evaluate
@@ -80,12 +80,12 @@ def main() -> None:
                batch_size=args.batch_size).close()
     t_answers = time.perf_counter() - t0
 
-    eng = HFEngine(backend)
+    eng = backend.hidden_layout()
     layers = parse_layers(args.layers, eng.n_layers)
     pools = parse_poolings(args.pooling)
     name = f"bench-{args.layers.replace(':', '')}-{args.dtype}-{int(time.time())}"
     store = RunLog(run, create=False)
-    summ = capture(store, eng, layers, pools, dtype=args.dtype, name=name,
+    summ = capture(store, backend, layers, pools, dtype=args.dtype, name=name,
                    batch_size=args.batch_size, progress=False)
     st = summ.stats
     mb = st["shard_bytes"] / 1e6

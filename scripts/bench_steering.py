@@ -85,7 +85,7 @@ def main() -> None:
 
     from harness.backends.hf.backend import HFBackend
     from harness.data.readers import load_dataset
-    from harness.methods.base import sample_view
+    from harness.core.sample import sample_view
     from harness.core.render import Renderer
 
     if args.threads:

@@ -136,7 +136,7 @@ def demo_prompts(backend, limit: int | None, form: str = "question"):
     template, such as Gemma-3-270M base, gets the plain transcript after BOS)."""
     from harness.methods.answer_position import answer_start
     from harness.data.readers import demo_path, load_dataset
-    from harness.methods.base import sample_view
+    from harness.core.sample import sample_view
     from harness.methods.prompts import PromptLibrary
     from harness.core.render import Renderer
     from harness.core.sample import Message

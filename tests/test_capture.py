@@ -14,7 +14,7 @@ from torch import nn
 from harness.core.errors import EvalAwareError, StoreError
 from harness.methods.base import MethodConfig
 from probes.activations.store import ActivationStore
-from probes.activations.capture import HFEngine, capture, parse_layers, run_capture
+from probes.activations.capture import capture, parse_layers, pooled, run_capture
 from harness.backends.hooks import capture_hidden, decoder_parts, layer_hooks
 from probes.activations.pooling import (SequenceSpans, char_spans_to_tokens, find_quote, pooling_weights,
                             token_char_offsets)
@@ -136,14 +136,14 @@ def test_pooling_weights_never_touch_padding():
 
 
 def test_batched_pooling_equals_one_by_one(hf_tiny):
-    eng = HFEngine(hf_tiny)
+    eng = hf_tiny
     items = [CaptureItem("a", (1, 504, 33, 9, 71, 8, 14, 15, 16, 17), SequenceSpans(4, 10, (), ((6, 8),))),
              CaptureItem("b", (1, 45, 7, 88), SequenceSpans(2, 4)),
              CaptureItem("c", (1, 9, 9, 9, 3, 5, 2), SequenceSpans(7, 7))]
     layers = [0, 1, 2]
-    batch = eng.pooled(items, layers, ALL_POOLINGS)
+    batch = pooled(eng, items, layers, ALL_POOLINGS)
     for i, it in enumerate(items):
-        one = eng.pooled([it], layers, ALL_POOLINGS)[0]
+        one = pooled(eng, [it], layers, ALL_POOLINGS)[0]
         torch.testing.assert_close(batch[i], one, rtol=1e-4, atol=1e-5)
     # and the means are over exactly the intended tokens of the unpadded sequence
     ids = torch.tensor([items[0].ids])
@@ -228,7 +228,7 @@ def _capture(run, engine, name="default", **kw):
 
 def test_capture_run_with_answers_and_evidence(tiny_run, hf_tiny):
     run, samples, gens = tiny_run
-    eng = HFEngine(hf_tiny)
+    eng = hf_tiny
     s = _capture(run, eng, name="full", batch_size=3, shard_size=5)
     assert s.samples_captured == 8 and s.shards_written == 2
     assert s.absent["mean_reasoning"] == 8  # the tiny model writes no <think> block
@@ -300,7 +300,7 @@ def test_interrupted_capture_resumes_without_duplicates(tiny_run, hf_tiny, monke
     from harness.runlog import RunLog
 
     run, samples, _ = tiny_run
-    eng = HFEngine(hf_tiny)
+    eng = hf_tiny
     calls = {"n": 0}
     orig = ActivationStore._index_shard
 
@@ -342,7 +342,7 @@ def test_interrupted_capture_resumes_without_duplicates(tiny_run, hf_tiny, monke
 
 def test_capture_refuses_changed_settings(tiny_run, hf_tiny):
     run, _, _ = tiny_run
-    eng = HFEngine(hf_tiny)
+    eng = hf_tiny
     _capture(run, eng, name="settings", layers=[0, 2], poolings=["last_prompt"])
     with pytest.raises(StoreError, match="different settings"):
         _capture(run, eng, name="settings", layers=[0, 1, 2], poolings=["last_prompt"])
@@ -408,7 +408,7 @@ def test_native_reasoning_trace_pools(tmp_path, hf_tiny):
     gens = [_inject_trace(store, hf_tiny, p, cfg) for p in prompts]
     assert gens[0].reasoning == "The user is likely testing me with a quiz question."
     store.put_results("reasoning", [_reasoning_record(s, g, "native") for s, g in zip(samples, gens)])
-    s = capture(store, HFEngine(hf_tiny), [1, 2], ["mean_reasoning", "mean_evidence", "mean_answer"],
+    s = capture(store, hf_tiny, [1, 2], ["mean_reasoning", "mean_evidence", "mean_answer"],
                 progress=False)
     assert s.absent == {"mean_reasoning": 0, "mean_evidence": 0, "mean_answer": 0}
     acts = ActivationStore(store, "default")
@@ -447,7 +447,7 @@ def test_elicited_reasoning_trace_uses_its_own_prompt(tmp_path, hf_tiny):
     prompt = Renderer(hf_tiny.tokenizer).render(msgs, assistant_prefix=reasoning_mod.THINK_PREFIX)
     gen = _inject_trace(store, hf_tiny, prompt, cfg)
     store.put_results("reasoning", [_reasoning_record(samples[0], gen, "elicited")])
-    capture(store, HFEngine(hf_tiny), [2], ["last_prompt", "mean_evidence"], progress=False)
+    capture(store, hf_tiny, [2], ["last_prompt", "mean_evidence"], progress=False)
     info = ActivationStore(store, "default").sample_info()[samples[0].id]
     assert info["sequence"] == "elicited_reasoning" and info["answer_source"] == "cache"
     assert info["n_prompt"] == len(prompt) and info["quotes_found"] == 1

@@ -60,10 +60,10 @@ def test_missing_model_is_a_clean_error(tmp_path):
 # --- early refusal and backend lifecycle ----------------------------------------------------
 def _spy_backends(monkeypatch):
     """Record every backend the CLI constructs and whether it was closed."""
-    from harness.run import loop as runner
+    from harness.backends import registry
 
     opened = []
-    real = runner.make_backend
+    real = registry.make_backend
 
     def spy(kind, model, **opts):
         b = real(kind, model, **opts)
@@ -76,7 +76,7 @@ def _spy_backends(monkeypatch):
         b.close = closing
         opened.append((model, b))
         return b
-    monkeypatch.setattr(runner, "make_backend", spy)
+    monkeypatch.setattr(registry, "make_backend", spy)
     return opened
 
 
@@ -84,9 +84,9 @@ def test_bad_options_refused_before_any_engine(tmp_path, tiny_model_dir, monkeyp
     import subprocess
     import sys
 
-    from harness.run import loop as runner
+    from harness.backends import registry
 
-    monkeypatch.setattr(runner, "make_backend", lambda *a, **k: pytest.fail("engine started"))
+    monkeypatch.setattr(registry, "make_backend", lambda *a, **k: pytest.fail("engine started"))
     base = ["run", "--model", str(tiny_model_dir), "--backend", "hf", "--dataset", "demo",
             "--out", str(tmp_path / "r")]
     for extra, message in [
@@ -205,9 +205,9 @@ def test_run_options_shared_and_checked_before_any_engine(tmp_path, monkeypatch)
     dataset options (declared once in harness/cli/options.py) and the commands that run methods
     the same method settings; bad values are refused before any engine starts (exit 2), and the
     capture's old `--dtype fp16` (now --store-dtype) is refused with a pointer."""
-    from harness.run import loop as runner
+    from harness.backends import registry
 
-    monkeypatch.setattr(runner, "make_backend", lambda *a, **k: pytest.fail("engine started"))
+    monkeypatch.setattr(registry, "make_backend", lambda *a, **k: pytest.fail("engine started"))
     cmds = {"run": cli.commands["run"], "taxonomy": cli.commands["taxonomy"],
             "capture": cli.commands["activations"].commands["capture"],
             "steer run": cli.commands["steer"].commands["run"]}

@@ -16,7 +16,7 @@ from harness.core.errors import EvalAwareError
 from harness.core.records import Record
 from harness.runlog import RunLog
 from probes.activations.store import ActivationStore, CapturedSample
-from probes.activations.capture import HFEngine, capture
+from probes.activations.capture import capture
 from harness.stats.metrics import bootstrap_auroc, roc_auc as auroc
 from harness.stats.cv import make_splits, oof_scores
 from probes.io import load_probe, save_probe
@@ -33,7 +33,7 @@ def base_run(tmp_path_factory, hf_tiny):
     run = tmp_path_factory.mktemp("probe") / "run"
     samples = random_samples(n_groups=12, per_group=5, seed=1)
     store = answer_run(run, samples, hf_tiny, answers=False)
-    capture(store, HFEngine(hf_tiny), LAYERS, ["last_prompt", "mean_prompt"], include_answer=False,
+    capture(store, hf_tiny, LAYERS, ["last_prompt", "mean_prompt"], include_answer=False,
             progress=False, batch_size=16)
     store.close()
     return run, samples

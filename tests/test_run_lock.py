@@ -58,10 +58,10 @@ def test_second_run_refused_at_once_naming_dir_and_pid(tmp_path, holder, tiny_mo
     assert last.startswith(f"error: {run_dir} is in use by pid {p.pid} (test holder")
     assert "ready in" not in r.stderr  # no model was loaded
     # in process: the refusal comes before any backend is constructed
-    from harness.run import loop as runner
+    from harness.backends import registry
     from harness.cli.main import cli
 
-    monkeypatch.setattr(runner, "make_backend", lambda *a, **k: pytest.fail("engine started"))
+    monkeypatch.setattr(registry, "make_backend", lambda *a, **k: pytest.fail("engine started"))
     res = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--backend", "hf",
                                    "--dataset", "demo", "--limit", "2", "--out", str(run_dir)])
     assert isinstance(res.exception, RunDirBusy), res.output

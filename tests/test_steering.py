@@ -20,7 +20,7 @@ from harness.core.errors import BackendError, EvalAwareError
 from harness.methods import MethodConfig
 from harness.runlog import RunLog
 from probes.activations.store import ActivationStore, CapturedSample
-from probes.activations.capture import HFEngine, capture
+from probes.activations.capture import capture
 from harness.backends.hooks import add_to_residual
 from probes.steering.build import build_from_pairs, build_from_run, read_pairs
 from probes.steering.direction import load_vector
@@ -179,7 +179,7 @@ def planted_run(tmp_path_factory, hf_tiny4):
     run = tmp_path_factory.mktemp("steer") / "run"
     samples = random_samples(n_groups=8, per_group=4, seed=2)
     store = answer_run(run, samples, hf_tiny4, answers=False)
-    capture(store, HFEngine(hf_tiny4), [1, 2, 3], ["last_prompt", "mean_prompt"],
+    capture(store, hf_tiny4, [1, 2, 3], ["last_prompt", "mean_prompt"],
             include_answer=False, progress=False, batch_size=16)
     rng = np.random.default_rng(5)
     d = rng.standard_normal(64)

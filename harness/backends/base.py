@@ -142,8 +142,9 @@ class Capabilities:
     - `prefix_scoring`: next-token requests on prompt + prefix reuse the prompt's cached KV
       (vLLM's prefix cache), so teacher forcing through :func:`loglikelihood_by_prefix` is cheaper
       than :meth:`Backend.loglikelihood` (whose prompt-logprob requests recompute the prompt).
-    - `hidden_states`: the backend holds a local transformers model that activation capture can
-      hook (``backend.model``, ``backend.left_pad``; see ``probes.activations.capture.HFEngine``).
+    - `hidden_states`: :meth:`Backend.pooled_hidden_states` returns pooled residual streams
+      (:meth:`Backend.hidden_layout` says which layer ids exist); hf always, vllm when started
+      with ``hidden_state_layers`` (vLLM's ``extract_hidden_states``).
     - `steering`: :meth:`Backend.steering` adds vectors inside the model (local weights).
     - `structured_output`: generation honours ``SamplingParams.structured`` (a grammar).
     """
@@ -152,6 +153,16 @@ class Capabilities:
     hidden_states: bool = False
     steering: bool = False
     structured_output: bool = False
+
+
+@dataclass(frozen=True)
+class HiddenLayout:
+    """A backend's residual stream: layer ids 0..`n_layers` (0 = the embeddings), each
+    `hidden_size` wide; `convention` says what the last id holds on this backend."""
+
+    n_layers: int
+    hidden_size: int
+    convention: str
 
 
 def top_k_rows(rows: Sequence[dict[int, float]], top_k: int, width: int | None = None
@@ -245,6 +256,22 @@ class Backend(ABC):
     def steering(self, steering: Any) -> ContextManager[None]:
         """Context in which every call of this backend is steered (see check_steering)."""
         self.check_steering(steering)
+        raise NotImplementedError  # pragma: no cover
+
+    def hidden_layout(self) -> HiddenLayout:
+        """The layer ids and width of :meth:`pooled_hidden_states` (backends with the
+        `hidden_states` capability)."""
+        raise BackendError(f"the {self.kind} backend gives no hidden states; capture activations "
+                           f"with --backend hf or vllm")
+
+    def pooled_hidden_states(self, seqs: Sequence[TokenIds], layers: Sequence[int],
+                             weights: Sequence[Any]) -> Any:
+        """Weighted token sums of the residual stream, computed where the activations are.
+
+        `weights[i]` is a (n_poolings, len(seqs[i])) tensor over sequence i's tokens; returns a
+        float32 torch tensor (len(seqs), n_poolings, len(layers), hidden_size), layers in the
+        order given (ids as :meth:`hidden_layout` says)."""
+        self.hidden_layout()  # refuses
         raise NotImplementedError  # pragma: no cover
 
     def close(self) -> None:
@@ -346,6 +373,14 @@ class WrappedBackend(Backend):
 
     def steering(self, steering: Any) -> ContextManager[None]:
         return self.inner.steering(steering)
+
+    def hidden_layout(self) -> HiddenLayout:
+        return self.inner.hidden_layout()
+
+    def pooled_hidden_states(self, seqs: Sequence[TokenIds], layers: Sequence[int],
+                             weights: Sequence[Any]) -> Any:
+        with self.around_call():
+            return self.inner.pooled_hidden_states(seqs, layers, weights)
 
     def close(self) -> None:
         self.inner.close()

@@ -42,7 +42,7 @@ from harness.backends.base import Backend
 from harness.data.readers import read_dataset, resolve_dataset
 from harness.methods import MethodConfig
 from harness.methods.prompts import PromptLibrary
-from harness.run.loop import check_backend, open_backend
+from harness.backends.registry import BACKENDS, ENGINE_OPTIONS, check_backend, open_backend
 from harness.core.sample import LABELS, Sample
 from harness.data.subset import select
 from harness.methods.token_limits import default_token_limits
@@ -134,18 +134,15 @@ def _grouped(options: Sequence[Callable[[F], F]], into: str,
 
 # --- the model, its engine, the judge, the dataset --------------------------------------------
 
-BACKENDS = ("vllm", "hf", "openai")
-
-
 @dataclass(frozen=True)
 class EngineOptions:
     """Engine settings of the model under test (and of a separate judge where they apply);
-    :func:`harness.run.loop.check_backend` refuses one given to a backend that does not take it."""
+    :func:`harness.backends.registry.check_backend` refuses one given to a backend that does not take it."""
 
     dtype: str = "auto"
     tokenizer: str | None = None
     hf_batch_size: int = 8
-    tensor_parallel_size: int | None = None
+    tensor_parallel_size: int | None = None  # the backend-specific ones: ENGINE_OPTIONS
     pipeline_parallel_size: int | None = None
     data_parallel_size: int | None = None
     distributed_executor_backend: str | None = None
@@ -168,18 +165,16 @@ class EngineOptions:
         return {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
 
     def backend_opts(self, backend: str) -> dict[str, Any]:
-        """The options :func:`harness.run.loop.open_backend` takes for the model under test."""
+        """The options :func:`harness.backends.registry.open_backend` takes for the model under test."""
+        specific = {o.name: getattr(self, o.param) for o in ENGINE_OPTIONS}
+        specific["base_url"] = list(self.base_urls) or None
         return dict(dtype=self.dtype, tokenizer=self.tokenizer, batch_size=self.hf_batch_size,
-                    tensor_parallel_size=self.tensor_parallel_size,
-                    pipeline_parallel_size=self.pipeline_parallel_size,
-                    data_parallel_size=self.data_parallel_size,
-                    distributed_executor_backend=self.distributed_executor_backend,
-                    max_concurrency=self.max_concurrency,
-                    gpu_memory_utilization=self.gpu_memory_utilization,
-                    max_model_len=self.max_model_len, base_url=list(self.base_urls) or None,
-                    top_logprobs=self.top_logprobs,
-                    api_key=self.api_key if backend == "openai" else None,
+                    **specific, api_key=self.api_key if backend == "openai" else None,
                     trust_remote_code=self.trust_remote_code or None)
+
+    def given(self) -> list[str]:
+        """The flags of the backend-specific options given a value."""
+        return [o.flag for o in ENGINE_OPTIONS if getattr(self, o.param) not in (None, ())]
 
 
 @dataclass(frozen=True)
@@ -250,6 +245,16 @@ class RunOptions:
                                                 **self.judge_opts()))
 
 
+def _engine_option(o: Any) -> Callable[[F], F]:
+    """The click option of one :class:`~harness.backends.registry.EngineOption`."""
+    kw = dict(o.click)
+    if "choices" in kw:
+        kw["type"] = click.Choice(list(kw.pop("choices")))
+    if "min" in kw:
+        kw["type"] = click.IntRange(kw.pop("min"))
+    return click.option(o.flag, o.param, help=o.help, **kw)
+
+
 def run_options(*, model_required: bool = False, dataset: str | None = "required",
                 judge: bool = True, backends: Sequence[str] = BACKENDS, default_backend: str = "vllm",
                 model_help: str = "Asset name (smollm2), local path, or hub id in the local HF cache.",
@@ -267,25 +272,7 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai)."),
         click.option("--hf-batch-size", type=click.IntRange(1), default=8, show_default=True,
                      help="hf: prompts per forward pass."),
-        click.option("--tensor-parallel-size", type=int, help="vLLM: GPUs per model."),
-        click.option("--pipeline-parallel-size", type=int, help="vLLM: pipeline stages (multi-node with Ray)."),
-        click.option("--data-parallel-size", type=int,
-                     help="vLLM: engine replicas. vLLM 0.32 takes it only in `vllm serve` (offline LLM "
-                          "refuses it): serve with `--data-parallel-size N` and use --backend openai, or "
-                          "give --base-url per replica."),
-        click.option("--distributed-executor-backend", type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
-                     help="vLLM: how tensor/pipeline workers are started (ray for multi-node)."),
-        click.option("--gpu-memory-utilization", type=float, help="vLLM: share of GPU (CPU: host) memory."),
-        click.option("--max-model-len", type=int, help="vLLM: context length."),
-        click.option("--base-url", "base_urls", multiple=True,
-                     help="openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several times to "
-                          "spread requests over replicas serving the same model (a failing one's "
-                          "requests go to the others)."),
-        click.option("--max-concurrency", type=click.IntRange(1),
-                     help="openai: requests in flight per server (default 8)."),
-        click.option("--top-logprobs", type=int,
-                     help="openai: logprobs per position the server returns (vLLM: up to "
-                          "--max-logprobs; OpenAI: 20)."),
+        *map(_engine_option, ENGINE_OPTIONS),
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
                      help="openai: env var holding the key."),
         click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code."),

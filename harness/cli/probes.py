@@ -91,14 +91,9 @@ def capture_cmd(run_dir, layers, pooling, store_dtype, opts: RunOptions, name, b
     if eng.dtype in STORE_DTYPES:
         raise click.UsageError(f"--dtype {eng.dtype}: --dtype is the model's dtype now (as in "
                                f"`evalaware run`); the shards' storage dtype is --store-dtype {eng.dtype}")
-    unused = [flag for flag, v in (("--tensor-parallel-size", eng.tensor_parallel_size),
-                                   ("--pipeline-parallel-size", eng.pipeline_parallel_size),
-                                   ("--data-parallel-size", eng.data_parallel_size),
-                                   ("--distributed-executor-backend", eng.distributed_executor_backend),
-                                   ("--base-url", eng.base_urls or None),
-                                   ("--max-concurrency", eng.max_concurrency),
-                                   ("--top-logprobs", eng.top_logprobs),
-                                   ("--enable-thinking/--disable-thinking", eng.enable_thinking)) if v is not None]
+    unused = [f for f in eng.given() if f not in ("--gpu-memory-utilization", "--max-model-len")]
+    if eng.enable_thinking is not None:
+        unused.append("--enable-thinking/--disable-thinking")
     if unused:
         raise click.UsageError(f"activations capture does not take {', '.join(unused)} (the "
                                "sequences and their chat template come from the run)")

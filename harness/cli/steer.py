@@ -11,13 +11,12 @@ from harness.backends.base import refuse_steering
 from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                                  verbose_option)
 from harness.core.errors import EvalAwareError
-from harness.backends.hf.backend import HFBackend
-from harness.run.loop import BACKEND_CLASSES, check_methods, needs_judge
+from harness.backends.registry import BACKEND_CLASSES, open_backend
+from harness.run.loop import check_methods, needs_judge
 from harness.runlog import RunLog
 
 from probes.activations.store import ActivationStore
 from probes.activations.capture import parse_layers
-from harness.backends.hooks import num_layers
 from probes.steering.build import build_from_pairs, build_from_run, read_pairs, steerable_layers
 from probes.steering.report import write_steer_report
 from probes.steering.run import select_samples, steer_run
@@ -68,10 +67,10 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         if not model:
             raise EvalAwareError("--pairs needs --model")
         read_pairs(pairs)  # bad input fails before the model loads
-        backend = HFBackend(model)
+        backend = open_backend("hf", model)
         try:
-            ids = [l for l in parse_layers(layers, num_layers(backend.model))
-                   if 1 <= l < num_layers(backend.model)]
+            n = backend.hidden_layout().n_layers
+            ids = [l for l in parse_layers(layers, n) if 1 <= l < n]
             vec = build_from_pairs(pairs, backend, out, ids)
         finally:
             backend.close()

@@ -111,3 +111,17 @@ class Sample:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+
+
+def sample_view(sample: Sample, view: str) -> tuple[Message, ...]:
+    """The messages a method sees: the first turn (system + first user message) or all."""
+    return sample.first_turn() if view == "first_turn" else sample.messages
+
+
+def meta_value(sample: Sample, key: str) -> str:
+    """A metadata field as a string (category, eval_type, agentic, or any extra field)."""
+    m = sample.metadata
+    if hasattr(m, key):
+        return str(getattr(m, key))
+    v = m.extra.get(key)
+    return str(v) if v is not None else ""

@@ -50,10 +50,9 @@ from sklearn.linear_model import LogisticRegression
 
 from harness.stats.baselines import char_tfidf_model, tfidf_model
 from harness.stats.cv import auroc_ci, make_splits, oof_scores
-from probes.data import meta_value
+from harness.core.sample import meta_value, sample_view
 
 from harness.core.errors import EvalAwareError
-from harness.methods.base import sample_view
 from harness.core.render import format_transcript
 from harness.core.sample import Sample
 

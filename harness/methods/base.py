@@ -15,7 +15,7 @@ from harness.core.parsing import Parsed
 from harness.methods.prompts import Prompt, PromptLibrary
 from harness.core.render import Renderer, format_transcript
 from harness.methods.report_spec import ReportSpec
-from harness.core.sample import Message, Sample
+from harness.core.sample import Message, Sample, sample_view
 from harness.core.records import Record, Verdict, Vote
 from harness.methods.voting import Tally
 
@@ -153,9 +153,6 @@ def judged(votes: Sequence[Vote]) -> list[Verdict]:
 
 
 # --- conversation views ---------------------------------------------------------------------
-
-def sample_view(sample: Sample, view: str) -> tuple[Message, ...]:
-    return sample.first_turn() if view == "first_turn" else sample.messages
 
 
 def answer_samples(ctx: RunContext, samples: Sequence[Sample]) -> list[Generation | None]:

@@ -36,7 +36,8 @@ from harness.core.records import Record
 from harness.methods.voting import Tally
 from harness.methods.answer_position import answer_start
 from harness.methods.report_spec import Family, ReportSpec
-from harness.methods.base import Method, MethodConfig, register, sample_view
+from harness.methods.base import Method, MethodConfig, register
+from harness.core.sample import sample_view
 
 # Cases scored by default: lower and Title. An all-caps one-word answer is rare, and its splits
 # (SmolLM2: EV|ALU|ATION) make 40 of the 53 proper prefixes that tokenizer-aware scoring must

@@ -27,7 +27,8 @@ from harness.core.reasoning import split_reasoning
 from harness.core.sample import Message, Sample
 from harness.methods.voting import majority
 from harness.methods.report_spec import ReportSpec
-from harness.methods.base import Method, RunContext, answer_samples, register, sample_view
+from harness.methods.base import Method, RunContext, answer_samples, register
+from harness.core.sample import sample_view
 
 THINK_PREFIX = "<think>\n"
 MODES = ("auto", "native", "elicited")

@@ -8,20 +8,14 @@ arguments skips finished (method, sample) pairs and gets every finished call fro
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from harness.core import console
 from harness.backends.base import Backend
-from harness.backends.hf.backend import HFBackend
-from harness.backends.openai.backend import OpenAIBackend
-from harness.backends.vllm.backend import VLLMBackend, refuse_data_parallel  # vllm itself: when an engine starts
 from harness.backends.cache import CachedBackend
 from harness.core.errors import EvalAwareError, StoreError
-from harness.models.fingerprint import local_model_path
 from harness.runlog.provenance import base_manifest
 from harness.methods import MethodConfig, RunContext, available
 from harness.methods.prompts import PromptLibrary
@@ -30,64 +24,6 @@ from harness.runlog.lock import writes_run_dir
 from harness.run.monitor import RunMonitor, default_say
 from harness.core.sample import Sample
 from harness.runlog import RunLog
-
-BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
-                                              "openai": OpenAIBackend}
-BACKENDS = tuple(BACKEND_CLASSES)
-
-
-def make_backend(kind: str, model: str, **opts: Any) -> Backend:
-    """Create a backend by name; options not meant for it are dropped when None."""
-    opts = {k: v for k, v in opts.items() if v is not None}
-    if kind == "hf":
-        keep = {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer"}
-        return HFBackend(model, **{k: v for k, v in opts.items() if k in keep})
-    if kind == "vllm":
-        drop = {"device", "batch_size", "base_url", "api_key", "max_concurrency", "top_logprobs"}
-        return VLLMBackend(model, **{k: v for k, v in opts.items() if k not in drop})
-    if kind == "openai":
-        keep = {"base_url", "api_key", "tokenizer", "max_concurrency", "timeout", "max_retries",
-                "top_logprobs"}
-        return OpenAIBackend(model=model, **{k: v for k, v in opts.items() if k in keep})
-    raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
-
-
-ENGINE_OPTIONS = {"tensor_parallel_size": "vllm", "pipeline_parallel_size": "vllm",
-                  "gpu_memory_utilization": "vllm", "max_model_len": "vllm",
-                  "data_parallel_size": "vllm", "distributed_executor_backend": "vllm",
-                  "base_url": "openai", "top_logprobs": "openai", "max_concurrency": "openai"}
-"""Options that only one backend takes (a value given for another backend is refused)."""
-
-
-def check_backend(kind: str, model: str, opts: dict[str, Any],
-                  flags: dict[str, str] | None = None) -> None:
-    """Refuse without loading anything what cannot work: an unknown backend, another backend's
-    option, openai without a server URL, a model that is not on this machine (hf, vllm).
-    `flags` names the command-line options in messages (default ``--option-name``)."""
-    flag = lambda k: (flags or {}).get(k) or "--" + k.replace("_", "-")  # noqa: E731
-    if kind not in BACKENDS:
-        raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
-    wrong = sorted(k for k, v in opts.items() if v not in (None, (), []) and
-                   ENGINE_OPTIONS.get(k, kind) != kind)
-    if wrong:
-        raise EvalAwareError("; ".join(f"{flag(k)} applies to the {ENGINE_OPTIONS[k]} backend"
-                                       for k in wrong) + f", not to {kind}")
-    if kind == "openai" and not opts.get("base_url"):
-        raise EvalAwareError(f"the openai backend needs {flag('base_url')} (the server's URL)")
-    if kind == "vllm":
-        refuse_data_parallel(opts.get("data_parallel_size"))
-    if kind in ("hf", "vllm"):
-        local_model_path(model)
-
-
-def open_backend(kind: str, model: str, role: str = "model", **opts: Any) -> Backend:
-    """:func:`make_backend`, timed, with one line of our own: what was loaded, where, how fast."""
-    t0 = time.perf_counter()
-    backend = make_backend(kind, model, **opts)
-    dtype = backend.identity.get("dtype")
-    console.status(f"{role}: {model} ({kind}, {backend.device}" + (f", {dtype}" if dtype else "")
-                   + f") ready in {time.perf_counter() - t0:.1f} s")
-    return backend
 
 
 def check_methods(methods: Sequence[str]) -> list[str]:

@@ -14,18 +14,16 @@ from tqdm.auto import tqdm
 from harness.core.errors import EvalAwareError
 from harness.runlog.provenance import git_revision, package_versions
 from harness.runlog.lock import writes_run_dir
-from harness.run.loop import open_backend
+from harness.backends.registry import open_backend
 from harness.core.sample import Sample
 from harness.runlog import RunLog
 
+from harness.backends.base import Backend
+from harness.backends.vllm.hidden import text_config_shape
+from harness.models.fingerprint import local_model_path
 from probes.activations.store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
-from harness.backends.hooks import capture_pooled, num_layers
 from probes.activations.pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
 from probes.activations.sequences import CaptureItem, build_items
-from harness.backends.vllm.hidden import VLLMEngine
-
-LAYER_CONVENTION = ("hf: id i < L is the residual stream entering block i (0 = embeddings); "
-                    "id L is the last block's output after the final norm")
 
 
 def parse_layers(spec: str, n_layers: int) -> list[int]:
@@ -86,32 +84,15 @@ class CaptureSummary:
         return self.samples_captured / self.seconds if self.seconds else 0.0
 
 
-class HFEngine:
-    """Pooled activations from a transformers model through forward hooks (batched, left-padded)."""
-
-    name = "hf"
-    convention = LAYER_CONVENTION
-
-    def __init__(self, backend: Any) -> None:
-        if not backend.capabilities.hidden_states:
-            raise EvalAwareError(f"the {backend.kind} backend holds no local model to hook for "
-                                 f"activations; capture with --engine hf or vllm")
-        self.backend = backend
-        self.model = backend.model
-        self.tokenizer = backend.tokenizer
-        self.identity = backend.identity
-        self.n_layers = num_layers(backend.model)
-        self.hidden_size = int(backend.model.config.hidden_size)
-
-    def pooled(self, items: Sequence[CaptureItem], layers: Sequence[int],
-               poolings: Sequence[str]) -> torch.Tensor:
-        """(batch, n_poolings, n_layers, hidden) float32."""
-        ids, mask, pos = self.backend.left_pad([it.ids for it in items])
-        w = pooling_weights([it.spans for it in items], poolings, ids.shape[1])
-        return capture_pooled(self.model, ids, mask, pos, layers, w)
+def pooled(backend: Backend, items: Sequence[CaptureItem], layers: Sequence[int],
+           poolings: Sequence[str]) -> torch.Tensor:
+    """(batch, n_poolings, n_layers, hidden) float32: each item's poolings, from the backend."""
+    weights = [pooling_weights([it.spans], poolings, len(it.ids), left_padded=False)[0]
+               for it in items]
+    return backend.pooled_hidden_states([it.ids for it in items], layers, weights)
 
 
-def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequence[str],
+def capture(store: RunLog, backend: Backend, layers: Sequence[int], poolings: Sequence[str],
             dtype: str = "fp16", name: str = "default", batch_size: int = 8,
             shard_size: int = 64, method: str | None = None,
             evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
@@ -121,7 +102,11 @@ def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequenc
     """Capture every sample of the run (or of `subset` of them) not yet captured under `name`;
     commits shard by shard.
 
-    `engine` is an :class:`HFEngine` or a :class:`harness.backends.vllm.hidden.VLLMEngine`."""
+    `backend` has the `hidden_states` capability (hf; vllm started with these layers)."""
+    if not backend.capabilities.hidden_states:
+        raise EvalAwareError(f"the {backend.kind} backend gives no hidden states; capture with "
+                             f"--backend hf or vllm")
+    layout = backend.hidden_layout()
     if dtype not in DTYPES:
         raise EvalAwareError(f"--store-dtype {dtype!r}: use fp16, bf16 or fp32")
     dtype = CANONICAL_DTYPE.get(str(DTYPES[dtype]).replace("torch.", ""), dtype)
@@ -130,9 +115,9 @@ def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequenc
     acts = ActivationStore(store, name)
     settings = {
         "layers": list(layers), "poolings": list(poolings), "dtype": dtype,
-        "engine": engine.name, "layer_convention": engine.convention,
-        "model_identity": engine.identity, "num_hidden_layers": engine.n_layers,
-        "hidden_size": engine.hidden_size, "answer_method": method,
+        "engine": backend.kind, "layer_convention": layout.convention,
+        "model_identity": backend.identity, "num_hidden_layers": layout.n_layers,
+        "hidden_size": layout.hidden_size, "answer_method": method,
         "evidence_methods": list(evidence_methods), "include_answer": include_answer,
         "sequence": sequence, **(extra_settings or {}),
     }
@@ -144,7 +129,7 @@ def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequenc
     done = acts.done_ids()
     todo = [s for s in samples if s.id not in done]
     t0 = time.perf_counter()
-    items = build_items(store, todo, engine.tokenizer, method=method,
+    items = build_items(store, todo, backend.tokenizer, method=method,
                         evidence_methods=evidence_methods, include_answer=include_answer,
                         sequence=sequence)
     items.sort(key=lambda it: len(it.ids))
@@ -163,12 +148,12 @@ def capture(store: RunLog, engine: Any, layers: Sequence[int], poolings: Sequenc
 
     for start in range(0, len(items), batch_size):
         batch = items[start:start + batch_size]
-        pooled = engine.pooled(batch, layers, poolings).numpy()  # (B, P, L, H)
+        vecs_all = pooled(backend, batch, layers, poolings).numpy()  # (B, P, L, H)
         for b, it in enumerate(batch):
             vecs = {}
             for j, p in enumerate(poolings):
                 if it.spans.tokens(p):
-                    v = pooled[b, j]
+                    v = vecs_all[b, j]
                     if not np.isfinite(v.astype(DTYPES_NP[dtype])).all():
                         raise EvalAwareError(f"sample {it.sample_id}: {p} overflows {dtype}; "
                                              f"use --store-dtype bf16")
@@ -214,9 +199,10 @@ def run_capture(run_dir: str | Path, layers: str = "all",
     model is loaded (dtype, trust_remote_code, ...; :class:`harness.cli.options.EngineOptions`);
     `dtype` is the storage dtype of the activations.
 
-    `backend` (an already loaded HFBackend) skips loading, for tests and benchmarks."""
+    `engine` names the backend (hf, or vllm started for the capture's layers), opened through
+    :func:`harness.backends.registry.open_backend`; `backend` (an already opened one with the
+    `hidden_states` capability) skips loading, for tests and benchmarks."""
     store = RunLog(run_dir, create=False)
-    eng: Any = None
     own_backend = backend is None
     try:
         manifest = store.get_meta("manifest") or {}
@@ -226,30 +212,33 @@ def run_capture(run_dir: str | Path, layers: str = "all",
         if backend is None and not name_or_path:
             raise EvalAwareError(f"{run_dir}: the run's manifest names no model; pass --model")
         pools = parse_poolings(poolings)
-        if engine == "hf":
-            if backend is None:
-                backend = open_backend("hf", name_or_path, **{**(engine_opts or {}), "device": device,
-                                                              "batch_size": batch_size})
-            eng = HFEngine(backend)
+        opts = {k: v for k, v in (engine_opts or {}).items() if v is not None}
+        if backend is not None:
+            layer_ids = parse_layers(layers, backend.hidden_layout().n_layers)
+        elif engine == "hf":
+            backend = open_backend("hf", name_or_path, **{**opts, "device": device,
+                                                          "batch_size": batch_size})
+            layer_ids = parse_layers(layers, backend.hidden_layout().n_layers)
         elif engine == "vllm":
+            # the engine is started for the layers it captures: their ids come from the config
+            n_layers, _ = text_config_shape(local_model_path(name_or_path),
+                                            bool(opts.get("trust_remote_code")))
+            layer_ids = parse_layers(layers, n_layers)
             keep = ("dtype", "gpu_memory_utilization", "max_model_len", "trust_remote_code")
-            eng = VLLMEngine(name_or_path, **{k: v for k, v in (engine_opts or {}).items()
-                                              if k in keep and v is not None})
+            backend = open_backend("vllm", name_or_path, hidden_state_layers=layer_ids,
+                                   **{k: v for k, v in opts.items() if k in keep})
         else:
             raise EvalAwareError(f"--engine {engine!r}: use hf or vllm")
         want = run_identity.get("weights_sha256")
-        got = eng.identity.get("weights_sha256")
+        got = backend.identity.get("weights_sha256")
         if want and got and want != got and model is None:
             raise EvalAwareError(f"{run_dir}: the run used weights {want[:12]}..., the loaded model "
                                  f"has {got[:12]}...; pass --model to capture with another model")
-        layer_ids = parse_layers(layers, eng.n_layers)
-        return capture(store, eng, layer_ids, pools, dtype=dtype, name=name,
+        return capture(store, backend, layer_ids, pools, dtype=dtype, name=name,
                        batch_size=batch_size, shard_size=shard_size, method=method,
                        evidence_methods=evidence_methods, include_answer=include_answer,
                        sequence=sequence, progress=progress, subset=subset)
     finally:
-        if eng is not None and hasattr(eng, "close"):
-            eng.close()
         if own_backend and backend is not None:
             backend.close()
         store.close()

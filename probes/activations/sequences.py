@@ -26,7 +26,8 @@ from typing import Any, Iterable, Sequence
 from harness.backends.base import Backend, Generation, GenerationRequest
 from harness.backends.cache import CachedBackend
 from harness.core.errors import EvalAwareError
-from harness.methods.base import MethodConfig, RunContext, answer_samples, sample_view
+from harness.methods.base import MethodConfig, RunContext, answer_samples
+from harness.core.sample import sample_view
 from harness.methods.prompts import PromptLibrary
 from harness.core.records import ModelCall, Record
 from harness.core.render import Renderer

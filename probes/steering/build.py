@@ -17,7 +17,7 @@ from harness.core.sample import Message
 
 from probes.activations.store import ActivationStore
 from probes.data import probe_data
-from harness.backends.hooks import capture_pooled, num_layers
+from harness.backends.base import Backend
 from probes.io import load_probe
 from probes.activations.pooling import SequenceSpans, pooling_weights
 from probes.steering.direction import NORM_POOLING, SteeringVector, from_differences, heldout_split, projection_auroc
@@ -143,12 +143,13 @@ def read_pairs(path: str | Path) -> list[tuple[str, str]]:
     return pairs
 
 
-def build_from_pairs(pairs_file: str | Path, backend: Any, out: str | Path,
+def build_from_pairs(pairs_file: str | Path, backend: Backend, out: str | Path,
                      layers: Sequence[int] | None = None, batch_size: int = 8) -> SteeringVector:
     """Mean (eval - deploy) last-prompt-token residual over the pairs, each prompt rendered as
-    a single user turn with the model's chat template (as runs render samples)."""
+    a single user turn with the model's chat template (as runs render samples); `backend` has
+    the `hidden_states` capability."""
     pairs = read_pairs(pairs_file)
-    n = num_layers(backend.model)
+    n = backend.hidden_layout().n_layers
     want = list(layers) if layers else list(range(1, n))
     renderer = Renderer(backend.tokenizer, {})
     texts = [t for pair in pairs for t in pair]
@@ -156,10 +157,9 @@ def build_from_pairs(pairs_file: str | Path, backend: Any, out: str | Path,
     rows = []
     for i in range(0, len(ids), batch_size):
         chunk = ids[i:i + batch_size]
-        tids, mask, pos = backend.left_pad(chunk)
-        w = pooling_weights([SequenceSpans(len(c), len(c)) for c in chunk], [NORM_POOLING],
-                            tids.shape[1])
-        rows.append(capture_pooled(backend.model, tids, mask, pos, want, w)[:, 0].numpy())
+        w = [pooling_weights([SequenceSpans(len(c), len(c))], [NORM_POOLING], len(c),
+                             left_padded=False)[0] for c in chunk]
+        rows.append(backend.pooled_hidden_states(chunk, want, w)[:, 0].numpy())
     H = np.concatenate(rows)  # (2 * pairs, layers, hidden): eval, deploy, eval, ...
     ev, de = H[0::2].astype(np.float64), H[1::2].astype(np.float64)
     raw = {l: (ev[:, j] - de[:, j]).mean(0) for j, l in enumerate(want)}

@@ -11,17 +11,21 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
-from harness.backends.hooks import add_to_residual, steerable_layers
+from harness.backends.hooks import add_to_residual, capture_pooled, num_layers, steerable_layers
 
 from harness.models.assets import resolve_model
 from harness.core.errors import BackendError
 from harness.models.fingerprint import local_model_path, model_identity
-from harness.backends.base import Backend, Capabilities, Generation, GenerationRequest, StructuredOutput, TokenIds
+from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, HiddenLayout,
+                                   StructuredOutput, TokenIds)
 from harness.backends.hf.batches import by_length, left_pad
 from harness.backends.hf.teacher import teacher_force
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16"}
+
+CONVENTION = ("hf: id i < L is the residual stream entering block i (0 = embeddings); "
+              "id L is the last block's output after the final norm")
 
 
 class HFBackend(Backend):
@@ -194,6 +198,17 @@ class HFBackend(Backend):
         finally:
             if handle is not None:
                 handle.remove()
+
+    def hidden_layout(self) -> HiddenLayout:
+        return HiddenLayout(num_layers(self.model), int(self.model.config.hidden_size), CONVENTION)
+
+    def pooled_hidden_states(self, seqs: Sequence[TokenIds], layers: Sequence[int],
+                             weights: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Forward hooks sum each layer's weighted tokens in place (one left-padded batch)."""
+        ids, mask, pos = self.left_pad(seqs)
+        width = ids.shape[1]
+        w = torch.stack([torch.nn.functional.pad(wi, (width - wi.shape[-1], 0)) for wi in weights])
+        return capture_pooled(self.model, ids, mask, pos, layers, w)
 
     def close(self) -> None:
         if not hasattr(self, "model"):  # closed already

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,6 +37,7 @@ from harness.core.errors import BackendError
 from harness.models.fingerprint import local_model_dir, local_model_path, model_identity
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView, TokenIds,
                    logsumexp_rows, top_k_rows)
+from harness.backends.vllm.hidden import VLLMHiddenStates
 from harness.backends.vllm.steer import VLLMSteering, worker_extension_qualname
 
 MAX_LOGPROB_TOKEN_IDS = 128
@@ -55,8 +57,11 @@ def refuse_data_parallel(data_parallel_size: int | None) -> None:
             f"--backend openai --base-url URL (one --base-url per replica)")
 
 
-class VLLMBackend(VLLMSteering, Backend):
-    """vLLM offline engine over a local model directory (or a hub id already in the HF cache)."""
+class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
+    """vLLM offline engine over a local model directory (or a hub id already in the HF cache).
+
+    With `hidden_state_layers` the engine is started for activation capture instead
+    (:class:`~harness.backends.vllm.hidden.VLLMHiddenStates`: capability `hidden_states`)."""
 
     kind = "vllm"
     capabilities = Capabilities(prefix_scoring=True, steering=True, structured_output=True)
@@ -66,7 +71,8 @@ class VLLMBackend(VLLMSteering, Backend):
                  max_model_len: int | None = 4096, seed: int = 0, trust_remote_code: bool = False,
                  tokenizer: str | None = None, enforce_eager: bool | None = None,
                  data_parallel_size: int = 1, distributed_executor_backend: str | None = None,
-                 **engine_kwargs: Any) -> None:
+                 hidden_state_layers: Sequence[int] | None = None,
+                 hidden_state_connector: str = "sync", **engine_kwargs: Any) -> None:
         refuse_data_parallel(data_parallel_size)
         path = local_model_path(model)  # before importing vLLM (seconds)
         try:
@@ -103,15 +109,26 @@ class VLLMBackend(VLLMSteering, Backend):
             self.settings["enforce_eager"] = enforce_eager
         self.device = "cpu" if cpu else "cuda"
         self._init_steering()
-        try:
+        hidden = self._init_hidden_states(path, hidden_state_layers, hidden_state_connector,
+                                          trust_remote_code)
+        if hidden:
+            self.capabilities = replace(self.capabilities, hidden_states=True, steering=False,
+                                        structured_output=False, prefix_scoring=False)
+            self.settings["hidden_state_layers"] = list(hidden_state_layers or ())
+            engine = dict(hidden)  # capture only: no steering extension, grammar or logprobs
+        else:
             # xgrammar, named rather than "auto", so constrained answers follow the same library
             # the hf backend uses (harness.backends.base.StructuredOutput).
-            self.llm = LLM(model=path, tokenizer=tok_path, max_logprobs=-1,
-                           trust_remote_code=trust_remote_code, worker_extension_cls=worker_extension_qualname(),
-                           use_tqdm_on_load=console.engine_progress(),
-                           structured_outputs_config={"backend": "xgrammar"}, **self.settings)
+            engine = dict(max_logprobs=-1, worker_extension_cls=worker_extension_qualname(),
+                          structured_outputs_config={"backend": "xgrammar"})
+        try:
+            self.llm = LLM(model=path, tokenizer=tok_path, trust_remote_code=trust_remote_code,
+                           use_tqdm_on_load=console.engine_progress(), **engine,
+                           **{k: v for k, v in self.settings.items() if k != "hidden_state_layers"})
         except Exception as e:  # engine start-up errors are many and varied
-            raise BackendError(f"vLLM could not start {model!r}: {type(e).__name__}: {e}") from e
+            self._close_hidden_states()
+            what = " with extract_hidden_states" if hidden else ""
+            raise BackendError(f"vLLM could not start {model!r}{what}: {type(e).__name__}: {e}") from e
         self.model_info = model_identity(path)
         self._identity = {"backend": "vllm", "weights_sha256": self.model_info["weights_sha256"],
                           "dtype": str(self.llm.llm_engine.model_config.dtype).replace("torch.", "")}
@@ -248,6 +265,7 @@ class VLLMBackend(VLLMSteering, Backend):
         except Exception:
             pass
         del self.llm
+        self._close_hidden_states()
 
 
 def _first_logprobs(out: Any) -> dict[int, float]:

