@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-fast bench clean
+.PHONY: install assets demo test test-slow test-all bench clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,11 +38,15 @@ demo: install
 	    --constrain --answer-tokens 128 --probe-tokens 96 --out $(DEMO_OUT)
 	$(BIN)/evalaware report $(DEMO_OUT) --out $(DEMO_OUT)/report
 
+# `make test`: the suite a newcomer runs (minutes; tiny random-init models, no vLLM engine).
+# `make test-slow`: the tests that load SmolLM2 or start vLLM; `make test-all`: both (CI).
 test: assets
-	$(BIN)/python -m pytest -q -rs
-
-test-fast: assets
 	$(BIN)/python -m pytest -q -rs -m "not slow"
+
+test-slow: assets
+	$(BIN)/python -m pytest -q -rs -m slow
+
+test-all: test test-slow
 
 bench: assets
 	$(BIN)/python scripts/bench_backends.py

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "probes", "tokenization")
 
@@ -113,3 +115,52 @@ def test_no_test_fixture_in_the_packages() -> None:
             path = ROOT / (m.replace(".", "/") + ".py")
             path = path if path.exists() else ROOT / m.replace(".", "/") / "__init__.py"
             assert name not in path.read_text(), f"{m} imports the test helper {name}"
+
+
+# --- the layer contract (pyproject.toml, [tool.importlinter]) --------------------------------
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter over the packages found under `root` (its pyproject.toml's contracts)."""
+    code = ("import sys\nfrom importlinter.cli import lint_imports\n"
+            "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))")
+    return subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+
+
+def test_layer_contract_holds() -> None:
+    r = _lint_imports(ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "3 kept, 0 broken" in r.stdout
+
+
+def _copy_tree(dst: Path) -> None:
+    import shutil
+
+    for p in PACKAGES:
+        shutil.copytree(ROOT / p, dst / p, ignore=shutil.ignore_patterns("__pycache__", "*.jsonl"))
+    shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
+
+
+@pytest.mark.parametrize("module, line, broken", [
+    ("harness/core/sample.py", "from harness.run import loop", "harness layers"),  # upward
+    ("harness/stats/cv.py", "import probes.io", "harness layers"),  # harness -> probes
+    ("tokenization/words.py", "from harness.core import errors", "harness layers"),
+    ("probes/activations/store.py", "from probes import train", "probes: steering"),
+])
+def test_layer_contract_fails_on_a_planted_import(tmp_path, module, line, broken) -> None:
+    _copy_tree(tmp_path)
+    target = tmp_path / module
+    target.write_text(target.read_text() + f"\n\ndef _planted() -> None:\n    {line}\n")
+    r = _lint_imports(tmp_path)
+    assert r.returncode != 0, r.stdout
+    assert f"{broken}" in r.stdout and "BROKEN" in r.stdout, r.stdout
+
+
+def test_no_probes_import_in_harness_outside_the_cli() -> None:
+    """Only harness/cli, the application layer, composes harness and probes commands."""
+    for m in _modules("harness"):
+        if m.startswith("harness.cli"):
+            continue
+        path = ROOT / (m.replace(".", "/") + ".py")
+        path = path if path.exists() else ROOT / m.replace(".", "/") / "__init__.py"
+        assert not {d for d in _imports(path, m) if d.split(".")[0] == "probes"}, m
