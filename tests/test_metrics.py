@@ -11,6 +11,7 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, cohen_kappa_score, roc_auc_score
 
 from harness.stats import metrics as M
+from harness.stats import summaries as S
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -68,19 +69,19 @@ def test_summary_pairs_and_slices():
               _rec("s4", "eval", "deploy", 0.2, agentic=True, category="d")]
     recs_b = [_rec("s1", "eval", "eval", 1.0), _rec("s2", "deploy", "deploy", 0.0),
               _rec("s3", "deploy", "deploy", 0.0), _rec("s4", "eval", "deploy", 0.0)]
-    s = M.method_summary(recs_a, n_boot=50)
+    s = S.method_summary(recs_a, n_boot=50)
     assert s["eval_correct"] == 0.5 and s["deploy_correct"] == 0.0
     assert s["undecided"] == 1 and s["invalid_answers"] == 5 and s["n_scored"] == 3
     assert s["errors"] == {"unparseable": 1, "out_of_range": 1}
     assert s["brier"] == pytest.approx((0.01 + 0.36 + 0.64) / 3)
-    pairs = M.kappa_pairs({"a": recs_a, "b": recs_b})
+    pairs = S.kappa_pairs({"a": recs_a, "b": recs_b})
     assert pairs[("a", "b")]["n"] == 3  # s3 undecided by a
     assert pairs[("a", "b")]["kappa"] == pytest.approx(cohen_kappa_score(["eval", "eval", "deploy"],
                                                                          ["eval", "deploy", "deploy"]))
-    sl = M.slice_summaries(recs_a, "setting")
+    sl = S.slice_summaries(recs_a, "setting")
     assert set(sl) == {"chat", "agentic"} and sl["agentic"]["n"] == 1
-    assert set(M.slice_summaries(recs_a, "eval_type")) == {"capability", "(deploy)"}
-    assert set(M.slice_summaries(recs_a, "category")) == {"c", "d"}
+    assert set(S.slice_summaries(recs_a, "eval_type")) == {"capability", "(deploy)"}
+    assert set(S.slice_summaries(recs_a, "category")) == {"c", "d"}
 
 
 def test_score_vs_turns_matches_linregress():
@@ -89,7 +90,7 @@ def test_score_vs_turns_matches_linregress():
                  n_turns=int(rng.integers(1, 10))) for i in range(80)]
     recs.append(_rec("none", "eval", None, None))
     for squared in (False, True):
-        out = M.score_vs_turns(recs, squared=squared)
+        out = S.score_vs_turns(recs, squared=squared)
         assert out["n"] == 80
         y = np.array([abs((1 if r["label"] == "eval" else 0) - r["score"]) for r in recs[:80]])
         y = y ** 2 if squared else y
@@ -115,8 +116,8 @@ def _votes(rng, n_samples, n_votes, p_invalid=0.1):
 def test_vote_count_experiment_seeded_and_consistent():
     rng = np.random.default_rng(0)
     binary, prob = _votes(rng, 60, 25)
-    a = M.vote_count_experiment(binary, prob, resamples=30, seed=1)
-    b = M.vote_count_experiment(binary, prob, resamples=30, seed=1)
+    a = S.vote_count_experiment(binary, prob, resamples=30, seed=1)
+    b = S.vote_count_experiment(binary, prob, resamples=30, seed=1)
     assert a == b
     assert [row["n_votes"] for row in a] == list(range(5, 26, 2))
     for row in a:
@@ -137,13 +138,13 @@ def test_vote_count_experiment_seeded_and_consistent():
 def test_vote_count_skips_sizes_beyond_answers():
     rng = np.random.default_rng(1)
     binary, prob = _votes(rng, 20, 9)
-    out = M.vote_count_experiment(binary, prob, resamples=5)
+    out = S.vote_count_experiment(binary, prob, resamples=5)
     assert [row["n_votes"] for row in out] == [5, 7, 9]
 
 
 def test_votes_by_sample_orders_by_k():
     recs = [{"sample_id": "a", "details": {"votes": [{"k": 1, "value": "deploy"}, {"k": 0, "value": None}]}}]
-    assert M.votes_by_sample(recs) == {"a": [None, "deploy"]}
+    assert S.votes_by_sample(recs) == {"a": [None, "deploy"]}
 
 
 def test_bootstrap_ci_brackets_estimate():
@@ -239,7 +240,7 @@ def test_tpr_at_fpr_and_precision_at_base_rate():
     recs = [{"sample_id": str(i), "label": "eval" if v else "deploy", "score": float(x),
              "prediction": "eval" if x >= 0.55 else "deploy", "category": f"c{i % 11}"}
             for i, (v, x) in enumerate(zip(y, s))]
-    out = M.low_base_rate(recs, base_rate=0.01, n_boot=200)
+    out = S.low_base_rate(recs, base_rate=0.01, n_boot=200)
     assert out["ci_by"] == "category" and out["tpr_at_fpr1"] == pytest.approx(0.9)
     lo, hi = out["tpr_at_fpr5_ci"]
     assert lo <= 1.0 <= hi + 1e-12
@@ -257,9 +258,9 @@ def test_kappa_pairs_interval_and_resampling_unit():
         base = {"sample_id": str(i), "label": lab, "category": f"c{i % 8}"}
         recs_a.append({**base, "prediction": pa})
         recs_b.append({**base, "prediction": pb})
-    k = M.kappa_pairs({"a": recs_a, "b": recs_b}, n_boot=300)[("a", "b")]
+    k = S.kappa_pairs({"a": recs_a, "b": recs_b}, n_boot=300)[("a", "b")]
     assert k["ci_by"] == "category" and k["ci"][0] < k["kappa"] < k["ci"][1]
-    ks = M.kappa_pairs({"a": recs_a, "b": recs_b}, n_boot=300, ci_by="sample")[("a", "b")]
+    ks = S.kappa_pairs({"a": recs_a, "b": recs_b}, n_boot=300, ci_by="sample")[("a", "b")]
     assert ks["ci_by"] == "sample" and ks["ci"][0] < ks["kappa"] < ks["ci"][1]
 
 
@@ -274,8 +275,8 @@ def test_turns_p_is_cluster_robust_by_category():
         for k in range(30):
             recs.append({"sample_id": f"{c}:{k}", "label": "eval", "score": 1 - err + rng.normal(0, 0.01),
                          "n_turns": turns, "category": f"c{c}"})
-    naive = M.score_vs_turns(recs, ci_by="sample")
-    clus = M.score_vs_turns(recs)
+    naive = S.score_vs_turns(recs, ci_by="sample")
+    clus = S.score_vs_turns(recs)
     assert clus["ci_by"] == "category" and "cluster-robust" in clus["p_method"]
     assert naive["slope"] == pytest.approx(clus["slope"])
     assert naive["p"] < 1e-3 and clus["p"] > 10 * naive["p"]

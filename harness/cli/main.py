@@ -18,7 +18,8 @@ from harness.cli.options import (MethodOptions, RunOptions, label_option, method
                           read_samples, run_options, verbose_option)
 from harness.data.readers import load_dataset, resolve_dataset, summarize
 from harness.core.errors import EvalAwareError
-from harness.stats.metrics import answer_errors, per_class_accuracy, roc_auc, scored
+from harness.stats.metrics import roc_auc
+from harness.stats.summaries import answer_errors, per_class_accuracy, scored
 from harness.reporting.report import method_label, report
 from harness.runlog.lock import run_dir_lock
 from harness.run.monitor import tally

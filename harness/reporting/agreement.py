@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.stats import metrics as M
+from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import ci, slug
 from harness.reporting.runs import human_name
@@ -24,7 +24,7 @@ def kappa_section(ctx: ReportContext) -> None:
         rows = []
         for r in ctx.runs:
             if a in r.records and b in r.records:
-                v = M.kappa_pairs({a: r.records[a], b: r.records[b]}, **kw)[tuple(sorted((a, b)))]
+                v = S.kappa_pairs({a: r.records[a], b: r.records[b]}, **kw)[tuple(sorted((a, b)))]
                 rows.append([r.label, ci(v["kappa"], v["ci"]), v["n"], v["ci_by"]])
         if rows:
             d.h(3, pair.title)
@@ -37,7 +37,7 @@ def kappa_section(ctx: ReportContext) -> None:
             recs[names[-1]] = ctx.human[r.label]
         if len(names) < 2:
             continue
-        pairs = M.kappa_pairs(recs, **kw)
+        pairs = S.kappa_pairs(recs, **kw)
         mat = np.full((len(names), len(names)), np.nan)
         rows = []
         for i, a in enumerate(names):
@@ -57,7 +57,7 @@ def kappa_section(ctx: ReportContext) -> None:
 def vote_count_section(ctx: ReportContext) -> None:
     """Kappa vs number of votes for every declared pair with ``votes_experiment``: the partner's
     votes aggregated by majority, the declaring method's by mean >= 0.5
-    (:func:`harness.stats.metrics.vote_count_experiment`)."""
+    (:func:`harness.stats.summaries.vote_count_experiment`)."""
     pairs = [(a, b, p) for a, b, p in ctx.specs.pairs() if p.votes_experiment]
     if not pairs:
         return
@@ -68,11 +68,11 @@ def vote_count_section(ctx: ReportContext) -> None:
         for r in ctx.runs:
             if a not in r.records or b not in r.records:
                 continue
-            va, vb = M.votes_by_sample(r.records[a]), M.votes_by_sample(r.records[b])
+            va, vb = S.votes_by_sample(r.records[a]), S.votes_by_sample(r.records[b])
             shared = set(va) & set(vb)
             if not shared or min(min(len(va[s]), len(vb[s])) for s in shared) < MIN_VOTES_EXPERIMENT:
                 continue
-            res = M.vote_count_experiment(va, vb, seed=ctx.seed)
+            res = S.vote_count_experiment(va, vb, seed=ctx.seed)
             if res:
                 curves[r.label] = res
                 used.append(r)

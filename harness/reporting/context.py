@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.stats import metrics as M
+from harness.stats import summaries as S
 from harness.reporting.doc import Doc, ci
 from harness.reporting.runs import RunData, human_name, human_records, method_specs
 from harness.methods.report_spec import ReportSpec
@@ -35,8 +36,8 @@ class ReportContext:
         return self.specs(method)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """:func:`harness.stats.metrics.method_summary` with the report's bootstrap settings."""
-        return M.method_summary(records, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by)
+        """:func:`harness.stats.summaries.method_summary` with the report's bootstrap settings."""
+        return S.method_summary(records, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by)
 
     def present(self, r: RunData) -> list[str]:
         """The run's methods in report order."""
@@ -59,7 +60,7 @@ class ReportContext:
 
 def gated_auroc(records: Sequence[dict[str, Any]], s: dict[str, Any]) -> str:
     """The AUROC cell, or why there is none: fewer than MIN_AUROC_PER_CLASS scored per class."""
-    y, _ = M.scored(records)
+    y, _ = S.scored(records)
     n_eval, n_deploy = int(y.sum()), int(len(y) - y.sum())
     if min(n_eval, n_deploy) < MIN_AUROC_PER_CLASS:
         return f"– ({n_eval} eval / {n_deploy} deploy scored, < {MIN_AUROC_PER_CLASS} per class)"

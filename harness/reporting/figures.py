@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.stats import metrics as M
+from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import slug
 
@@ -39,8 +40,8 @@ def turns_section(ctx: ReportContext) -> None:
         for m in ctx.present(r):
             if ctx.summ[(m, r.label)]["brier"] is None:
                 continue
-            a = M.score_vs_turns(r.records[m], ci_by=ctx.ci_by)
-            sq = M.score_vs_turns(r.records[m], squared=True, ci_by=ctx.ci_by)
+            a = S.score_vs_turns(r.records[m], ci_by=ctx.ci_by)
+            sq = S.score_vs_turns(r.records[m], squared=True, ci_by=ctx.ci_by)
             rows.append([r.label, m, r.config().get("view", "?"), a["n"], a["r"], a["p"], a["slope"],
                          sq["r"], sq["p"], a["p_method"]])
             panels.append((f"{r.label}: {m}", a))
@@ -59,7 +60,7 @@ def calibration_section(ctx: ReportContext) -> None:
         curves, eces = {}, {}
         for m in ctx.present(r):
             if ctx.summ[(m, r.label)]["ece"] is not None:
-                y, p = M.scored(r.records[m])
+                y, p = S.scored(r.records[m])
                 curves[m] = M.calibration_bins(y, p)
                 eces[m] = ctx.summ[(m, r.label)]["ece"]
         if curves:

@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 import click
 
-from harness.stats import metrics as M
+from harness.stats import summaries as S
 from harness.reporting.agreement import MIN_VOTES_EXPERIMENT, kappa_section, vote_count_section
 from harness.reporting.answers import errors_section, judge_section
 from harness.reporting.audit_section import audit_section
@@ -76,7 +76,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--bootstrap", default=1000, show_default=True, help="Bootstrap resamples for AUROC CIs (0: none).")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--ci-by", type=click.Choice(M.CI_BY), default=None,
+@click.option("--ci-by", type=click.Choice(S.CI_BY), default=None,
               help="Bootstrap unit for every interval: whole categories or single samples "
                    "[default: category when the dataset has categories, else sample].")
 @click.option("--base-rate", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.stats import metrics as M
+from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import ci, pct
 
@@ -26,7 +26,7 @@ def base_rate_section(ctx: ReportContext) -> None:
     rows = []
     for r in ctx.runs:
         for m in ctx.present(r):
-            b = M.low_base_rate(r.records[m], rate, ctx.n_boot, ctx.seed, ctx.ci_by)
+            b = S.low_base_rate(r.records[m], rate, ctx.n_boot, ctx.seed, ctx.ci_by)
             rows.append([r.label, m, b["n_deploy"], ci(b["tpr_at_fpr1"], b["tpr_at_fpr1_ci"]),
                          ci(b["tpr_at_fpr5"], b["tpr_at_fpr5_ci"]), pct(b["decision_tpr"]),
                          pct(b["decision_fpr"]), b["decision_precision"], b["precision_at_fpr5"]])
@@ -47,7 +47,7 @@ def slices_section(ctx: ReportContext) -> None:
         d.h(3, title)
         for r in ctx.runs:
             ms = ctx.present(r)
-            per = {m: M.slice_summaries(r.records[m], by) for m in ms}
+            per = {m: S.slice_summaries(r.records[m], by) for m in ms}
             keys = sorted({k for v in per.values() for k in v})
             rows = [[k, max(per[m].get(k, {}).get("n", 0) for m in ms)] +
                     [_slice_cell(per[m].get(k)) for m in ms] for k in keys]
