@@ -16,6 +16,7 @@ from typing import Any
 from harness.backends.base import Backend
 from harness.backends.hf.backend import HFBackend
 from harness.backends.openai.backend import OpenAIBackend
+from harness.backends.openai.http_client import normalize_base_url
 from harness.backends.vllm.backend import VLLMBackend, refuse_data_parallel  # vllm: when started
 from harness.core import console
 from harness.core.errors import EvalAwareError
@@ -112,6 +113,13 @@ def check_backend(kind: str, model: str, opts: dict[str, Any],
                                        f"backend" for k in wrong) + f", not to {kind}")
     if kind == "openai" and not opts.get("base_url"):
         raise EvalAwareError(f"the openai backend needs {flag('base_url')} (the server's URL)")
+    if kind == "openai":
+        urls = opts["base_url"]
+        for url in [urls] if isinstance(urls, str) else urls:
+            try:
+                normalize_base_url(url)
+            except ValueError as e:
+                raise EvalAwareError(f"{flag('base_url')}: {e}") from None
     if kind == "vllm":
         refuse_data_parallel(opts.get("data_parallel_size"))
     if kind in ("hf", "vllm"):

@@ -18,6 +18,7 @@ from harness.cli.options import (MethodOptions, RunOptions, label_option, method
                           read_samples, run_options, verbose_option)
 from harness.data.readers import load_dataset, resolve_dataset, summarize
 from harness.core.errors import EvalAwareError
+from harness.core.redact import redact_text
 from harness.stats.metrics import roc_auc
 from harness.stats.summaries import answer_errors, per_class_accuracy, scored
 from harness.reporting.report import method_label, report
@@ -286,7 +287,7 @@ def main() -> None:
         e.show()
         sys.exit(e.exit_code)
     except EvalAwareError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {redact_text(str(e))}", err=True)
         sys.exit(2)
 
 

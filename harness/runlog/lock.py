@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from harness.core.errors import EvalAwareError, StoreError
+from harness.core.redact import redact_text
 from harness.runlog import LOG_NAME as STORE_NAME
 
 LOCK_NAME = ".evalaware-lock"
@@ -100,7 +101,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def _command_line(width: int = 80) -> str:
-    text = " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
+    text = redact_text(" ".join([Path(sys.argv[0]).name] + sys.argv[1:]))
     return text if len(text) <= width else text[:width - 3] + "..."
 
 

@@ -1,0 +1,107 @@
+"""Hostile and careless input: secrets in server URLs, non-http URLs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from harness.backends.openai.backend import OpenAIBackend, normalize_base_url
+from harness.core.errors import BackendError
+from harness.core.redact import redact_text, redact_url
+
+SECRET = "s3cr3t-VALUE"
+
+
+class _Models(BaseHTTPRequestHandler):
+    """A real OpenAI-style server on the loopback address: lists one model, records requests."""
+
+    seen: list[tuple[str, str | None]] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).seen.append((self.path, self.headers.get("Authorization")))
+        if not self.path.startswith("/v1/models"):
+            self.send_response(404)
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "no such route"}}')
+            return
+        body = json.dumps({"data": [{"id": "served-model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server():
+    _Models.seen = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Models)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_redaction_masks_userinfo_and_query_values():
+    assert redact_url(f"http://user:{SECRET}@host:8000/v1?api_key={SECRET}&x=1") == \
+        "http://***@host:8000/v1?api_key=***&x=***"
+    assert redact_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+    assert SECRET not in redact_text(f"evalaware run --base-url http://h/?key={SECRET} --x 1")
+
+
+def test_base_url_keeps_its_query_after_the_path_and_refuses_other_schemes():
+    assert normalize_base_url(f"http://127.0.0.1:8000/?api_key={SECRET}") == \
+        f"http://127.0.0.1:8000/v1?api_key={SECRET}"
+    for bad in ("file:///etc/passwd", "ftp://host/v1", "127.0.0.1:8000", "http:///v1"):
+        with pytest.raises(ValueError, match="not an http"):
+            normalize_base_url(bad)
+    with pytest.raises(ValueError, match="credentials in the URL") as e:
+        normalize_base_url(f"http://user:{SECRET}@127.0.0.1:8000")
+    assert SECRET not in str(e.value)
+
+
+def test_secret_query_reaches_the_server_but_no_setting_or_message(server):
+    b = OpenAIBackend(f"{server}/?api_key={SECRET}", model=None, chat_mode=True, api_key="k")
+    try:
+        path, auth = _Models.seen[0]
+        assert path == f"/v1/models?api_key={SECRET}"  # /v1 before the query, as sent
+        assert auth == "Bearer k"  # the key from the environment, never Basic auth
+        shown = json.dumps([b.settings, b.device, b.base_url, b.http.pool.servers[0].to_dict()])
+        assert SECRET not in shown and "api_key=***" in shown
+        with pytest.raises(BackendError) as e:
+            b.http.request("GET", "/nowhere")
+        assert SECRET not in str(e.value) and "HTTP 404" in str(e.value)
+    finally:
+        b.close()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", f"http://user:{SECRET}@127.0.0.1:9/v1"])
+def test_cli_refuses_bad_base_urls_before_any_work(tmp_path, url):
+    out = tmp_path / "run"
+    r = _cli("run", "--model", "m", "--backend", "openai", "--tokenizer", "smollm2",
+             "--base-url", url, "--dataset", "demo", "--methods", "binary", "--out", str(out))
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("error: --base-url")
+    assert SECRET not in r.stderr + r.stdout
+    assert not out.exists()  # refused before the run directory was made
+
+
+def test_manifest_command_is_redacted(monkeypatch):
+    from harness.runlog.provenance import base_manifest
+
+    monkeypatch.setattr(sys, "argv", ["evalaware", "run", "--base-url", f"http://h/?api_key={SECRET}"])
+    assert SECRET not in json.dumps(base_manifest())
