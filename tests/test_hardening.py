@@ -105,3 +105,38 @@ def test_manifest_command_is_redacted(monkeypatch):
 
     monkeypatch.setattr(sys, "argv", ["evalaware", "run", "--base-url", f"http://h/?api_key={SECRET}"])
     assert SECRET not in json.dumps(base_manifest())
+
+
+# --- a lost run log is never re-created --------------------------------------------------------
+
+def _run_dir(tmp_path):
+    from harness.core.sample import Message, Sample, SampleMeta
+    from harness.runlog import RunLog
+
+    run = tmp_path / "run"
+    store = RunLog(run)
+    store.put_samples([Sample("a:1", (Message("user", "hi"),), "eval", SampleMeta(category="a"))])
+    store.write_manifest({"model": {"model": "m"}})
+    store.close()
+    (run / "results.jsonl").write_text("{}\n")
+    return run
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete"])
+def test_a_lost_run_log_is_an_error_for_readers_and_writers(tmp_path, damage):
+    from harness.core.errors import StoreError
+    from harness.runlog import LOG_NAME, RunLog
+
+    run = _run_dir(tmp_path)
+    log = run / LOG_NAME
+    for extra in ("-wal", "-shm"):
+        (run / (LOG_NAME + extra)).unlink(missing_ok=True)
+    log.write_bytes(b"") if damage == "truncate" else log.unlink()
+    results = (run / "results.jsonl").read_text()
+    for create in (False, True):
+        with pytest.raises(StoreError, match="empty|missing|not a run directory"):
+            RunLog(run, create=create)
+    assert not log.exists() or log.stat().st_size == 0  # nothing was written
+    r = _cli("show", str(run))
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert (run / "results.jsonl").read_text() == results
