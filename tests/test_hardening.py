@@ -140,3 +140,31 @@ def test_a_lost_run_log_is_an_error_for_readers_and_writers(tmp_path, damage):
     r = _cli("show", str(run))
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error: ")
     assert (run / "results.jsonl").read_text() == results
+
+
+# --- report.md: dataset text cannot add markup -------------------------------------------------
+
+HOSTILE = "cat\n# Injected heading <svg onload=alert(1)> <iframe src=javascript:alert(2)>"
+
+
+def test_report_markdown_escapes_dataset_text(tmp_path):
+    from harness.reporting.report import write_report
+    from harness.runlog import RunLog
+    from tests.test_report import make_run
+
+    run = make_run(tmp_path / "run", model=f"model {HOSTILE}", seed=1, n_votes=5, n_samples=24)
+    store = RunLog(run)
+    for m in store.methods():
+        recs = [r.to_dict() for r in store.results(m)]
+        for i, r in enumerate(recs):
+            r["category"] = HOSTILE if i % 2 else r["category"]
+        store.replace_results(m, recs)
+    store.close()
+    md, page = write_report([run], tmp_path / "rep", n_boot=50)
+    text = md.read_text()
+    assert "Injected heading" in text  # the text is there ...
+    assert not any(line.lstrip("\\").startswith("# Injected") and not line.startswith("\\")
+                   for line in text.splitlines())  # ... but opens no heading
+    for raw in ("<svg", "<iframe"):
+        assert raw not in text
+    assert "<svg" not in page.read_text()
