@@ -168,3 +168,39 @@ def test_report_markdown_escapes_dataset_text(tmp_path):
     for raw in ("<svg", "<iframe"):
         assert raw not in text
     assert "<svg" not in page.read_text()
+
+
+# --- options are bounded when parsed --------------------------------------------------------
+
+@pytest.mark.parametrize("args, flag", [
+    (["--n-votes", "1000000"], "--n-votes"), (["--answer-tokens", "1000000000"], "--answer-tokens"),
+    (["--top-p", "5"], "--top-p"), (["--top-p", "0"], "--top-p"),
+    (["--temperature", "nan"], "--temperature"), (["--temperature", "-1"], "--temperature"),
+    (["--batch-size", "0"], "--batch-size"), (["--gpu-memory-utilization", "inf"], "--gpu-memory-utilization"),
+    (["--tensor-parallel-size", "0"], "--tensor-parallel-size"),
+])
+def test_unbounded_or_non_finite_options_are_refused_when_parsed(tmp_path, monkeypatch, args, flag):
+    from click.testing import CliRunner
+
+    from harness.backends import registry
+    from harness.cli.main import cli
+
+    monkeypatch.setattr(registry, "make_backend", lambda *a, **k: pytest.fail("engine started"))
+    r = CliRunner().invoke(cli, ["run", "--model", "smollm2", "--backend", "vllm", "--dataset", "demo",
+                                 "--methods", "binary", "--out", str(tmp_path / "r"), *args])
+    assert r.exit_code == 2, r.output
+    assert flag in r.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_bootstrap_is_bounded_and_the_bound_can_be_lifted(tmp_path, monkeypatch):
+    from harness.core import bounds
+
+    with pytest.raises(Exception, match=bounds.UNBOUNDED):
+        bounds.resamples().convert("5000000", None, None)
+    with pytest.raises(Exception):
+        bounds.resamples().convert("-5", None, None)
+    monkeypatch.setenv(bounds.UNBOUNDED, "1")
+    assert bounds.resamples().convert("5000000", None, None) == 5000000
+    with pytest.raises(Exception):
+        bounds.resamples().convert("-5", None, None)

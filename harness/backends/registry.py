@@ -34,7 +34,7 @@ class EngineOption:
     name: str
     backends: tuple[str, ...]
     help: str
-    click: dict[str, Any] = field(default_factory=dict)  # type, multiple, choices as click takes them
+    click: dict[str, Any] = field(default_factory=dict)  # type, multiple, choices, min, range
     dest: str | None = None  # the command line's parameter name when it is not `name`
 
     @property
@@ -47,19 +47,19 @@ class EngineOption:
 
 
 ENGINE_OPTIONS: tuple[EngineOption, ...] = (
-    EngineOption("tensor_parallel_size", ("vllm",), "vLLM: GPUs per model.", {"type": int}),
+    EngineOption("tensor_parallel_size", ("vllm",), "vLLM: GPUs per model.", {"min": 1}),
     EngineOption("pipeline_parallel_size", ("vllm",), "vLLM: pipeline stages (multi-node with Ray).",
-                 {"type": int}),
+                 {"min": 1}),
     EngineOption("data_parallel_size", ("vllm",),
                  "vLLM: engine replicas. vLLM 0.32 takes it only in `vllm serve` (offline LLM "
                  "refuses it): serve with `--data-parallel-size N` and use --backend openai, or "
-                 "give --base-url per replica.", {"type": int}),
+                 "give --base-url per replica.", {"min": 1}),
     EngineOption("distributed_executor_backend", ("vllm",),
                  "vLLM: how tensor/pipeline workers are started (ray for multi-node).",
                  {"choices": ("mp", "ray", "uni", "external_launcher")}),
     EngineOption("gpu_memory_utilization", ("vllm",), "vLLM: share of GPU (CPU: host) memory.",
-                 {"type": float}),
-    EngineOption("max_model_len", ("vllm",), "vLLM: context length.", {"type": int}),
+                 {"range": (0.0, 1.0)}),
+    EngineOption("max_model_len", ("vllm",), "vLLM: context length.", {"min": 1}),
     EngineOption("base_url", ("openai",),
                  "openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several times to "
                  "spread requests over replicas serving the same model (a failing one's "

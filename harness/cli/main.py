@@ -17,6 +17,7 @@ from harness.models import assets as A
 from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, progress_option,
                           read_samples, run_options, verbose_option)
 from harness.data.readers import load_dataset, resolve_dataset, summarize
+from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
 from harness.stats.metrics import roc_auc
@@ -112,8 +113,8 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
               help="Metadata field whose values are the CV groups (a .txt file is one group).")
 @click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn",
               show_default=True, help="Text the predictors see, as `run --view`.")
-@click.option("--folds", type=int, default=5, show_default=True)
-@click.option("--bootstrap", type=int, default=1000, show_default=True,
+@click.option("--folds", type=click.IntRange(2, 100), default=5, show_default=True)
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Bootstrap resamples (of groups) for the intervals.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threshold", type=click.FloatRange(0.5, 1.0), default=0.70, show_default=True,

@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 
 import click
 
-from harness.core import console
+from harness.core import bounds, console
 from harness.backends.base import Backend
 from harness.data.readers import read_dataset, resolve_dataset
 from harness.methods import MethodConfig
@@ -252,6 +252,9 @@ def _engine_option(o: Any) -> Callable[[F], F]:
         kw["type"] = click.Choice(list(kw.pop("choices")))
     if "min" in kw:
         kw["type"] = click.IntRange(kw.pop("min"))
+    if "range" in kw:
+        lo, hi = kw.pop("range")
+        kw["type"] = bounds.FiniteFloat(lo, hi, min_open=True)
     return click.option(o.flag, o.param, help=o.help, **kw)
 
 
@@ -270,7 +273,7 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         click.option("--dtype", default="auto", show_default=True,
                      help="The model's dtype (auto: the checkpoint's); a separate judge gets it too."),
         click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai)."),
-        click.option("--hf-batch-size", type=click.IntRange(1), default=8, show_default=True,
+        click.option("--hf-batch-size", type=bounds.batch(), default=8, show_default=True,
                      help="hf: prompts per forward pass."),
         *map(_engine_option, ENGINE_OPTIONS),
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
@@ -365,16 +368,16 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
     opts: list[Callable[[F], F]] = [
         click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn", show_default=True),
         click.option("--person", type=click.Choice(["first", "third"]), default="first", show_default=True),
-        click.option("--n-votes", type=int, help="Questions per sample (default: one per prompt variant)."),
-        click.option("--temperature", type=float, default=0.0, show_default=True),
-        click.option("--top-p", type=float, default=1.0, show_default=True),
-        click.option("--answer-tokens", type=int,
+        click.option("--n-votes", type=bounds.votes(), help="Questions per sample (default: one per prompt variant)."),
+        click.option("--temperature", type=bounds.FiniteFloat(0, 10), default=0.0, show_default=True),
+        click.option("--top-p", type=bounds.FiniteFloat(0, 1, min_open=True), default=1.0, show_default=True),
+        click.option("--answer-tokens", type=bounds.tokens(),
                      help="Max tokens of the model's answer to the sample [default: 256; 4096 for a "
                           "model whose template opens a reasoning block]."),
-        click.option("--probe-tokens", type=int,
+        click.option("--probe-tokens", type=bounds.tokens(),
                      help="Max tokens of the answer to each probe question [default: 160; reasoning "
                           "model 2048]."),
-        click.option("--judge-tokens", type=int,
+        click.option("--judge-tokens", type=bounds.tokens(),
                      help="Max tokens of each judge verdict (motivation, reasoning) [default: 1024; "
                           "reasoning model 4096]."),
         click.option("--constrain", is_flag=True,
@@ -384,7 +387,7 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
                           "reports."),
         click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
                      help="Directory overriding prompt files."),
-        click.option("--batch-size", type=int, default=16, show_default=True, help=batch_help),
+        click.option("--batch-size", type=bounds.batch(), default=16, show_default=True, help=batch_help),
     ]
     if logprob:
         opts += [
