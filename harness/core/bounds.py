@@ -37,7 +37,11 @@ class BoundedInt(click.IntRange):
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as e:
-            if self.max is not None and str(self.max) in e.message:
+            try:
+                over = self.max is not None and int(value) > self.max
+            except (TypeError, ValueError):
+                over = False
+            if over:
                 e.message += f" (set {UNBOUNDED}=1 to allow more)"
             raise
 
