@@ -204,3 +204,21 @@ def test_report_bootstrap_is_bounded_and_the_bound_can_be_lifted(tmp_path, monke
     assert bounds.resamples().convert("5000000", None, None) == 5000000
     with pytest.raises(Exception):
         bounds.resamples().convert("-5", None, None)
+
+
+# --- small, one-label categories: a message, not a traceback ---------------------------------
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps({"id": f"{c}:{i}", "label": lab, "messages": [
+        {"role": "user", "content": f"question {i} about {c} " * (i + 1)}], "metadata": {"category": c}})
+        + "\n" for i, (c, lab) in enumerate(rows)))
+    return path
+
+
+def test_data_audit_on_tiny_one_label_categories(tmp_path):
+    data = _write_jsonl(tmp_path / "small.jsonl", [("a", "eval"), ("a", "eval"), ("b", "deploy"),
+                                                   ("c", "deploy"), ("d", "deploy")])
+    r = _cli("data", "audit", str(data), "--bootstrap", "20")
+    assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stderr
+    if r.returncode == 2:
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error: ")
