@@ -222,3 +222,27 @@ def test_data_audit_on_tiny_one_label_categories(tmp_path):
     assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stderr
     if r.returncode == 2:
         assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error: ")
+
+
+# --- one line, not a traceback ---------------------------------------------------------------
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_deeply_nested_json_is_one_line(tmp_path, suffix):
+    p = tmp_path / f"deep{suffix}"
+    p.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    r = _cli("data", "validate", str(p))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "nested too deeply" in r.stderr
+
+
+def test_out_paths_under_a_file_or_missing_folder_are_one_line(tmp_path):
+    from tests.test_report import make_run
+
+    run = make_run(tmp_path / "run", model="m", seed=1, n_votes=3, n_samples=8)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for args in (["export", str(run), "--out", str(tmp_path / "missing" / "r.jsonl")],
+                 ["report", str(run), "--out", str(blocker / "rep"), "--bootstrap", "0"]):
+        r = _cli(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error: ")

@@ -290,6 +290,10 @@ def main() -> None:
     except EvalAwareError as e:
         click.echo(f"error: {redact_text(str(e))}", err=True)
         sys.exit(2)
+    except OSError as e:  # a path the user gave: a file where a folder is wanted, a missing folder
+        where = f"{e.filename}: " if e.filename else ""
+        click.echo(f"error: {redact_text(where + (e.strerror or str(e)))}", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -220,6 +220,8 @@ def _load_file(path: Path) -> list[Sample]:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise DatasetError(str(path), f"invalid JSON on line {lineno}: {e.msg}", i) from None
+            except RecursionError:
+                raise DatasetError(str(path), f"JSON nested too deeply on line {lineno}", i) from None
             samples.append(_parse_any(rec, RecordContext(path, i)))
     else:
         try:
@@ -227,6 +229,8 @@ def _load_file(path: Path) -> list[Sample]:
         except json.JSONDecodeError as e:
             raise DatasetError(str(path), f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") \
                 from None
+        except RecursionError:
+            raise DatasetError(str(path), "JSON nested too deeply") from None
         if not isinstance(data, list):
             raise DatasetError(str(path), "expected a JSON array of records")
         samples = [_parse_any(rec, RecordContext(path, i)) for i, rec in enumerate(data)]
