@@ -246,3 +246,20 @@ def test_out_paths_under_a_file_or_missing_folder_are_one_line(tmp_path):
         r = _cli(*args)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error: ")
+
+
+def test_terminal_output_shows_control_characters_in_dataset_text(tmp_path):
+    bad = "cat\x00\nX\x1b[31mred\u202e"
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"{bad}:{i}", "label": lab, "messages": [
+        {"role": "user", "content": "hi"}], "metadata": {"category": bad}}) + "\n"
+        for i, lab in enumerate(["eval", "deploy"])))
+    r = _cli("data", "validate", str(data))
+    assert r.returncode == 0, r.stderr
+    assert "\x00" not in r.stdout and "\x1b" not in r.stdout and "\u202e" not in r.stdout
+    assert "cat\\x00\\nX\\x1b[31mred\\u202e" in r.stdout
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text(data.read_text().splitlines()[0] + "\n" + data.read_text().splitlines()[0] + "\n")
+    r = _cli("data", "validate", str(dup))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "\x1b" not in r.stderr

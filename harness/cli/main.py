@@ -18,6 +18,7 @@ from harness.cli.options import (MethodOptions, RunOptions, label_option, method
                           read_samples, run_options, verbose_option)
 from harness.data.readers import load_dataset, resolve_dataset, summarize
 from harness.core import bounds
+from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
 from harness.stats.metrics import roc_auc
@@ -99,9 +100,9 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
       evalaware data validate logs/ --label-field split
     """
     samples = read_samples(path, label, label_field)
-    click.echo(f"{resolve_dataset(path)}: OK")
+    click.echo(f"{visible(str(resolve_dataset(path)))}: OK")
     for line in summarize(samples).lines():
-        click.echo("  " + line)
+        click.echo("  " + visible(line))
 
 
 @data.command("audit")
@@ -151,7 +152,7 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
         click.echo(json.dumps(res.to_dict(), indent=1))
         return
     for line in res.lines():
-        click.echo(line)
+        click.echo(visible(line))
 
 
 # --- run ------------------------------------------------------------------------------------
@@ -288,11 +289,11 @@ def main() -> None:
         e.show()
         sys.exit(e.exit_code)
     except EvalAwareError as e:
-        click.echo(f"error: {redact_text(str(e))}", err=True)
+        click.echo(f"error: {visible(redact_text(str(e)))}", err=True)
         sys.exit(2)
     except OSError as e:  # a path the user gave: a file where a folder is wanted, a missing folder
         where = f"{e.filename}: " if e.filename else ""
-        click.echo(f"error: {redact_text(where + (e.strerror or str(e)))}", err=True)
+        click.echo(f"error: {visible(redact_text(where + (e.strerror or str(e))))}", err=True)
         sys.exit(2)
 
 
