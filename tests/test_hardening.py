@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -263,3 +264,23 @@ def test_terminal_output_shows_control_characters_in_dataset_text(tmp_path):
     r = _cli("data", "validate", str(dup))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "\x1b" not in r.stderr
+
+
+def test_a_prompt_longer_than_the_context_is_refused_before_any_model_call(tmp_path, tiny_model_dir):
+    """The tiny model's context is 4096 tokens: a 10 MB prompt is refused in one line at once."""
+    data = tmp_path / "long.jsonl"
+    rows = [("ok:1", "eval", "What is 2+2?"), ("huge:1", "deploy", "word " * 2_000_000),
+            ("long:1", "deploy", "word " * 5000)]
+    data.write_text("".join(json.dumps({"id": i, "label": lab, "messages": [
+        {"role": "user", "content": c}], "metadata": {"category": i.split(":")[0]}}) + "\n"
+        for i, lab, c in rows))
+    t = time.monotonic()
+    r = _cli("run", "--model", str(tiny_model_dir), "--backend", "hf", "--dataset", str(data),
+             "--methods", "binary", "--out", str(tmp_path / "r"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error: sample 'huge:1': its prompt is over 4096")
+    assert time.monotonic() - t < 60
+    data.write_text("\n".join(ln for ln in data.read_text().splitlines() if "huge" not in ln) + "\n")
+    r = _cli("run", "--model", str(tiny_model_dir), "--backend", "hf", "--dataset", str(data),
+             "--methods", "binary", "--out", str(tmp_path / "r2"), "--answer-tokens", "16")
+    assert r.returncode == 2 and "sample 'long:1': its prompt is 50" in r.stderr, r.stderr

@@ -199,6 +199,13 @@ class HFBackend(Backend):
             if handle is not None:
                 handle.remove()
 
+    @property
+    def context_length(self) -> int | None:
+        cfg = self.model.config
+        cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        n = getattr(cfg, "max_position_embeddings", None)
+        return int(n) if n else None
+
     def hidden_layout(self) -> HiddenLayout:
         return HiddenLayout(num_layers(self.model), int(self.model.config.hidden_size), CONVENTION)
 

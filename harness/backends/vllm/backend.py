@@ -142,6 +142,10 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
     def vocab_size(self) -> int:
         return self._vocab
 
+    @property
+    def context_length(self) -> int | None:
+        return int(self.llm.llm_engine.model_config.max_model_len)
+
     def _run(self, prompts: Sequence[TokenIds], params: Any | list[Any]) -> list[Any]:
         from vllm.inputs import TokensPrompt  # optional, heavy
 
