@@ -284,3 +284,44 @@ def test_a_prompt_longer_than_the_context_is_refused_before_any_model_call(tmp_p
     r = _cli("run", "--model", str(tiny_model_dir), "--backend", "hf", "--dataset", str(data),
              "--methods", "binary", "--out", str(tmp_path / "r2"), "--answer-tokens", "16")
     assert r.returncode == 2 and "sample 'long:1': its prompt is 50" in r.stderr, r.stderr
+
+
+# --- misleading or silent input ----------------------------------------------------------------
+
+def test_misleading_inputs_are_named(tmp_path):
+    obj = tmp_path / "obj.json"
+    obj.write_text(json.dumps({"records": []}))
+    r = _cli("data", "validate", str(obj))
+    assert r.returncode == 2 and "expected a JSON array of records" in r.stderr
+    assert "Inspect" in r.stderr and "corrupt" not in r.stderr.lower()
+
+    flag = tmp_path / "flag.jsonl"
+    flag.write_text(json.dumps({"id": True, "label": "eval", "messages": [
+        {"role": "user", "content": "hi"}], "metadata": {"category": "a"}}) + "\n")
+    r = _cli("data", "validate", str(flag))
+    assert r.returncode == 2 and "record 1: field 'id'" in r.stderr
+
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text("".join(json.dumps({"id": f"a:{i}", "label": lab, "category": "oops", "messages": [
+        {"role": "user", "content": "hi"}], "metadata": {"category": "a"}}) + "\n"
+        for i, lab in enumerate(["eval", "deploy"])))
+    r = _cli("data", "validate", str(extra))
+    assert r.returncode == 0
+    assert "field 'category' in 2 record(s) is not read; did you mean metadata.category?" in r.stderr
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(extra.read_text().splitlines()[0] + "\n{oops\n")
+    r = _cli("data", "validate", str(bad))
+    assert "record 2: invalid JSON on line 2" in r.stderr  # both counted from 1
+
+
+def test_a_limit_above_the_dataset_size_is_said(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from harness.backends import registry
+    from harness.cli.main import cli
+
+    monkeypatch.setattr(registry, "make_backend", lambda *a, **k: (_ for _ in ()).throw(SystemExit(7)))
+    r = CliRunner().invoke(cli, ["run", "--model", "smollm2", "--backend", "hf", "--dataset", "demo",
+                                 "--limit", "99999", "--methods", "binary", "--out", str(tmp_path / "r")])
+    assert "note: --limit 99999: the dataset has 96 samples; all are used" in r.output

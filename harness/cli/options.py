@@ -102,6 +102,11 @@ def limit_options(f: F) -> F:
             raise click.UsageError("give --limit (stratified) or --first (file order), not both")
 
         def subset(samples: Sequence[Sample]) -> list[Sample]:
+            n = limit or first
+            if n is not None and n > len(samples):
+                flag = "--limit" if limit is not None else "--first"
+                click.echo(f"note: {flag} {n}: the dataset has {len(samples)} samples; all are used",
+                           err=True)
             return select(samples, limit=limit, first=first)
         return f(*args, subset=subset, **kwargs)
     return wrapper
