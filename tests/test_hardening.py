@@ -325,3 +325,30 @@ def test_a_limit_above_the_dataset_size_is_said(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["run", "--model", "smollm2", "--backend", "hf", "--dataset", "demo",
                                  "--limit", "99999", "--methods", "binary", "--out", str(tmp_path / "r")])
     assert "note: --limit 99999: the dataset has 96 samples; all are used" in r.output
+
+
+# --- the report of a run in progress; a method with no signal ---------------------------------
+
+def test_report_marks_an_incomplete_run_and_a_method_without_signal(tmp_path):
+    from harness.reporting.report import write_report
+    from harness.runlog import RunLog
+    from tests.test_report import make_run
+
+    run = make_run(tmp_path / "run", model="m", seed=3, n_votes=5, n_samples=24)
+    store = RunLog(run)
+    store.set_meta("manifest", {})  # as while the run is in progress: no manifest yet
+    store.set_meta("model_identity", {"backend": "hf", "weights_sha256": "beefbeefbeef" + "0" * 52})
+    recs = [r.to_dict() for r in store.results("logprob")]
+    store.replace_results("logprob", [{**r, "prediction": None, "score": None} for r in recs])
+    recs = [r.to_dict() for r in store.results("binary")]
+    store.replace_results("binary", recs[:10])
+    store.close()
+    md, page = write_report([run], tmp_path / "rep", n_boot=20)
+    text = md.read_text()
+    assert "| hf | beefbeefbeef |" in text  # backend and weights from the log, not "?"
+    assert "24 (incomplete)" in text and "binary: 10/24 samples" in text
+    assert "no manifest yet (the run is in progress or was interrupted)" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| run | logprob"))
+    assert "– (no signal)" in row and "0% [0, 0]" not in row
+    assert "`logprob`: no signal on run:" in text and not (tmp_path / "rep" / "bars_logprob.png").exists()
+    assert "<strong>Warning:</strong>" in page.read_text() and "**Warning:**" not in page.read_text()

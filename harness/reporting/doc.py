@@ -50,7 +50,8 @@ class Doc:
     def html(self, title: str) -> str:
         def inline(t: str) -> str:
             parts = html.escape(t).split("`")
-            return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+            return "".join(f"<code>{p}</code>" if i % 2 else _BOLD.sub(r"<strong>\1</strong>", p)
+                           for i, p in enumerate(parts))
 
         out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
                "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;"
@@ -75,6 +76,7 @@ class Doc:
         return "\n".join(out)
 
 
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")
 _ENTITY = re.compile(r"&(?=#?\w+;)")
 

@@ -14,6 +14,14 @@ def bars_section(ctx: ReportContext) -> None:
     models = [r.label for r in ctx.runs]
     for m in ctx.methods:
         runs = [r for r in ctx.runs if m in r.records]
+        silent = [r for r in runs if ctx.summ[(m, r.label)]["undecided"] == ctx.summ[(m, r.label)]["n"]]
+        if silent:
+            d.p(f"`{m}`: no signal on {', '.join(r.label for r in silent)}: every sample was withheld "
+                "or undecided, so there is no share to show" + (" (no bars)." if len(silent) == len(runs)
+                                                                 else "; bars for the others."))
+            runs = [r for r in runs if r not in silent]
+            if not runs:
+                continue
         path = ctx.plots.class_bars(ctx.out / f"bars_{slug(m)}.png", m, [r.label for r in runs],
                                     [ctx.summ[(m, r.label)]["eval_correct"] for r in runs],
                                     [ctx.summ[(m, r.label)]["deploy_correct"] for r in runs])
