@@ -54,7 +54,7 @@ def test_missing_model_is_a_clean_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tmp_path / "none"),
                         "--backend", "hf", "--dataset", "demo", "--out", str(tmp_path / "r")],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "neither a local directory nor in the local" in r.stderr
+    assert r.returncode == 2 and "neither a local directory nor a hub id" in r.stderr
 
 
 # --- early refusal and backend lifecycle ----------------------------------------------------

@@ -352,3 +352,37 @@ def test_report_marks_an_incomplete_run_and_a_method_without_signal(tmp_path):
     assert "– (no signal)" in row and "0% [0, 0]" not in row
     assert "`logprob`: no signal on run:" in text and not (tmp_path / "rep" / "bars_logprob.png").exists()
     assert "<strong>Warning:</strong>" in page.read_text() and "**Warning:**" not in page.read_text()
+
+
+# --- hub ids download as their users expect (a loopback server stands in for the hub) ----------
+
+def test_a_hub_id_is_downloaded_at_a_revision_unless_offline(tmp_path, tiny_model_dir):
+    import os
+
+    from tests.helpers.fake_hub import FakeHub
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_HOME=str(tmp_path / "hf"), EVALAWARE_QUIET="1")
+    with FakeHub({"org/tiny": {"main": tiny_model_dir, "v2": tiny_model_dir}}) as hub:
+        env["HF_ENDPOINT"] = hub.url
+        args = [sys.executable, "-m", "harness.cli", "run", "--model", "org/tiny", "--backend", "hf",
+                "--dataset", "demo", "--limit", "2", "--methods", "logprob"]
+        r = subprocess.run(args + ["--offline", "--out", str(tmp_path / "off")], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "downloads are off" in r.stderr.strip().splitlines()[-1]
+        assert not any("resolve" in q for q in hub.requests)
+        r = subprocess.run(args + ["--revision", "v2", "--out", str(tmp_path / "r")], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert "downloading org/tiny@v2 from the hub" in r.stderr
+        assert any(q.startswith("GET /org/tiny/resolve/") and q.endswith("model.safetensors")
+                   for q in hub.requests)
+        man = json.loads((tmp_path / "r" / "manifest.json").read_text())["model"]
+        assert man["model"] == "org/tiny" and man["revision"] == "v2"
+        from harness.models.fingerprint import weights_hash
+        assert man["identity"]["weights_sha256"] == weights_hash(tiny_model_dir)
+        n = len(hub.requests)  # cached now: offline, the same revision loads and asks the hub nothing
+        r = subprocess.run(args + ["--offline", "--revision", "v2", "--out", str(tmp_path / "off2")],
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert len(hub.requests) == n

@@ -20,7 +20,7 @@ from harness.backends.openai.http_client import normalize_base_url
 from harness.backends.vllm.backend import VLLMBackend, refuse_data_parallel  # vllm: when started
 from harness.core import console
 from harness.core.errors import EvalAwareError
-from harness.models.fingerprint import local_model_path
+from harness.models.fingerprint import check_model
 
 BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
                                               "openai": OpenAIBackend}
@@ -74,7 +74,7 @@ ENGINE_OPTIONS: tuple[EngineOption, ...] = (
 
 BY_NAME = {o.name: o for o in ENGINE_OPTIONS}
 
-COMMON = {"hf": {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer"},
+COMMON = {"hf": {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer", "revision"},
           "openai": {"tokenizer", "api_key", "timeout", "max_retries"}}
 """The keywords hf and openai take besides their :data:`ENGINE_OPTIONS`; vllm takes every other
 keyword (its engine's own, e.g. ``seed``, ``enforce_eager``), except these of hf and openai:"""
@@ -123,7 +123,7 @@ def check_backend(kind: str, model: str, opts: dict[str, Any],
     if kind == "vllm":
         refuse_data_parallel(opts.get("data_parallel_size"))
     if kind in ("hf", "vllm"):
-        local_model_path(model)
+        check_model(model, opts.get("revision"))  # a hub id not cached is downloaded on opening
 
 
 def open_backend(kind: str, model: str, role: str = "model", **opts: Any) -> Backend:

@@ -51,6 +51,11 @@ from tokenization import TargetWords
 F = Callable[..., Any]
 
 
+def _set_offline(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:  # read by huggingface_hub and transformers when they are first used
+        os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
 def _set_verbosity(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     root = ctx.find_root()
     if value:
@@ -159,6 +164,7 @@ class EngineOptions:
     api_key_env: str = "OPENAI_API_KEY"
     trust_remote_code: bool = False
     enable_thinking: bool | None = None
+    revision: str | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -175,7 +181,7 @@ class EngineOptions:
         specific["base_url"] = list(self.base_urls) or None
         return dict(dtype=self.dtype, tokenizer=self.tokenizer, batch_size=self.hf_batch_size,
                     **specific, api_key=self.api_key if backend == "openai" else None,
-                    trust_remote_code=self.trust_remote_code or None)
+                    trust_remote_code=self.trust_remote_code or None, revision=self.revision)
 
     def given(self) -> list[str]:
         """The flags of the backend-specific options given a value."""
@@ -284,6 +290,10 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
                      help="openai: env var holding the key."),
         click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code."),
+        click.option("--revision", help="Hub models: the branch, tag or commit to load (recorded)."),
+        click.option("--offline", is_flag=True, is_eager=True, expose_value=False,
+                     callback=_set_offline, help="Never download: a hub id must be in the local "
+                     "Hugging Face cache (as with HF_HUB_OFFLINE=1)."),
         click.option("--enable-thinking/--disable-thinking", default=None,
                      help="Chat-template switch for reasoning models (Qwen3); recorded in the manifest."),
     ]
