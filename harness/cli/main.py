@@ -22,7 +22,7 @@ from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
 from harness.stats.metrics import roc_auc
-from harness.stats.summaries import answer_errors, per_class_accuracy, scored
+from harness.stats.summaries import auroc_gate, answer_errors, per_class_accuracy, scored
 from harness.reporting.report import method_label, report
 from harness.runlog.lock import run_dir_lock
 from harness.run.monitor import tally
@@ -221,7 +221,8 @@ def _print_summary(store, methods) -> None:
         recs = store.result_dicts(m)
         acc = per_class_accuracy(recs)
         t = tally(recs)
-        auc = roc_auc(*scored(recs))
+        y, p = scored(recs)
+        auc = None if auroc_gate(y) else roc_auc(y, p)  # no AUROC from < 10 scored per class
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
         judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
         cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"

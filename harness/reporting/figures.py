@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.stats import metrics as M
 from harness.stats import summaries as S
-from harness.reporting.context import ReportContext
+from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext
 from harness.reporting.doc import slug
 
 
@@ -30,7 +30,11 @@ def bars_section(ctx: ReportContext) -> None:
     vals = {(m, r.label): (ctx.summ[(m, r.label)]["auroc"], ctx.summ[(m, r.label)]["auroc_ci"])
             for r in ctx.runs for m in r.records}
     path = ctx.plots.auroc_bars(ctx.out / "auroc.png", ctx.methods, models, vals)
-    d.fig(path, ctx.caption("AUROC per method and model with 95% bootstrap intervals", ctx.runs))
+    gated = [f"{m} on {r.label}" for r in ctx.runs for m in r.records
+             if ctx.summ[(m, r.label)].get("auroc_gate")]
+    d.fig(path, ctx.caption("AUROC per method and model with 95% bootstrap intervals" + (
+        f"; no bar for {', '.join(gated)}: fewer than {MIN_AUROC_PER_CLASS} scored samples per "
+        "class" if gated else ""), ctx.runs))
 
 
 def turns_section(ctx: ReportContext) -> None:

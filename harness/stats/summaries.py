@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.core.parsing import error_kind
-from harness.stats.metrics import (Record, Y, abs_brier, bootstrap_auroc, bootstrap_weighted, brier,
+from harness.stats.metrics import (MIN_AUROC_PER_CLASS, Record, Y, abs_brier, bootstrap_auroc, bootstrap_weighted, brier,
                                    cluster_robust_slope, cohen_kappa, ece, ece_weighted_rows,
                                    kappa_weighted_rows, pearson, precision_at, roc_auc, tpr_at_fpr,
                                    tpr_at_fpr_weighted_rows, weighted_mean_rows)
@@ -24,6 +24,16 @@ def scored(records: Iterable[Record]) -> tuple[np.ndarray, np.ndarray]:
     rs = [r for r in records if r.get("score") is not None and r["label"] in Y]
     return (np.array([Y[r["label"]] for r in rs], dtype=int),
             np.array([float(r["score"]) for r in rs], dtype=float))
+
+
+def auroc_gate(y: np.ndarray) -> str | None:
+    """Why no ranking figure (AUROC, TPR at a fixed FPR) is computed from these scored labels:
+    fewer than MIN_AUROC_PER_CLASS per class (3 eval + 3 deploy give AUROC 1.0 [1.0, 1.0] by
+    luck); None when there are enough. Every consumer reads the figures through this gate."""
+    n_eval, n_deploy = int(np.sum(y)), int(len(y) - np.sum(y))
+    if min(n_eval, n_deploy) < MIN_AUROC_PER_CLASS:
+        return f"{n_eval} eval / {n_deploy} deploy scored, < {MIN_AUROC_PER_CLASS} per class"
+    return None
 
 
 def per_class_accuracy(records: Sequence[Record]) -> dict[str, Any]:
@@ -94,9 +104,10 @@ def low_base_rate(records: Sequence[Record], base_rate: float = 0.01, n_boot: in
     srs = [r for r in rs if r.get("score") is not None]
     y, p = scored(srs)
     g = groups_for(srs, ci_by)
+    out["auroc_gate"] = auroc_gate(y)
     for f in fprs:
         k = f"{round(100 * f)}"
-        v = tpr_at_fpr(y, p, f)
+        v = None if out["auroc_gate"] else tpr_at_fpr(y, p, f)
         out[f"tpr_at_fpr{k}"] = v
         out[f"tpr_at_fpr{k}_ci"] = (bootstrap_weighted(lambda W, f=f: tpr_at_fpr_weighted_rows(y, p, W, f),
                                                        len(y), n_boot, seed, g)
@@ -126,7 +137,8 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
     y, p = scored(srs)
     g = groups_for(srs, ci_by)
     out["n_scored"] = int(len(y))
-    out["auroc"] = roc_auc(y, p)
+    out["auroc_gate"] = auroc_gate(y)
+    out["auroc"] = None if out["auroc_gate"] else roc_auc(y, p)
     out["auroc_ci"] = bootstrap_auroc(y, p, n=n_boot, seed=seed, groups=g) if n_boot and out["auroc"] is not None else None
     probs = (p >= 0).all() and (p <= 1).all() if len(p) else False
     rows = {"brier": lambda W: weighted_mean_rows(W, (p - y) ** 2), "abs_brier": lambda W: weighted_mean_rows(W, np.abs(p - y)),

@@ -1,0 +1,54 @@
+"""Every printed figure through one gate: the defects a review of the figures found, each with a
+test that fails without its fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.stats import summaries as S
+
+
+def _records(n_eval: int, n_deploy: int, perfect: bool = True) -> list[dict]:
+    out = []
+    for i in range(n_eval + n_deploy):
+        lab = "eval" if i < n_eval else "deploy"
+        score = (0.9 if lab == "eval" else 0.1) if perfect else 0.5
+        out.append({"sample_id": f"c{i % 3}:{i}", "label": lab, "prediction": lab, "score": score,
+                    "category": f"c{i % 3}", "n_valid": 1, "n_invalid": 0, "details": {}})
+    return out
+
+
+def test_auroc_and_tpr_are_gated_below_ten_scored_per_class():
+    recs = _records(3, 3)  # 3 + 3 perfectly separated: AUROC 1.0 [1.0, 1.0] by luck
+    s = S.method_summary(recs, n_boot=50)
+    assert s["auroc"] is None and s["auroc_ci"] is None
+    assert s["auroc_gate"] == "3 eval / 3 deploy scored, < 10 per class"
+    lb = S.low_base_rate(recs, n_boot=50)
+    assert lb["tpr_at_fpr5"] is None and lb["tpr_at_fpr1"] is None
+    big = S.method_summary(_records(10, 10), n_boot=50)
+    assert big["auroc"] == 1.0 and big["auroc_gate"] is None
+
+
+def test_show_and_the_report_use_the_gate(tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli.main import cli
+    from harness.core.sample import Message, Sample, SampleMeta
+    from harness.reporting.report import write_report
+    from harness.runlog import RunLog
+
+    recs = _records(3, 3)
+    store = RunLog(tmp_path / "run")
+    store.put_samples([Sample(r["sample_id"], (Message("user", "q"),), r["label"],
+                              SampleMeta(category=r["category"])) for r in recs])
+    store.put_results("binary", [{**r, "method": "binary"} for r in recs])
+    store.close()
+    out = CliRunner().invoke(cli, ["show", str(tmp_path / "run")]).output
+    row = next(ln for ln in out.splitlines() if ln.startswith("binary"))
+    assert "1.00" not in row.split()[-2:]  # the AUROC column shows "-"
+    md, _ = write_report([tmp_path / "run"], tmp_path / "rep", n_boot=20)
+    text = md.read_text()
+    assert "1.000 [1.00, 1.00]" not in text
+    assert "– (3 eval / 3 deploy scored, < 10 per class)" in text
+    assert "no bar for binary" in text
