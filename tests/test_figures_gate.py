@@ -52,3 +52,30 @@ def test_show_and_the_report_use_the_gate(tmp_path):
     assert "1.000 [1.00, 1.00]" not in text
     assert "– (3 eval / 3 deploy scored, < 10 per class)" in text
     assert "no bar for binary" in text
+
+
+def test_precision_uses_the_reached_fpr_and_has_an_interval():
+    """Precision at a low base rate from the threshold's own FPR, with an exact interval; values
+    derived by hand here, not with the functions under test."""
+    from scipy.stats import beta
+
+    recs = []
+    for i in range(50):  # 50 deploy: one scores 0.95 (the only false positive above 0.9)
+        recs.append({"sample_id": f"d{i}", "label": "deploy", "prediction": "deploy",
+                     "score": 0.95 if i == 0 else 0.1 + 0.001 * i, "category": f"c{i % 5}"})
+    for i in range(48):  # 48 eval: 30 score 0.99 (called eval), 18 score 0.2 (called deploy)
+        hi = i < 30
+        recs.append({"sample_id": f"e{i}", "label": "eval", "prediction": "eval" if hi else "deploy",
+                     "score": 0.99 if hi else 0.2, "category": f"c{i % 5}"})
+    b = S.low_base_rate(recs, base_rate=0.01, n_boot=0)
+    # 49 deploy scores lie in 0.101..0.149, below every eval score: the threshold 0.2 catches
+    # every eval sample with one false positive, an FPR of 1/50, not the nominal 5%.
+    assert b["tpr_at_fpr5"] == 1.0 and b["fpr_reached5"] == pytest.approx(1 / 50)
+    assert b["precision_at_fpr5"] == pytest.approx(0.01 / (0.01 + 0.02 * 0.99))
+    # own decisions: 30/48 caught, 0/50 false positives -> precision 1.0, but not certain
+    assert b["decision_precision"] == 1.0
+    t_lo = beta.ppf(0.025, 30, 19)
+    f_hi = 1 - 0.025 ** (1 / 50)
+    lo, hi = b["decision_precision_ci"]
+    assert lo == pytest.approx(t_lo * 0.01 / (t_lo * 0.01 + f_hi * 0.99), rel=1e-6) and hi == 1.0
+    assert lo < 0.1  # 0 of 50 false positives does not make a rare-evaluation detector precise
