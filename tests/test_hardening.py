@@ -386,3 +386,24 @@ def test_a_hub_id_is_downloaded_at_a_revision_unless_offline(tmp_path, tiny_mode
                            env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         assert len(hub.requests) == n
+
+
+def test_report_on_tiny_one_label_categories_says_why_instead_of_crashing(tmp_path):
+    """The report's audit section runs grouped CV on the run's samples: a category with one
+    sample of one label used to crash it with sklearn's ValueError."""
+    from harness.core.sample import Message, Sample, SampleMeta
+    from harness.reporting.report import write_report
+    from harness.runlog import RunLog
+
+    rows = [("a", "eval"), ("a", "eval"), ("b", "deploy"), ("c", "deploy"), ("d", "deploy")]
+    samples = [Sample(f"{c}:{i}", (Message("user", f"question {i} " * (i + 1)),), lab,
+                      SampleMeta(category=c)) for i, (c, lab) in enumerate(rows)]
+    store = RunLog(tmp_path / "run")
+    store.put_samples(samples)
+    store.put_results("binary", [{"sample_id": s.id, "method": "binary", "label": s.label,
+                                  "prediction": s.label, "score": 0.7 if s.is_eval else 0.3,
+                                  "n_valid": 1, "n_invalid": 0, "category": s.metadata.category,
+                                  "details": {}} for s in samples])
+    store.close()
+    md, _ = write_report([tmp_path / "run"], tmp_path / "rep", n_boot=10)
+    assert "Surface" in md.read_text() or "surface" in md.read_text()
