@@ -79,3 +79,29 @@ def test_precision_uses_the_reached_fpr_and_has_an_interval():
     lo, hi = b["decision_precision_ci"]
     assert lo == pytest.approx(t_lo * 0.01 / (t_lo * 0.01 + f_hi * 0.99), rel=1e-6) and hi == 1.0
     assert lo < 0.1  # 0 of 50 false positives does not make a rare-evaluation detector precise
+
+
+def test_steering_compares_conditions_on_the_samples_scored_in_all(monkeypatch):
+    """-0.1 kept a score on 25 of 48 samples, the control on 48: their means were compared as if
+    on the same samples. Now P(eval) and delta use the samples scored in every condition."""
+    from probes.steering import report as R
+
+    def recs(scores):
+        return [{"sample_id": f"c{i % 4}:{i}", "score": s, "prediction": None if s is None else "eval"}
+                for i, s in enumerate(scores)]
+
+    base = [0.5] * 8
+    steered = [0.6] * 4 + [None] * 4  # the gate withheld half the samples
+    control = [0.5] * 4 + [0.9] * 4  # high where the steered condition has no score
+    groups = {f"c{i % 4}:{i}": f"c{i % 4}" for i in range(8)}
+    data = {name: {"records": {"logprob_question": recs(sc)}, "groups": groups, "control": ctl,
+                   "alpha": a, "sanity": None}
+            for name, sc, ctl, a in (("unsteered_0", base, "none", 0.0),
+                                     ("vector_+0.1", steered, "vector", 0.1),
+                                     ("random_+0.1", control, "random", 0.1))}
+    monkeypatch.setattr(R, "load_conditions", lambda out: ({"plan": 1}, data))
+    rows = {r["condition"]: r for r in R.dose_response("unused", n_boot=0)["methods"]["logprob_question"]}
+    assert all(r["n_common"] == 4 for r in rows.values())
+    assert rows["random_+0.1"]["delta"] == pytest.approx(0.0)  # 0.9s are not among the common 4
+    assert rows["random_+0.1"]["p_eval"] == pytest.approx(0.5)
+    assert rows["vector_+0.1"]["delta"] == pytest.approx(0.1)
