@@ -105,3 +105,22 @@ def test_steering_compares_conditions_on_the_samples_scored_in_all(monkeypatch):
     assert rows["random_+0.1"]["delta"] == pytest.approx(0.0)  # 0.9s are not among the common 4
     assert rows["random_+0.1"]["p_eval"] == pytest.approx(0.5)
     assert rows["vector_+0.1"]["delta"] == pytest.approx(0.1)
+
+
+def test_steering_layer_is_chosen_without_the_held_out_samples():
+    """The layer whose held-out AUROC is best must not win because of it: the choice is made on an
+    inner split of the training categories."""
+    from probes.steering.build import _inner_selection
+    from probes.steering.direction import SteeringVector
+
+    rng = np.random.default_rng(0)
+    y = np.array([1, 0] * 40)
+    groups = [f"g{i % 8}" for i in range(80)]
+    X = {1: rng.normal(size=(80, 16)), 2: rng.normal(size=(80, 16))}
+    X[2][:, 0] += 3.0 * y  # layer 2 separates the classes in training; layer 1 is noise
+    sel, how = _inner_selection(X, y, groups, seed=0)
+    assert sel["2"] > 0.9 and abs(sel["1"] - 0.5) < 0.3 and "inner split" in how
+    units = {l: np.eye(16)[0] for l in (1, 2)}
+    vec = SteeringVector(units, units, {1: 1.0, 2: 1.0}, {"heldout_auroc": {"1": 0.99, "2": 0.6},
+                                                   "selection_auroc": sel})
+    assert vec.best_layer() == 2  # the held-out 0.99 of layer 1 plays no part
