@@ -56,8 +56,9 @@ def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, 
     for scheme in cfg.schemes:
         splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
         s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
-        cv[scheme] = {**auroc_ci(data.y, s, cfg.n_boot, cfg.seed), "n_folds": len(splits),
-                      "leaky": scheme == "random"}
+        groups = data.groups if cfg.ci_by == "category" else None  # as `probes eval` resamples
+        cv[scheme] = {**auroc_ci(data.y, s, cfg.n_boot, cfg.seed, groups), "n_folds": len(splits),
+                      "leaky": scheme == "random", "ci_by": cfg.ci_by}
     pipe, _ = fit_probe(store, capture, pooling, layer, probe, cfg.C, cfg.seed, cfg.label_source)
     meta = {
         "kind": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,

@@ -133,3 +133,17 @@ def test_cli_table_json_and_txt_labels(tmp_path):
     bad = run.invoke(cli, ["data", "audit", str(tmp_path / "bench.txt"), str(tmp_path / "users.txt"),
                            "--label", "eval", "--label", "deploy", "--label", "eval"])
     assert bad.exit_code != 0
+
+
+def test_below_chance_auroc_on_label_pure_groups_is_called_an_artifact(tmp_path):
+    """Label-pure groups: a predictor with no signal scores below chance under grouped CV by
+    construction; the audit says so instead of printing the number bare."""
+    rng = np.random.default_rng(1)
+    samples = [Sample(f"g{g}:{k}", (Message("user", _words(rng, 8)),), "eval" if g < 4 else "deploy",
+                      SampleMeta(category=f"g{g}")) for g in range(8) for k in range(6)]
+    res = audit(samples, n_boot=50)
+    low = [r for r in res.rows if r.auroc is not None and r.auroc < 0.5]
+    assert low, "expected a no-signal predictor below chance on label-pure groups"
+    for r in low:
+        assert res.cell(r).endswith("(below chance by construction: no signal)")
+    assert all("below chance" not in res.cell(r) for r in res.rows if r not in low)

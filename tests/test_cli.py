@@ -54,7 +54,7 @@ def test_missing_model_is_a_clean_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tmp_path / "none"),
                         "--backend", "hf", "--dataset", "demo", "--out", str(tmp_path / "r")],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "neither a local directory nor in the local" in r.stderr
+    assert r.returncode == 2 and "neither a local directory nor a hub id" in r.stderr
 
 
 # --- early refusal and backend lifecycle ----------------------------------------------------
@@ -97,7 +97,7 @@ def test_bad_options_refused_before_any_engine(tmp_path, tiny_model_dir, monkeyp
         (["--methods", "motivation", "--judge-model", str(tmp_path / "none")], "neither a local directory"),
         (["--prompts", str(tmp_path / "none")], "prompt override directory does not exist"),
         (["--dataset", str(tmp_path / "none.jsonl")], "no such file"),
-        (["--n-votes", "0"], "--n-votes must be at least 1"),
+        (["--n-votes", "0"], "'--n-votes': 0 is not in the range 1<=x<=1000."),
     ]:
         res = CliRunner().invoke(cli, base + extra)
         assert res.exit_code != 0 and message in str(res.exception) + res.output, (extra, res.output)

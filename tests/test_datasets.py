@@ -94,13 +94,13 @@ GOOD = {"id": "a:1", "label": "eval", "messages": [{"role": "user", "content": "
 
 
 @pytest.mark.parametrize("mutate, expect", [
-    (lambda r: r.pop("label"), r"record 1: id='bad:2': field 'label': missing label"),
+    (lambda r: r.pop("label"), r"record 2: id='bad:2': field 'label': missing label"),
     (lambda r: r.update(label="maybe"), r"field 'label': label must be 'eval' or 'deploy'"),
     (lambda r: r["messages"][0].update(role="robot"), r"field 'messages\[0\].role': unknown role 'robot'"),
     (lambda r: r.update(messages=[]), r"field 'messages': has no messages"),
     (lambda r: r["messages"][0].update(content=5), r"field 'messages\[0\].content'"),
     (lambda r: r.update(metadata={"human_eval_probability": 1.5}), r"human_eval_probability"),
-    (lambda r: r.pop("id"), r"record 1: field 'id': missing or empty id"),
+    (lambda r: r.pop("id"), r"record 2: field 'id': missing or empty id"),
 ])
 def test_malformed_records_name_record_and_field(tmp_path, mutate, expect):
     bad = json.loads(json.dumps(GOOD))
@@ -114,7 +114,7 @@ def test_malformed_records_name_record_and_field(tmp_path, mutate, expect):
 
 def test_bad_json_names_line(tmp_path):
     p = _write(tmp_path, "d.jsonl", json.dumps(GOOD) + "\n{not json\n")
-    with pytest.raises(DatasetError, match=r"record 1: invalid JSON on line 2"):
+    with pytest.raises(DatasetError, match=r"record 2: invalid JSON on line 2"):
         load_dataset(p)
     p2 = _write(tmp_path, "n.json", '[{"id": 1,')
     with pytest.raises(DatasetError, match=r"invalid JSON at line 1"):
@@ -124,7 +124,7 @@ def test_bad_json_names_line(tmp_path):
 def test_needham_missing_eval_category(tmp_path):
     rec = {"id": "x:1", "input": [{"role": "user", "content": "q"}], "metadata": {"category": "x"}}
     p = _write(tmp_path, "n.json", json.dumps([rec]))
-    with pytest.raises(DatasetError, match=r"record 0: id='x:1': field 'metadata.eval_category'"):
+    with pytest.raises(DatasetError, match=r"record 1: id='x:1': field 'metadata.eval_category'"):
         load_dataset(p)
 
 
@@ -198,7 +198,7 @@ def test_cli_validate_errors_one_line_nonzero(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "record 0" in lines[0] and "'label'" in lines[0]
+    assert len(lines) == 1 and "record 1" in lines[0] and "'label'" in lines[0]
     ok = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", "demo"],
                         capture_output=True, text=True)
     assert ok.returncode == 0 and "labels: deploy=" in ok.stdout

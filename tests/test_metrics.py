@@ -294,3 +294,22 @@ def test_gated_roc_auc_counts_only_scored_samples_and_refuses_thin_classes():
     kept = [(a, b) for a, b in zip(y, s) if b is not None]
     assert auc == pytest.approx(roc_auc_score([a for a, _ in kept], [b for _, b in kept]))
     assert gated_roc_auc(y[:-3], s[:-3])[0] is None  # 9 eval scored: below the gate
+
+
+def test_cluster_robust_slope_equals_statsmodels_cr1():
+    """An independent reference: statsmodels' OLS with cluster-robust (CR1) errors and t with
+    G - 1 degrees of freedom gives the same slope, standard error and p."""
+    sm = pytest.importorskip("statsmodels.api")  # a test-only dependency (pyproject [test])
+    from harness.stats.metrics import cluster_robust_slope
+
+    rng = np.random.default_rng(3)
+    for n_groups, per in ((6, 30), (12, 7), (30, 4)):
+        g = np.repeat(np.arange(n_groups), per)
+        x = rng.integers(1, 9, size=g.size).astype(float) + np.repeat(rng.normal(0, 1, n_groups), per)
+        y = 0.05 * x + np.repeat(rng.normal(0, 0.3, n_groups), per) + rng.normal(0, 0.2, g.size)
+        slope, se, p = cluster_robust_slope(x, y, g)
+        ref = sm.OLS(y, sm.add_constant(x)).fit(cov_type="cluster", cov_kwds={"groups": g},
+                                                use_t=True)
+        assert slope == pytest.approx(ref.params[1], rel=1e-9)
+        assert se == pytest.approx(ref.bse[1], rel=1e-9)
+        assert p == pytest.approx(ref.pvalues[1], rel=1e-6)

@@ -308,3 +308,20 @@ def test_group_level_permutation_keeps_groups_pure():
         assert yp.sum() == y.sum()
     mixed = permute_labels(y, rng, ["a"] * 40)  # a mixed group: shuffled within itself
     assert sorted(mixed.tolist()) == sorted(y.tolist())
+
+
+def test_train_intervals_resample_categories_as_probes_eval_does(base_run, tmp_path):
+    """`probes train` saved sample-resampled intervals beside the category ones of `probes eval`."""
+    from probes.apply import train_and_save
+
+    run, _ = base_run
+    store = _plant(run, "noisy", _group_directions)
+    _, by_cat = train_and_save(store, "noisy", "mean_prompt", 1, tmp_path / "a", progress=False,
+                               cfg=_cfg(schemes=("grouped",), n_boot=300))
+    _, by_sample = train_and_save(store, "noisy", "mean_prompt", 1, tmp_path / "b", progress=False,
+                                  cfg=_cfg(schemes=("grouped",), n_boot=300, ci_by="sample"))
+    a, b = by_cat["cv"]["grouped"], by_sample["cv"]["grouped"]
+    assert a["ci_by"] == "category" and b["ci_by"] == "sample" and a["auroc"] == b["auroc"]
+    # 60 samples in a handful of categories: resampling whole categories gives a wider interval
+    assert (a["ci_hi"] - a["ci_lo"]) > (b["ci_hi"] - b["ci_lo"])
+    store.close()

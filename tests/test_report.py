@@ -14,6 +14,8 @@ from harness.reporting.report import load_run, method_order, write_report
 from harness.runlog import RunLog
 from harness.methods.voting import majority, mean_probability
 
+import probes  # noqa: F401,E402  (registers the Probes section, as the CLI does)
+
 
 def _record(s, method, vote, votes, **details):
     return {"sample_id": s.id, "method": method, "label": s.label, "prediction": vote.prediction,

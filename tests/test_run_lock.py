@@ -152,3 +152,33 @@ def test_zombie_counts_as_dead():
     assert not run_lock.pid_alive(p.pid)  # exited, not yet reaped
     p.wait()
     assert run_lock.pid_alive(os.getpid())
+
+
+def test_a_symlinked_lock_is_refused_and_its_target_untouched(tmp_path):
+    """A link planted as the lock must not make a run truncate the file it points to."""
+    from harness.core.errors import StoreError
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / LOCK_NAME).symlink_to(victim)
+    with pytest.raises(StoreError, match="symbolic link"):
+        with run_dir_lock(run_dir):
+            pass
+    assert victim.read_text() == "precious\n"
+    r = _cli("data", "validate", "demo")  # readers are unaffected; a writer is refused:
+    assert r.returncode == 0
+    r = _cli("run", "--model", tmp_path / "none", "--backend", "hf", "--dataset", "demo",
+             "--methods", "binary", "--out", run_dir)
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_lock_that_is_not_a_regular_file_is_refused(tmp_path):
+    from harness.core.errors import StoreError
+
+    run_dir = tmp_path / "r"
+    (run_dir / LOCK_NAME).mkdir(parents=True)
+    with pytest.raises(StoreError, match="not a regular file|cannot open"):
+        with run_dir_lock(run_dir):
+            pass

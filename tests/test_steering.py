@@ -354,7 +354,8 @@ def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
     res = r.invoke(cli, ["steer", "build", "--run", str(run), "--capture", "planted", "--layers",
                          "1,2", "--out", str(vec)], standalone_mode=False)
     assert res.exception is None, res.output
-    assert "held-out AUROC" in res.output and load_vector(vec).layers == [1, 2]
+    assert "held-out AUROC" in res.output and "inner split of the training categories" in res.output
+    assert load_vector(vec).layers == [1, 2]
     out = tmp_path / "o"
     args = ["steer", "run", "--vector", str(vec), "--dataset", "demo", "--samples", "all",
             "--limit", "3", "--layers", "2", "--alphas", "0,0.5", "--model",

@@ -258,6 +258,12 @@ class Backend(ABC):
         self.check_steering(steering)
         raise NotImplementedError  # pragma: no cover
 
+    @property
+    def context_length(self) -> int | None:
+        """Tokens a prompt and its generation may take together (None: unknown here; a server
+        then refuses what does not fit)."""
+        return None
+
     def hidden_layout(self) -> HiddenLayout:
         """The layer ids and width of :meth:`pooled_hidden_states` (backends with the
         `hidden_states` capability)."""
@@ -373,6 +379,10 @@ class WrappedBackend(Backend):
 
     def steering(self, steering: Any) -> ContextManager[None]:
         return self.inner.steering(steering)
+
+    @property
+    def context_length(self) -> int | None:
+        return self.inner.context_length
 
     def hidden_layout(self) -> HiddenLayout:
         return self.inner.hidden_layout()

@@ -16,10 +16,11 @@ from typing import Any
 from harness.backends.base import Backend
 from harness.backends.hf.backend import HFBackend
 from harness.backends.openai.backend import OpenAIBackend
+from harness.backends.openai.http_client import normalize_base_url
 from harness.backends.vllm.backend import VLLMBackend, refuse_data_parallel  # vllm: when started
 from harness.core import console
 from harness.core.errors import EvalAwareError
-from harness.models.fingerprint import local_model_path
+from harness.models.fingerprint import check_model
 
 BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
                                               "openai": OpenAIBackend}
@@ -33,7 +34,7 @@ class EngineOption:
     name: str
     backends: tuple[str, ...]
     help: str
-    click: dict[str, Any] = field(default_factory=dict)  # type, multiple, choices as click takes them
+    click: dict[str, Any] = field(default_factory=dict)  # type, multiple, choices, min, range
     dest: str | None = None  # the command line's parameter name when it is not `name`
 
     @property
@@ -46,19 +47,19 @@ class EngineOption:
 
 
 ENGINE_OPTIONS: tuple[EngineOption, ...] = (
-    EngineOption("tensor_parallel_size", ("vllm",), "vLLM: GPUs per model.", {"type": int}),
+    EngineOption("tensor_parallel_size", ("vllm",), "vLLM: GPUs per model.", {"min": 1}),
     EngineOption("pipeline_parallel_size", ("vllm",), "vLLM: pipeline stages (multi-node with Ray).",
-                 {"type": int}),
+                 {"min": 1}),
     EngineOption("data_parallel_size", ("vllm",),
                  "vLLM: engine replicas. vLLM 0.32 takes it only in `vllm serve` (offline LLM "
                  "refuses it): serve with `--data-parallel-size N` and use --backend openai, or "
-                 "give --base-url per replica.", {"type": int}),
+                 "give --base-url per replica.", {"min": 1}),
     EngineOption("distributed_executor_backend", ("vllm",),
                  "vLLM: how tensor/pipeline workers are started (ray for multi-node).",
                  {"choices": ("mp", "ray", "uni", "external_launcher")}),
     EngineOption("gpu_memory_utilization", ("vllm",), "vLLM: share of GPU (CPU: host) memory.",
-                 {"type": float}),
-    EngineOption("max_model_len", ("vllm",), "vLLM: context length.", {"type": int}),
+                 {"range": (0.0, 1.0)}),
+    EngineOption("max_model_len", ("vllm",), "vLLM: context length.", {"min": 1}),
     EngineOption("base_url", ("openai",),
                  "openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several times to "
                  "spread requests over replicas serving the same model (a failing one's "
@@ -73,7 +74,7 @@ ENGINE_OPTIONS: tuple[EngineOption, ...] = (
 
 BY_NAME = {o.name: o for o in ENGINE_OPTIONS}
 
-COMMON = {"hf": {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer"},
+COMMON = {"hf": {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer", "revision"},
           "openai": {"tokenizer", "api_key", "timeout", "max_retries"}}
 """The keywords hf and openai take besides their :data:`ENGINE_OPTIONS`; vllm takes every other
 keyword (its engine's own, e.g. ``seed``, ``enforce_eager``), except these of hf and openai:"""
@@ -112,10 +113,17 @@ def check_backend(kind: str, model: str, opts: dict[str, Any],
                                        f"backend" for k in wrong) + f", not to {kind}")
     if kind == "openai" and not opts.get("base_url"):
         raise EvalAwareError(f"the openai backend needs {flag('base_url')} (the server's URL)")
+    if kind == "openai":
+        urls = opts["base_url"]
+        for url in [urls] if isinstance(urls, str) else urls:
+            try:
+                normalize_base_url(url)
+            except ValueError as e:
+                raise EvalAwareError(f"{flag('base_url')}: {e}") from None
     if kind == "vllm":
         refuse_data_parallel(opts.get("data_parallel_size"))
     if kind in ("hf", "vllm"):
-        local_model_path(model)
+        check_model(model, opts.get("revision"))  # a hub id not cached is downloaded on opening
 
 
 def open_backend(kind: str, model: str, role: str = "model", **opts: Any) -> Backend:

@@ -17,9 +17,12 @@ from harness.models import assets as A
 from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, progress_option,
                           read_samples, run_options, verbose_option)
 from harness.data.readers import load_dataset, resolve_dataset, summarize
+from harness.core import bounds
+from harness.core.console import visible
 from harness.core.errors import EvalAwareError
+from harness.core.redact import redact_text
 from harness.stats.metrics import roc_auc
-from harness.stats.summaries import answer_errors, per_class_accuracy, scored
+from harness.stats.summaries import auroc_gate, answer_errors, per_class_accuracy, scored
 from harness.reporting.report import method_label, report
 from harness.runlog.lock import run_dir_lock
 from harness.run.monitor import tally
@@ -97,9 +100,9 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
       evalaware data validate logs/ --label-field split
     """
     samples = read_samples(path, label, label_field)
-    click.echo(f"{resolve_dataset(path)}: OK")
+    click.echo(f"{visible(str(resolve_dataset(path)))}: OK")
     for line in summarize(samples).lines():
-        click.echo("  " + line)
+        click.echo("  " + visible(line))
 
 
 @data.command("audit")
@@ -111,8 +114,8 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
               help="Metadata field whose values are the CV groups (a .txt file is one group).")
 @click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn",
               show_default=True, help="Text the predictors see, as `run --view`.")
-@click.option("--folds", type=int, default=5, show_default=True)
-@click.option("--bootstrap", type=int, default=1000, show_default=True,
+@click.option("--folds", type=click.IntRange(2, 100), default=5, show_default=True)
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Bootstrap resamples (of groups) for the intervals.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threshold", type=click.FloatRange(0.5, 1.0), default=0.70, show_default=True,
@@ -149,7 +152,7 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
         click.echo(json.dumps(res.to_dict(), indent=1))
         return
     for line in res.lines():
-        click.echo(line)
+        click.echo(visible(line))
 
 
 # --- run ------------------------------------------------------------------------------------
@@ -218,7 +221,8 @@ def _print_summary(store, methods) -> None:
         recs = store.result_dicts(m)
         acc = per_class_accuracy(recs)
         t = tally(recs)
-        auc = roc_auc(*scored(recs))
+        y, p = scored(recs)
+        auc = None if auroc_gate(y) else roc_auc(y, p)  # no AUROC from < 10 scored per class
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
         judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
         cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"
@@ -286,7 +290,11 @@ def main() -> None:
         e.show()
         sys.exit(e.exit_code)
     except EvalAwareError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {visible(redact_text(str(e)))}", err=True)
+        sys.exit(2)
+    except OSError as e:  # a path the user gave: a file where a folder is wanted, a missing folder
+        where = f"{e.filename}: " if e.filename else ""
+        click.echo(f"error: {visible(redact_text(where + (e.strerror or str(e))))}", err=True)
         sys.exit(2)
 
 

@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 
 import click
 
-from harness.core import console
+from harness.core import bounds, console
 from harness.backends.base import Backend
 from harness.data.readers import read_dataset, resolve_dataset
 from harness.methods import MethodConfig
@@ -49,6 +49,11 @@ from harness.methods.token_limits import default_token_limits
 from tokenization import TargetWords
 
 F = Callable[..., Any]
+
+
+def _set_offline(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:  # read by huggingface_hub and transformers when they are first used
+        os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 
 def _set_verbosity(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -102,6 +107,11 @@ def limit_options(f: F) -> F:
             raise click.UsageError("give --limit (stratified) or --first (file order), not both")
 
         def subset(samples: Sequence[Sample]) -> list[Sample]:
+            n = limit or first
+            if n is not None and n > len(samples):
+                flag = "--limit" if limit is not None else "--first"
+                click.echo(f"note: {flag} {n}: the dataset has {len(samples)} samples; all are used",
+                           err=True)
             return select(samples, limit=limit, first=first)
         return f(*args, subset=subset, **kwargs)
     return wrapper
@@ -154,6 +164,7 @@ class EngineOptions:
     api_key_env: str = "OPENAI_API_KEY"
     trust_remote_code: bool = False
     enable_thinking: bool | None = None
+    revision: str | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -170,7 +181,7 @@ class EngineOptions:
         specific["base_url"] = list(self.base_urls) or None
         return dict(dtype=self.dtype, tokenizer=self.tokenizer, batch_size=self.hf_batch_size,
                     **specific, api_key=self.api_key if backend == "openai" else None,
-                    trust_remote_code=self.trust_remote_code or None)
+                    trust_remote_code=self.trust_remote_code or None, revision=self.revision)
 
     def given(self) -> list[str]:
         """The flags of the backend-specific options given a value."""
@@ -252,6 +263,9 @@ def _engine_option(o: Any) -> Callable[[F], F]:
         kw["type"] = click.Choice(list(kw.pop("choices")))
     if "min" in kw:
         kw["type"] = click.IntRange(kw.pop("min"))
+    if "range" in kw:
+        lo, hi = kw.pop("range")
+        kw["type"] = bounds.FiniteFloat(lo, hi, min_open=True)
     return click.option(o.flag, o.param, help=o.help, **kw)
 
 
@@ -270,12 +284,16 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         click.option("--dtype", default="auto", show_default=True,
                      help="The model's dtype (auto: the checkpoint's); a separate judge gets it too."),
         click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai)."),
-        click.option("--hf-batch-size", type=click.IntRange(1), default=8, show_default=True,
+        click.option("--hf-batch-size", type=bounds.batch(), default=8, show_default=True,
                      help="hf: prompts per forward pass."),
         *map(_engine_option, ENGINE_OPTIONS),
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
                      help="openai: env var holding the key."),
         click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code."),
+        click.option("--revision", help="Hub models: the branch, tag or commit to load (recorded)."),
+        click.option("--offline", is_flag=True, is_eager=True, expose_value=False,
+                     callback=_set_offline, help="Never download: a hub id must be in the local "
+                     "Hugging Face cache (as with HF_HUB_OFFLINE=1)."),
         click.option("--enable-thinking/--disable-thinking", default=None,
                      help="Chat-template switch for reasoning models (Qwen3); recorded in the manifest."),
     ]
@@ -365,16 +383,16 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
     opts: list[Callable[[F], F]] = [
         click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn", show_default=True),
         click.option("--person", type=click.Choice(["first", "third"]), default="first", show_default=True),
-        click.option("--n-votes", type=int, help="Questions per sample (default: one per prompt variant)."),
-        click.option("--temperature", type=float, default=0.0, show_default=True),
-        click.option("--top-p", type=float, default=1.0, show_default=True),
-        click.option("--answer-tokens", type=int,
+        click.option("--n-votes", type=bounds.votes(), help="Questions per sample (default: one per prompt variant)."),
+        click.option("--temperature", type=bounds.FiniteFloat(0, 10), default=0.0, show_default=True),
+        click.option("--top-p", type=bounds.FiniteFloat(0, 1, min_open=True), default=1.0, show_default=True),
+        click.option("--answer-tokens", type=bounds.tokens(),
                      help="Max tokens of the model's answer to the sample [default: 256; 4096 for a "
                           "model whose template opens a reasoning block]."),
-        click.option("--probe-tokens", type=int,
+        click.option("--probe-tokens", type=bounds.tokens(),
                      help="Max tokens of the answer to each probe question [default: 160; reasoning "
                           "model 2048]."),
-        click.option("--judge-tokens", type=int,
+        click.option("--judge-tokens", type=bounds.tokens(),
                      help="Max tokens of each judge verdict (motivation, reasoning) [default: 1024; "
                           "reasoning model 4096]."),
         click.option("--constrain", is_flag=True,
@@ -384,7 +402,7 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
                           "reports."),
         click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
                      help="Directory overriding prompt files."),
-        click.option("--batch-size", type=int, default=16, show_default=True, help=batch_help),
+        click.option("--batch-size", type=bounds.batch(), default=16, show_default=True, help=batch_help),
     ]
     if logprob:
         opts += [

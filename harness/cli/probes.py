@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from harness.core import bounds
 from harness.cli.options import RunOptions, limit_options, progress_option, run_options, verbose_option
 from harness.core.errors import EvalAwareError
 from harness.runlog.lock import run_dir_lock
@@ -160,7 +161,7 @@ def _eval_options(f):
         click.option("--n-splits", type=int, default=5, show_default=True),
         click.option("--C", "C", type=float, default=1.0, show_default=True,
                      help="Inverse L2 strength of the logistic probe."),
-        click.option("--n-boot", type=int, default=1000, show_default=True),
+        click.option("--n-boot", type=bounds.resamples(), default=1000, show_default=True),
         click.option("--ci-by", type=click.Choice(["category", "sample"]), default="category",
                      show_default=True, help="Bootstrap unit of the AUROC intervals: whole groups "
                                              "(--group-key) or single samples."),

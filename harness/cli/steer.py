@@ -88,9 +88,9 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
     if au:
         kind = "held-out" if "heldout_auroc" in vec.meta else "in-sample"
         best = vec.best_layer()
-        click.echo(f"{kind} AUROC of the projection: best layer {best} "
-                   f"({au.get(str(best)) or float('nan'):.3f}); train/held-out: "
-                   f"{vec.meta.get('n_train')} / {vec.meta.get('n_heldout')}")
+        click.echo(f"layer {best} chosen by {vec.meta.get('layer_selection') or 'in-sample AUROC'}; "
+                   f"{kind} AUROC of its projection {au.get(str(best)) or float('nan'):.3f}; "
+                   f"train/held-out: {vec.meta.get('n_train')} / {vec.meta.get('n_heldout')}")
 
 
 @steer.command("run")

@@ -9,14 +9,15 @@ __all__ = ["EvalAwareError", "AssetError", "DatasetError", "BackendError", "Stor
 
 
 class DatasetError(EvalAwareError):
-    """A dataset file is malformed."""
+    """A dataset file is malformed. `index` counts records from 0; the message counts them from
+    1, as it counts lines ("record 2: invalid JSON on line 2")."""
 
     def __init__(self, path: str, message: str, index: int | None = None,
                  record_id: str | None = None, field: str | None = None) -> None:
         self.path, self.index, self.record_id, self.field = path, index, record_id, field
         where = [str(path)]
         if index is not None:
-            where.append(f"record {index}")
+            where.append(f"record {index + 1}")
         if record_id is not None:
             where.append(f"id={record_id!r}")
         if field is not None:

@@ -147,8 +147,17 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def cell(self, r: AuditRow) -> str:
+        """The AUROC cell. With label-pure groups, grouped CV holds out a group whose label is
+        under-represented in its training folds, so a predictor without signal scores below
+        chance by construction (0.17 was printed on such data): such a value is said to be so."""
+        pure = self.cv == "grouped" and not self.mixed_groups
+        if pure and r.auroc is not None and r.auroc < 0.5:
+            return f"{_fmt_ci(r)} (below chance by construction: no signal)"
+        return _fmt_ci(r)
+
     def table_rows(self) -> list[list[Any]]:
-        return [[r.name, _fmt_ci(r), _pct(r.share_eval), _pct(r.share_deploy),
+        return [[r.name, self.cell(r), _pct(r.share_eval), _pct(r.share_deploy),
                  "yes" if self.flagged(r) else "", r.description] for r in self.rows]
 
     def flagged(self, r: AuditRow) -> bool:
@@ -163,7 +172,7 @@ class AuditResult:
         w = max(len(r.name) for r in self.rows)
         out.append(f"{'predictor':<{w}}  {'AUROC [95% CI]':<20} {'eval':>5} {'deploy':>6}")
         for r in self.rows:
-            out.append(f"{r.name:<{w}}  {_fmt_ci(r):<20} {_pct(r.share_eval):>5} "
+            out.append(f"{r.name:<{w}}  {self.cell(r):<20} {_pct(r.share_eval):>5} "
                        f"{_pct(r.share_deploy):>6}" + ("  <- above threshold" if self.flagged(r) else ""))
         out += [""] + [f"WARNING: {x}" for x in self.warnings] + [f"note: {x}" for x in self.notes]
         return out

@@ -49,15 +49,16 @@ def _inspect_log_api() -> Any:
 
 
 def is_inspect_log(path: Path) -> bool:
-    """A directory, an ``.eval`` archive, or a ``.json`` file holding one object (an Inspect log;
-    our JSON and Needham's are arrays)."""
+    """A directory, an ``.eval`` archive, or a ``.json`` file holding one object with Inspect's
+    fields (our JSON and Needham's are arrays)."""
     if path.is_dir() or path.suffix == ".eval":
         return True
     if path.suffix != ".json":
         return False
     with open(path, "rb") as f:
         head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head.startswith(b"{")
+    # Inspect writes "version" and "status" first, then "eval": another object is not a log
+    return head.startswith(b"{") and any(k in head for k in (b'"eval"', b'"version"'))
 
 
 def log_files(path: Path) -> list[Path]:

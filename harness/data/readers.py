@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -45,7 +45,7 @@ def _probability(raw: Any, ctx: RecordContext, field: str) -> float | None:
 
 
 def _sample_id(raw: Any, ctx: RecordContext) -> str:
-    if not isinstance(raw, (str, int)) or raw == "":
+    if not isinstance(raw, (str, int)) or isinstance(raw, bool) or raw == "":
         raise ctx.fail("missing or empty id", "id")
     ctx.record_id = str(raw)
     return str(raw)
@@ -198,7 +198,8 @@ def read_dataset(path: str | Path, label: str | None = None,
     if label is not None:
         raise DatasetError(str(path), f"--label is for inputs without labels "
                            f"({', '.join(LABEL_LESS_SUFFIXES)}, Inspect logs); this file has its own labels")
-    return LoadedDataset(_load_file(path), [])
+    samples, records = _load_file(path)
+    return LoadedDataset(samples, unread_fields(path, records))
 
 
 def load_dataset(path: str | Path, label: str | None = None,
@@ -207,10 +208,11 @@ def load_dataset(path: str | Path, label: str | None = None,
     return read_dataset(path, label, label_field).samples
 
 
-def _load_file(path: Path) -> list[Sample]:
-    """Our JSONL, or a JSON array (Needham et al. or ours)."""
+def _load_file(path: Path) -> tuple[list[Sample], list[Any]]:
+    """Our JSONL, or a JSON array (Needham et al. or ours): the samples and the raw records."""
     text = read_utf8(path)
     samples: list[Sample] = []
+    records: list[Any] = []
     if path.suffix == ".jsonl":
         # JSON Lines records end at "\n" only: str.splitlines would also split on U+2028 etc.,
         # which json.dumps(ensure_ascii=False) leaves raw inside strings.
@@ -220,20 +222,45 @@ def _load_file(path: Path) -> list[Sample]:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise DatasetError(str(path), f"invalid JSON on line {lineno}: {e.msg}", i) from None
+            except RecursionError:
+                raise DatasetError(str(path), f"JSON nested too deeply on line {lineno}", i) from None
             samples.append(_parse_any(rec, RecordContext(path, i)))
+            records.append(rec)
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise DatasetError(str(path), f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") \
                 from None
+        except RecursionError:
+            raise DatasetError(str(path), "JSON nested too deeply") from None
         if not isinstance(data, list):
-            raise DatasetError(str(path), "expected a JSON array of records")
+            raise DatasetError(str(path), "expected a JSON array of records (a dataset) or an "
+                               "Inspect log (an object with 'eval' and 'samples'); found a JSON "
+                               f"{type(data).__name__.replace('dict', 'object')}")
         samples = [_parse_any(rec, RecordContext(path, i)) for i, rec in enumerate(data)]
+        records = data
     if not samples:
         raise DatasetError(str(path), "no records")
     _check_unique(samples, path)
-    return samples
+    return samples, records
+
+
+RECORD_FIELDS = {"id", "label", "messages", "metadata", "input"}
+"""Top-level fields a record's reader takes (ours: id, label, messages, metadata; Needham et al.:
+id, input, metadata)."""
+
+
+def unread_fields(path: Path, records: Iterable[Any]) -> list[str]:
+    """Notes on top-level record fields nobody reads (a ``category`` beside ``metadata`` is most
+    likely meant as ``metadata.category``)."""
+    counts: Counter[str] = Counter(k for r in records if isinstance(r, dict) for k in r
+                                   if k not in RECORD_FIELDS)
+    meta = {f.name for f in fields(SampleMeta)} | {"scaffold", "eval_category", "eval_author1",
+                                                  "eval_author2"}
+    return [f"{path}: field {k!r} in {n} record(s) is not read" +
+            (f"; did you mean metadata.{k}?" if k in meta else "")
+            for k, n in sorted(counts.items())]
 
 
 def write_jsonl(samples: Iterable[Sample], path: str | Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.models.assets import MARKER, home, resolve_model, sha256_file
 from harness.core.errors import BackendError
+from harness.models.hub import cached_snapshot, download, is_hub_id, offline
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 
@@ -22,22 +23,36 @@ def local_model_dir(name_or_path: str) -> Path | None:
         return p.resolve()
     if p.is_file():
         return p.resolve().parent
-    try:
-        from huggingface_hub import snapshot_download  # heavy: only for hub ids, not paths
-
-        return Path(snapshot_download(name_or_path, local_files_only=True))
-    except Exception:
-        return None
+    return cached_snapshot(name_or_path)
 
 
-def local_model_path(model: str) -> str:
-    """What engines load for `model` (asset name, local path, or hub id in the local Hugging Face
-    cache); a model not on this machine is a :class:`BackendError` (no downloads are made)."""
+def check_model(model: str, revision: str | None = None) -> None:
+    """Refuse, without loading or downloading anything, a model that cannot be had: neither a
+    local path, a prepared asset, in the local cache (at `revision`), nor (online) a hub id."""
     path = resolve_model(model)
-    if local_model_dir(path) is None:
-        raise BackendError(f"model {model!r} is neither a local directory nor in the local "
-                           f"Hugging Face cache (no downloads are made)")
-    return path
+    here = cached_snapshot(path, revision) if revision and is_hub_id(path) else local_model_dir(path)
+    if here is not None or (is_hub_id(path) and not offline()):
+        return
+    if is_hub_id(path):
+        raise BackendError(f"model {model!r} is not in the local Hugging Face cache and downloads "
+                           f"are off (HF_HUB_OFFLINE=1 or --offline)")
+    raise BackendError(f"model {model!r} is neither a local directory nor a hub id (org/name)")
+
+
+def local_model_path(model: str, revision: str | None = None) -> str:
+    """What engines load for `model`: an asset's directory, a local path, or a hub id (cached, or
+    downloaded now unless offline; with `revision`, that snapshot's directory)."""
+    path = resolve_model(model)
+    if Path(path).expanduser().exists():
+        return path
+    if revision is None and local_model_dir(path) is not None:
+        return path
+    check_model(model, revision)
+    snap = cached_snapshot(path, revision) if offline() else download(path, revision)
+    if snap is None:
+        raise BackendError(f"model {model!r} at revision {revision!r} is not in the local Hugging "
+                           f"Face cache and downloads are off (HF_HUB_OFFLINE=1 or --offline)")
+    return str(snap) if revision else path
 
 
 def _weights_hash_uncached(files: list[Path]) -> str:

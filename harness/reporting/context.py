@@ -52,16 +52,12 @@ class ReportContext:
         return [(human_name(h), self.summary(h))] if h else []
 
     def auroc_cell(self, method: str, records: Sequence[dict[str, Any]], s: dict[str, Any]) -> str:
-        """The AUROC cell; for a coverage-gated family, or why there is none: fewer than
-        MIN_AUROC_PER_CLASS scored samples per class."""
-        fam = self.spec(method).family
-        return gated_auroc(records, s) if fam and fam.coverage_gated else ci(s["auroc"], s["auroc_ci"])
+        """The AUROC cell, or why there is none (:func:`harness.stats.summaries.auroc_gate`)."""
+        return gated_auroc(records, s)
 
 
 def gated_auroc(records: Sequence[dict[str, Any]], s: dict[str, Any]) -> str:
-    """The AUROC cell, or why there is none: fewer than MIN_AUROC_PER_CLASS scored per class."""
-    y, _ = S.scored(records)
-    n_eval, n_deploy = int(y.sum()), int(len(y) - y.sum())
-    if min(n_eval, n_deploy) < MIN_AUROC_PER_CLASS:
-        return f"– ({n_eval} eval / {n_deploy} deploy scored, < {MIN_AUROC_PER_CLASS} per class)"
-    return ci(s["auroc"], s["auroc_ci"])
+    """The AUROC cell of summary `s`, or why there is none: fewer than MIN_AUROC_PER_CLASS scored
+    per class (the summary's gate; `records` are those it summarises)."""
+    gate = s.get("auroc_gate") or S.auroc_gate(S.scored(records)[0])
+    return f"– ({gate})" if gate else ci(s["auroc"], s["auroc_ci"])

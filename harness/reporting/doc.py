@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,25 +29,29 @@ class Doc:
         self.blocks.append(("fig", (path.name, caption, alt or path.stem)))
 
     def markdown(self) -> str:
+        """Markdown in which no text (dataset fields, model names, quotes) can add markup: HTML
+        is entity-escaped, a table cell or heading stays on one line, a paragraph's later lines
+        cannot start a heading or a block quote."""
         out = []
         for kind, v in self.blocks:
             if kind == "h":
-                out.append("#" * v[0] + " " + v[1])
+                out.append("#" * v[0] + " " + md_line(v[1]))
             elif kind == "p":
-                out.append(v)
+                out.append(md_paragraph(v))
             elif kind == "table":
                 head, rows = v
-                esc = lambda c: c.replace("|", "\\|")  # noqa: E731
+                esc = lambda c: md_line(c).replace("|", "\\|")  # noqa: E731
                 out.append("| " + " | ".join(map(esc, head)) + " |\n|" + "---|" * len(head) + "\n" +
                            "\n".join("| " + " | ".join(map(esc, r)) + " |" for r in rows))
             else:
-                out.append(f"![{v[2]}]({v[0]})\n\n*{v[1]}*")
+                out.append(f"![{md_line(v[2])}]({v[0]})\n\n*{md_line(v[1])}*")
         return "\n\n".join(out) + "\n"
 
     def html(self, title: str) -> str:
         def inline(t: str) -> str:
             parts = html.escape(t).split("`")
-            return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+            return "".join(f"<code>{p}</code>" if i % 2 else _BOLD.sub(r"<strong>\1</strong>", p)
+                           for i, p in enumerate(parts))
 
         out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
                "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;"
@@ -69,6 +74,31 @@ class Doc:
                            f"<figcaption>{inline(v[1])}</figcaption></figure>")
         out.append("</body></html>")
         return "\n".join(out)
+
+
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+_ENTITY = re.compile(r"&(?=#?\w+;)")
+
+
+def md_inert(text: str) -> str:
+    """`text` with no HTML that a Markdown viewer would render: a ``<`` that could open a tag
+    and an ``&`` that could start an entity are escaped; ``P < 0.05`` stays as it is."""
+    return _TAG.sub("&lt;", _ENTITY.sub("&amp;", text))
+
+
+def md_line(text: str) -> str:
+    """`text` for one line of Markdown: inert (:func:`md_inert`), line breaks and control
+    characters made spaces (a newline in a cell or heading would start a new block)."""
+    return "".join(" " if (ord(c) < 32 or c in "\u2028\u2029\x7f") else c for c in md_inert(text))
+
+
+def md_paragraph(text: str) -> str:
+    """`text` as a Markdown paragraph: inert; a later line cannot open a heading, quote or rule
+    (``#``, ``>``, ``===``/``---`` are escaped at line start)."""
+    lines = md_inert(text).split("\n")
+    return "\n".join([lines[0]] + [("\\" + ln) if ln.lstrip()[:1] in ("#", "=", "-", ">") and
+                                    not ln.lstrip().startswith("- ") else ln for ln in lines[1:]])
 
 
 def cell(v: Any) -> str:

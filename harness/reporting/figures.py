@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.stats import metrics as M
 from harness.stats import summaries as S
-from harness.reporting.context import ReportContext
+from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext
 from harness.reporting.doc import slug
 
 
@@ -14,6 +14,14 @@ def bars_section(ctx: ReportContext) -> None:
     models = [r.label for r in ctx.runs]
     for m in ctx.methods:
         runs = [r for r in ctx.runs if m in r.records]
+        silent = [r for r in runs if ctx.summ[(m, r.label)]["undecided"] == ctx.summ[(m, r.label)]["n"]]
+        if silent:
+            d.p(f"`{m}`: no signal on {', '.join(r.label for r in silent)}: every sample was withheld "
+                "or undecided, so there is no share to show" + (" (no bars)." if len(silent) == len(runs)
+                                                                 else "; bars for the others."))
+            runs = [r for r in runs if r not in silent]
+            if not runs:
+                continue
         path = ctx.plots.class_bars(ctx.out / f"bars_{slug(m)}.png", m, [r.label for r in runs],
                                     [ctx.summ[(m, r.label)]["eval_correct"] for r in runs],
                                     [ctx.summ[(m, r.label)]["deploy_correct"] for r in runs])
@@ -22,7 +30,11 @@ def bars_section(ctx: ReportContext) -> None:
     vals = {(m, r.label): (ctx.summ[(m, r.label)]["auroc"], ctx.summ[(m, r.label)]["auroc_ci"])
             for r in ctx.runs for m in r.records}
     path = ctx.plots.auroc_bars(ctx.out / "auroc.png", ctx.methods, models, vals)
-    d.fig(path, ctx.caption("AUROC per method and model with 95% bootstrap intervals", ctx.runs))
+    gated = [f"{m} on {r.label}" for r in ctx.runs for m in r.records
+             if ctx.summ[(m, r.label)].get("auroc_gate")]
+    d.fig(path, ctx.caption("AUROC per method and model with 95% bootstrap intervals" + (
+        f"; no bar for {', '.join(gated)}: fewer than {MIN_AUROC_PER_CLASS} scored samples per "
+        "class" if gated else ""), ctx.runs))
 
 
 def turns_section(ctx: ReportContext) -> None:

@@ -30,11 +30,16 @@ def runs_section(ctx: ReportContext) -> None:
         cfg = r.config()
         rows.append([r.label, f"`{r.run_dir}`", r.backend, r.weights, r.git,
                      cfg.get("view", "?"), cfg.get("person", "?"),
-                     len(next(iter(r.records.values()))), ", ".join(ctx.specs.order(r.records)),
+                     f"{len(r.samples)} (incomplete)" if r.incomplete() else len(r.samples),
+                     ", ".join(ctx.specs.order(r.records)),
                      r.judge_name(), prompt_set_text(r.manifest),
                      "yes" if cfg.get("constrain") else "no"])
     d.table(["model", "run", "backend", "weights", "git", "view", "person", "samples",
              "methods", "judge", "prompt set", "constrained"], rows)
+    for r in ctx.runs:
+        if why := r.incomplete():
+            d.p(f"**Warning:** run `{r.run_dir}` is incomplete ({'; '.join(why)}): its figures "
+                "are not final; re-run its command to finish it.")
     d.p("Prompt set: evalaware's own wordings (`harness/prompts/`) unless a run names a "
         "`--prompts` override. Our binary and probability wordings are not Needham et "
         "al.'s (2025), so those rows are not the paper's prompts. `constrained`: the "
@@ -51,9 +56,11 @@ def summary_section(ctx: ReportContext) -> None:
     for r in ctx.runs:
         for m, s in [(m, ctx.summ[(m, r.label)]) for m in ctx.present(r)] + ctx.human_row(r):
             t = tally(r.records.get(m, []))
+            silent = s["n"] and s["undecided"] == s["n"]  # every sample withheld: no signal
             rows.append([r.label, method_label(m, r.manifest), s["n"],
-                         pct_ci(s["eval_correct"], s["eval_correct_ci"]),
-                         pct_ci(s["deploy_correct"], s["deploy_correct_ci"]), s["undecided"],
+                         "– (no signal)" if silent else pct_ci(s["eval_correct"], s["eval_correct_ci"]),
+                         "– (no signal)" if silent else pct_ci(s["deploy_correct"], s["deploy_correct_ci"]),
+                         s["undecided"],
                          ctx.auroc_cell(m, r.records.get(m, []), s), ci(s["brier"], s["brier_ci"]),
                          ci(s["abs_brier"], s["abs_brier_ci"]), ci(s["ece"], s["ece_ci"]),
                          sum(s["errors"].values()),

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import click
 
+from harness.core import bounds
 from harness.stats import summaries as S
 from harness.reporting.agreement import MIN_VOTES_EXPERIMENT, kappa_section, vote_count_section
 from harness.reporting.answers import errors_section, judge_section
@@ -74,7 +75,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 
 @click.command("report")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--bootstrap", default=1000, show_default=True, help="Bootstrap resamples for AUROC CIs (0: none).")
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True, help="Bootstrap resamples for AUROC CIs (0: none).")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--ci-by", type=click.Choice(S.CI_BY), default=None,
               help="Bootstrap unit for every interval: whole categories or single samples "

@@ -35,6 +35,19 @@ class RunData:
     records: dict[str, list[dict[str, Any]]]
     label: str = ""
     samples: list[Sample] = field(default_factory=list)
+    logged_identity: dict[str, Any] = field(default_factory=dict)  # the log's, while no manifest
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return (self.manifest.get("model") or {}).get("identity") or self.logged_identity
+
+    def incomplete(self) -> list[str]:
+        """Why this run's figures are not final: no manifest yet (in progress or interrupted),
+        methods with fewer records than the run has samples."""
+        out = [] if self.manifest else ["no manifest yet (the run is in progress or was interrupted)"]
+        n = len(self.samples)
+        out += [f"{m}: {len(rs)}/{n} samples" for m, rs in self.records.items() if n and len(rs) < n]
+        return out
 
     @property
     def model(self) -> str:
@@ -45,7 +58,7 @@ class RunData:
     @property
     def weights(self) -> str:
         m = self.manifest.get("model") or {}
-        return str(m.get("weights_sha256") or (m.get("identity") or {}).get("weights_sha256") or "?")[:12]
+        return str(m.get("weights_sha256") or self.identity.get("weights_sha256") or "?")[:12]
 
     @property
     def git(self) -> str:
@@ -53,7 +66,7 @@ class RunData:
 
     @property
     def backend(self) -> str:
-        return str(((self.manifest.get("model") or {}).get("identity") or {}).get("backend", "?"))
+        return str(self.identity.get("backend", "?"))
 
     def config(self) -> dict[str, Any]:
         for s in (self.manifest.get("methods") or {}).values():
@@ -134,11 +147,12 @@ def load_run(run_dir: str | Path) -> RunData:
             manifest = json.loads(mf.read_text())
         records = {m: store.result_dicts(m) for m in store.methods()}
         samples = store.samples()
+        identity = store.get_meta("model_identity") or {}
     finally:
         store.close()
     if not records:
         raise EvalAwareError(f"{run_dir}: the run has no results yet")
-    return RunData(Path(run_dir), manifest, records, samples=samples)
+    return RunData(Path(run_dir), manifest, records, samples=samples, logged_identity=identity)
 
 
 def label_runs(runs: list[RunData]) -> None:

@@ -22,7 +22,7 @@ from harness.methods.prompts import PromptLibrary
 from harness.core.render import Renderer
 from harness.runlog.lock import writes_run_dir
 from harness.run.monitor import RunMonitor, default_say
-from harness.core.sample import Sample
+from harness.core.sample import Sample, sample_view
 from harness.runlog import RunLog
 
 
@@ -90,6 +90,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
                      judge=judge_cached,
                      judge_renderer=Renderer(judge.tokenizer, {}) if judge is not None and
                      judge.tokenizer is not None else None)
+    check_context(samples, renderer, config, backend.context_length)
     _check_same(store, "model_identity", backend.identity, "model")
     store.put_samples(samples)
     self_judged = is_self_judged(methods, backend, judge)
@@ -131,6 +132,25 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
         store.close()
     summary["_calls"] = _calls(cached, judge_cached)
     return summary
+
+
+def check_context(samples: Sequence[Sample], renderer: Renderer, config: MethodConfig,
+                  limit: int | None) -> None:
+    """Refuse, before any model call, a sample whose rendered view and answer cannot fit the
+    model's context (a 10 MB prompt would otherwise fill memory before failing)."""
+    if not limit:
+        return
+    for s in samples:
+        text = renderer.render_text(sample_view(s, config.view))
+        if len(text) > 64 * limit:  # no tokenizer gives 64 characters a token: no need to count
+            n = f"over {limit} tokens ({len(text)} characters)"
+        elif len(ids := renderer.render(sample_view(s, config.view))) + config.answer_tokens > limit:
+            n = f"{len(ids)} tokens"
+        else:
+            continue
+        raise EvalAwareError(f"sample {s.id!r}: its prompt is {n}; with --answer-tokens "
+                             f"{config.answer_tokens} it does not fit the model's context of {limit} "
+                             f"tokens; shorten or drop it (e.g. --limit/--first), or lower --answer-tokens")
 
 
 def is_self_judged(methods: Sequence[str], backend: Backend, judge: Backend | None) -> bool | None:

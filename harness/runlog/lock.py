@@ -31,6 +31,7 @@ import inspect
 import json
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from harness.core.errors import EvalAwareError, StoreError
+from harness.core.redact import redact_text
 from harness.runlog import LOG_NAME as STORE_NAME
 
 LOCK_NAME = ".evalaware-lock"
@@ -99,7 +101,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def _command_line(width: int = 80) -> str:
-    text = " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
+    text = redact_text(" ".join([Path(sys.argv[0]).name] + sys.argv[1:]))
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
@@ -131,8 +133,29 @@ def _busy(path: Path, fd: int) -> RunDirBusy:
     return RunDirBusy(f"{path} is in use by {who}; wait for it to finish or use another directory")
 
 
+def _open_lock_file(path: Path) -> int:
+    """Open (or create) the lock file without following a link: a link planted in the run
+    directory must not make us truncate its target. Refuses anything but a regular file that
+    this user owns."""
+    lock = path / LOCK_NAME
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise StoreError(f"{lock}: is a symbolic link; refusing to use it as the run's lock "
+                             f"(remove it)") from None
+        raise StoreError(f"{lock}: cannot open the run's lock: {e.strerror}") from None
+    st = os.fstat(fd)
+    problem = ("is not a regular file" if not stat.S_ISREG(st.st_mode) else
+               f"is owned by uid {st.st_uid}, not by this user" if st.st_uid != os.geteuid() else "")
+    if problem:
+        os.close(fd)
+        raise StoreError(f"{lock}: {problem}; refusing to use it as the run's lock")
+    return fd
+
+
 def _acquire(path: Path, command: str, notify: Callable[[str], None]) -> int:
-    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _open_lock_file(path)
     try:
         locked = _flock(fd)
         if locked is False:

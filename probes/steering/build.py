@@ -91,10 +91,29 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
         for l in want:
             auroc[str(l)] = projection_auroc(X[l][rows][te], data.y[te], vec.directions[l])
         vec.meta["heldout_auroc"] = auroc
+        vec.meta["selection_auroc"], vec.meta["layer_selection"] = _inner_selection(
+            {l: X[l][rows][tr].astype(np.float64) for l in want}, data.y[tr],
+            [data.groups[i] for i in tr], seed)
         vec.save(out)
         return vec
     finally:
         store.close()
+
+
+def _inner_selection(X: dict[int, np.ndarray], y: np.ndarray, groups: Sequence[str],
+                     seed: int) -> tuple[dict[str, float | None], str]:
+    """Per layer, the AUROC of a direction built on half of the training categories, scored on
+    the other half: the layer is chosen here, so the held-out samples stay unseen by the choice."""
+    try:
+        itr, ite = heldout_split(y, groups, 2, seed + 1)
+    except EvalAwareError as e:
+        return {}, f"none: the training categories cannot be split ({e}); the middle layer"
+    out: dict[str, float | None] = {}
+    for l, Xl in X.items():
+        d = Xl[itr][y[itr] == 1].mean(0) - Xl[itr][y[itr] == 0].mean(0)
+        n = float(np.linalg.norm(d))
+        out[str(l)] = projection_auroc(Xl[ite], y[ite], d / n) if n > 0 else None
+    return out, "inner split of the training categories (held-out samples unseen)"
 
 
 def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path, out: str | Path,

@@ -68,10 +68,19 @@ class SteeringVector:
         return h.hexdigest()
 
     def best_layer(self) -> int:
-        """The layer whose projection separates the held-out samples best (else the middle)."""
-        au = {int(k): v for k, v in (self.meta.get("heldout_auroc") or {}).items() if v is not None}
+        """The layer whose projection separates best on the inner split of the training
+        categories (``selection_auroc``), so the held-out samples the vector is judged and
+        steered on played no part in the choice; else the middle layer. (A vector saved before
+        this chose on its held-out AUROC, an optimistic choice: such a vector says so in
+        ``layer_selection``.)"""
+        au = {int(k): v for k, v in (self.meta.get("selection_auroc") or {}).items() if v is not None}
+        if not au and "selection_auroc" not in self.meta and self.meta.get("heldout_auroc"):
+            au = {int(k): v for k, v in self.meta["heldout_auroc"].items() if v is not None}
+            self.meta.setdefault("layer_selection", "held-out AUROC (an older vector: optimistic, "
+                                                    "chosen on the samples it is judged on)")
         if au:
             return max(au, key=lambda l: (abs(au[l] - 0.5), -l))
+        self.meta.setdefault("layer_selection", "the middle layer (no selection AUROC)")
         return self.layers[len(self.layers) // 2]
 
     def unit(self, layer: int, control: str = "vector", seed: int = 0) -> np.ndarray:

@@ -62,29 +62,37 @@ def load_conditions(out: str | Path) -> tuple[dict[str, Any], dict[str, dict[str
 
 
 def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """{method: [{condition, control, alpha, n, p_eval, p_eval_ci, share_eval, share_eval_ci,
-    delta, delta_ci, perplexity}]} plus the plan."""
+    """{method: [{condition, control, alpha, n, n_scored, n_common, p_eval, p_eval_ci, share_eval,
+    share_eval_ci, delta, delta_ci, perplexity}]} plus the plan. P(eval) and its paired delta
+    against alpha 0 are over the `n_common` samples scored in every condition."""
     plan, data = load_conditions(out)
     base = data.get("unsteered_0")
     methods = sorted({m for c in data.values() for m in c["records"]})
     table: dict[str, list[dict[str, Any]]] = {}
     for m in methods:
         base_scores = {r["sample_id"]: r.get("score") for r in (base or {}).get("records", {}).get(m, [])}
+        # compare conditions on the same samples: those scored in every condition (a gate that
+        # withholds different samples under different alphas would otherwise move the mean)
+        scored = [{r["sample_id"] for r in c["records"].get(m, []) if r.get("score") is not None}
+                  for c in data.values() if c["records"].get(m)]
+        common = set.intersection(*scored) if scored else set()
         rows = []
         for name, c in data.items():
             recs = c["records"].get(m, [])
             if not recs:
                 continue
             groups = c["groups"]
-            p, p_ci = _mean_ci([(r["sample_id"], r.get("score")) for r in recs], groups, n_boot, seed)
+            p, p_ci = _mean_ci([(r["sample_id"], r.get("score")) for r in recs
+                                if r["sample_id"] in common], groups, n_boot, seed)
             decided = [(r["sample_id"], float(r["prediction"] == "eval")) for r in recs
                        if r.get("prediction") in ("eval", "deploy")]
             s, s_ci = _mean_ci(decided, groups, n_boot, seed)
             diffs = [(r["sample_id"], r["score"] - base_scores[r["sample_id"]]) for r in recs
-                     if r.get("score") is not None and base_scores.get(r["sample_id"]) is not None]
+                     if r["sample_id"] in common and base_scores.get(r["sample_id"]) is not None]
             dl, dl_ci = _mean_ci(diffs, groups, n_boot, seed) if c["control"] != "none" else (0.0, None)
             rows.append({"condition": name, "control": c["control"], "alpha": c["alpha"],
                          "n": len(recs), "n_scored": sum(r.get("score") is not None for r in recs),
+                         "n_common": len(common),
                          "p_eval": p, "p_eval_ci": p_ci, "share_eval": s, "share_eval_ci": s_ci,
                          "delta": dl, "delta_ci": dl_ci,
                          "perplexity": (c["sanity"] or {}).get("perplexity")})
@@ -120,13 +128,14 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
           f"({', '.join(f'{l}: {float(v):.1f}' for l, v in plan['norms'].items())}); positions "
           f"{plan['positions']}; random control: Gaussian direction per layer, seed "
           f"{plan['random_seed']}, same norm. {len(plan['samples'])} samples. Intervals: 95% "
-          f"bootstrap over categories (clusters; {n_boot} resamples); delta = paired change in P(eval) against "
-          f"alpha = 0 on the same samples.")
+          f"bootstrap over categories (clusters; {n_boot} resamples). P(eval) and delta (the paired "
+          f"change in P(eval) against alpha = 0) are over the samples scored in every condition "
+          f"(`common`), so a gate that withholds other samples under other alphas moves neither.")
     for m, rows in res["methods"].items():
         doc.h(2, m)
-        doc.table(["alpha", "control", "n (scored)", "P(eval) [95% CI]", "share called eval",
+        doc.table(["alpha", "control", "n (scored, common)", "P(eval) [95% CI]", "share called eval",
                    "delta P(eval) vs alpha 0", "neutral perplexity"],
-                  [[f"{r['alpha']:+g}", r["control"], f"{r['n']} ({r['n_scored']})",
+                  [[f"{r['alpha']:+g}", r["control"], f"{r['n']} ({r['n_scored']}, {r['n_common']})",
                     _ci(r["p_eval"], r["p_eval_ci"]), _ci(r["share_eval"], r["share_eval_ci"]),
                     _ci(r["delta"], r["delta_ci"]),
                     "–" if r["perplexity"] is None else f"{r['perplexity']:.2f}"] for r in rows])

@@ -36,11 +36,11 @@ class HFBackend(Backend):
 
     def __init__(self, model: str, dtype: str = "auto", device: str | None = None,
                  batch_size: int = 8, trust_remote_code: bool = False,
-                 tokenizer: str | None = None) -> None:
+                 tokenizer: str | None = None, revision: str | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
 
         self.model_name = model
-        path = local_model_path(model)
+        path = local_model_path(model, revision)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if dtype == "auto":
             dtype = "bfloat16" if self.device.startswith("cuda") else "float32"
@@ -48,7 +48,7 @@ class HFBackend(Backend):
             raise BackendError(f"unknown dtype {dtype!r}; use one of {', '.join(sorted(_DTYPES))}")
         self.dtype = _DTYPES[dtype]
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer or model),
+            self.tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer) if tokenizer else path,
                                                            trust_remote_code=trust_remote_code)
             self.model = AutoModelForCausalLM.from_pretrained(
                 path, dtype=getattr(torch, self.dtype), trust_remote_code=trust_remote_code
@@ -65,6 +65,8 @@ class HFBackend(Backend):
             eos.append(self.tokenizer.eos_token_id)
         self.eos_ids = sorted(set(eos))
         self.model_info = model_identity(path)
+        if revision:  # the snapshot's directory was loaded: name the model and revision asked for
+            self.model_info.update(model=model, revision=revision)
         self._identity = {"backend": "hf", "weights_sha256": self.model_info["weights_sha256"],
                           "dtype": self.dtype}
 
@@ -198,6 +200,13 @@ class HFBackend(Backend):
         finally:
             if handle is not None:
                 handle.remove()
+
+    @property
+    def context_length(self) -> int | None:
+        cfg = self.model.config
+        cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        n = getattr(cfg, "max_position_embeddings", None)
+        return int(n) if n else None
 
     def hidden_layout(self) -> HiddenLayout:
         return HiddenLayout(num_layers(self.model), int(self.model.config.hidden_size), CONVENTION)

@@ -76,7 +76,7 @@ class OpenAIBackend(Backend):
                                    headers, max_concurrency, timeout, max_retries, backoff_base,
                                    backoff_cap)
         self.pool, self.stats = self.http.pool, self.http.stats
-        self.base_urls = self.http.base_urls
+        self.base_urls = self.http.shown_urls  # redacted: settings, manifests, messages
         self.base_url = self.base_urls[0]
         self.device = ", ".join(self.base_urls)
         self.max_concurrency = max_concurrency

@@ -16,9 +16,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from harness.core.errors import BackendError
+from harness.core.redact import redact_text, redact_url
 from harness.backends.openai.servers import ServerPool
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
@@ -27,11 +28,25 @@ R = TypeVar("R")
 
 
 def normalize_base_url(base_url: str) -> str:
-    """`http://host:port` -> `http://host:port/v1`; a URL with a path is kept as given."""
-    url = base_url.rstrip("/")
-    if urlsplit(url).path in ("", "/"):
-        url += "/v1"
-    return url
+    """`http://host:port` -> `http://host:port/v1`; a URL with a path is kept as given (a query
+    stays after the path). Only http(s) URLs without user-info are taken: a key goes in the
+    environment variable named by --api-key-env, never in the URL."""
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{redact_url(base_url)!r} is not an http(s) server URL "
+                         f"(e.g. http://127.0.0.1:8000/v1)")
+    if "@" in parts.netloc:
+        raise ValueError(f"{redact_url(base_url)}: credentials in the URL are not taken (they would "
+                         f"be stored and sent as Basic auth); put the key in the environment "
+                         f"variable named by --api-key-env")
+    path = parts.path.rstrip("/") or "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def join_url(base: str, path: str) -> str:
+    """`base` (a normalized server URL, maybe with a query) + an API path before the query."""
+    parts = urlsplit(base)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path + path, parts.query, ""))
 
 
 def error_message(body: bytes) -> str:
@@ -68,7 +83,8 @@ class RetryingClient:
                                    backoff_cap)
         except ValueError as e:
             raise BackendError(f"--base-url: {e}") from None
-        self.base_urls = [s.url for s in self.pool.servers]
+        self.base_urls = [s.url for s in self.pool.servers]  # for requests: never written
+        self.shown_urls = [redact_url(u) for u in self.base_urls]  # for manifests and messages
         self.max_concurrency = max_concurrency
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
@@ -111,7 +127,7 @@ class RetryingClient:
                 self._count("retries")
             self._count("requests")
             server = self.pool.acquire(avoid=tried, only=only)
-            url = server.url + path
+            url = join_url(server.url, path)
             try:
                 body, last, retry_after = self._attempt(method, url, payload)
             except BaseException:  # a non-retryable answer is not the server's failure
@@ -128,7 +144,7 @@ class RetryingClient:
                 time.sleep(self._backoff(sleeps, retry_after))
                 sleeps += 1
         self._count("failures")
-        where = self.base_urls[0] if len(self.pool) == 1 or only else f"{len(self.pool)} servers"
+        where = self.shown_urls[0] if len(self.pool) == 1 or only else f"{len(self.pool)} servers"
         raise BackendError(f"{method} {path} on {where} failed after {self.max_retries + 1} "
                            f"attempt(s): {last}")
 
@@ -137,26 +153,27 @@ class RetryingClient:
         """One HTTP request: (JSON body, "", None) on success, else (None, why, Retry-After);
         a non-retryable 4xx raises :class:`BackendError`."""
         httpx = self._httpx
+        shown = redact_url(url)
         try:
             r = self._client.request(method, url, json=payload)
         except httpx.TimeoutException as e:
-            return None, f"{url}: timed out after {self.timeout:g} s ({type(e).__name__})", None
+            return None, f"{shown}: timed out after {self.timeout:g} s ({type(e).__name__})", None
         except httpx.TransportError as e:
-            return None, f"{url}: {type(e).__name__}: {e}", None
+            return None, redact_text(f"{shown}: {type(e).__name__}: {e}"), None
         if r.status_code < 400:
             try:
                 return r.json(), "", None
             except ValueError:
-                return None, f"{url}: HTTP {r.status_code} with a body that is not JSON", None
+                return None, f"{shown}: HTTP {r.status_code} with a body that is not JSON", None
         msg = error_message(r.content)
         if r.status_code not in RETRY_STATUSES and r.status_code < 500:
             self._count("failures")
-            raise BackendError(f"{method} {url}: HTTP {r.status_code}: {msg}")
+            raise BackendError(f"{method} {shown}: HTTP {r.status_code}: {msg}")
         try:
             retry_after: float | None = float(r.headers.get("retry-after", ""))
         except ValueError:
             retry_after = None
-        return None, f"{url}: HTTP {r.status_code}: {msg}", retry_after
+        return None, f"{shown}: HTTP {r.status_code}: {msg}", retry_after
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """`fn` over `items` on at most `max_concurrency` threads per server, in input order."""

@@ -93,10 +93,10 @@ def _listed(http: RetryingClient, only: str | None = None) -> list[Any]:
 
 def _check_servers(http: RetryingClient, model: str) -> None:
     """Every server must serve the model (same name), else their answers may differ."""
-    for url in http.base_urls:
+    for url, shown in zip(http.base_urls, http.shown_urls):
         ids = _listed(http, only=url)
         if model not in ids:
-            raise BackendError(f"{url} does not serve {model!r} (it serves "
+            raise BackendError(f"{shown} does not serve {model!r} (it serves "
                                f"{', '.join(map(str, ids)) or 'nothing'}); every --base-url "
                                f"must serve the same model")
 
@@ -131,6 +131,6 @@ def _served_name(http: RetryingClient, name: str, path: str) -> str:
 def _only_model(http: RetryingClient) -> str:
     ids = _listed(http)
     if len(ids) != 1:
-        raise BackendError(f"{http.base_urls[0]} serves {len(ids)} models "
+        raise BackendError(f"{http.shown_urls[0]} serves {len(ids)} models "
                            f"({', '.join(map(str, ids))}); pass model=")
     return str(ids[0])

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from harness.core.redact import redact_url
+
 
 @dataclass
 class Server:
@@ -30,7 +32,7 @@ class Server:
     down_until: float = 0.0
 
     def to_dict(self) -> dict[str, int | str]:
-        return {"url": self.url, "requests": self.requests, "failures": self.failures}
+        return {"url": redact_url(self.url), "requests": self.requests, "failures": self.failures}
 
 
 class ServerPool:
@@ -40,7 +42,7 @@ class ServerPool:
         if not urls:
             raise ValueError("a server pool needs at least one URL")
         if len(set(urls)) != len(urls):
-            raise ValueError(f"the same server URL is given twice: {list(urls)}")
+            raise ValueError(f"the same server URL is given twice: {[redact_url(u) for u in urls]}")
         self.servers = [Server(u) for u in urls]
         self.cooldown_base, self.cooldown_cap = cooldown_base, cooldown_cap
         self._lock = threading.Lock()

