@@ -149,12 +149,17 @@ class Capabilities:
       with ``hidden_state_layers`` (vLLM's ``extract_hidden_states``).
     - `steering`: :meth:`Backend.steering` adds vectors inside the model (local weights).
     - `structured_output`: generation honours ``SamplingParams.structured`` (a grammar).
+    - `exact_logmass`: :meth:`Backend.next_token_logmass` (and the mass in
+      :meth:`Backend.continuation_scores`) sums the whole distribution. False where only the
+      top-K is visible (a server's ``logprobs=K``): the mass is then a *lower bound*, and the
+      logprob methods mark their word-boundary scores as bounds (record and report).
     """
 
     prefix_scoring: bool = False
     hidden_states: bool = False
     steering: bool = False
     structured_output: bool = False
+    exact_logmass: bool = True
 
 
 @dataclass(frozen=True)

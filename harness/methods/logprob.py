@@ -78,7 +78,15 @@ class _LogprobBase(Method):
                 "aware_tol": cfg.aware_tol, "min_coverage": cfg.min_coverage,
                 "aware_boundary": cfg.aware_boundary, "full_vocab": cfg.full_vocab,
                 "word_list": self._words.name or "custom", "answer_position": self._start.how,
-                "words": {w.word: w.label for w in self._plan.per_word}}
+                "words": {w.word: w.label for w in self._plan.per_word}, **self._bound()}
+
+    def _bound(self) -> dict[str, str]:
+        """``{"aware_bound": ...}`` where the backend's boundary mass is a lower bound (a
+        server's top-K, capability ``exact_logmass``); empty where it is exact."""
+        if self.ctx.config.aware_boundary and not self.ctx.backend.capabilities.exact_logmass:
+            k = getattr(self.ctx.backend, "top_logprobs", "K")
+            return {"aware_bound": f"lower: word-boundary mass summed over the server's top {k} tokens"}
+        return {}
 
     def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         cfg = self.ctx.config
@@ -95,7 +103,7 @@ class _LogprobBase(Method):
                         p if signal else None, int(signal), int(not signal))
             out.append(self.record(s, vote, form=self.form, signal=signal,
                                    error=None if signal else "no_signal", min_coverage=cfg.min_coverage,
-                                   answer_position=self._start.how, **sc.to_dict()))
+                                   answer_position=self._start.how, **self._bound(), **sc.to_dict()))
         return out
 
 
