@@ -91,7 +91,9 @@ class _LogprobBase(Method):
     def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         cfg = self.ctx.config
         prompts = [self._start.render(self.prompt_messages(s)) for s in samples]
-        # vLLM: score multi-token words through prefix-cached next-token calls (cheaper there).
+        # Engines whose `loglikelihood` recomputes the prompt (capability prefix_scoring): next-token
+        # calls on prefixes instead. vLLM no longer declares it: its forced continuations read the
+        # prompt from the prefix cache and return the boundary mass in the same request (issue 23).
         via = "prefix" if self.ctx.backend.capabilities.prefix_scoring else "loglikelihood"
         scores = score_prompts(self.ctx.backend, prompts, plan=self._plan, aware_via=via,
                                tol=cfg.aware_tol, boundary=cfg.aware_boundary, full_vocab=cfg.full_vocab)
