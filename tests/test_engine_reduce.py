@@ -73,3 +73,16 @@ def test_force_then_reduce_with_batch_moves():
     assert a["top_ids"] == list(np.argsort(-lp2[1])[:3])
     np.testing.assert_allclose(a["top_logprobs"], np.sort(lp2[1])[::-1][:3], atol=1e-6)
     assert ext.evalaware_take(["a"]) == {}  # taken once
+
+
+def test_engine_names_resolve_and_cli_does_not_import_vllm():
+    import subprocess
+    import sys
+
+    from harness.backends.vllm import backend, extension
+
+    assert extension.worker_extension_qualname() == backend.WORKER_EXTENSION
+    assert reduce.processor_qualname() == backend.SCORING_PROCESSOR
+    code = "import sys, harness.backends.registry; print('vllm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

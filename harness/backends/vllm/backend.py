@@ -39,9 +39,12 @@ from harness.models.fingerprint import local_model_dir, local_model_path, model_
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView, TokenIds,
                    logsumexp_rows, top_k_rows)
 from harness.backends.vllm.hidden import VLLMHiddenStates
-from harness.backends.vllm.extension import worker_extension_qualname
-from harness.backends.vllm.reduce import processor_qualname
 from harness.backends.vllm.steer import VLLMSteering
+
+# Loaded by the engine in its worker processes, by name: importing them here would import vLLM
+# (seconds) at every CLI start. tests/test_engine_reduce.py checks the names resolve.
+WORKER_EXTENSION = "harness.backends.vllm.extension.EvalawareWorkerExtension"
+SCORING_PROCESSOR = "harness.backends.vllm.reduce:ScoringLogitsProcessor"
 
 MAX_LOGPROB_TOKEN_IDS = 128
 
@@ -122,8 +125,8 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
         else:
             # xgrammar, named rather than "auto", so constrained answers follow the same library
             # the hf backend uses (harness.backends.base.StructuredOutput).
-            engine = dict(max_logprobs=-1, worker_extension_cls=worker_extension_qualname(),
-                          logits_processors=[processor_qualname()],
+            engine = dict(max_logprobs=-1, worker_extension_cls=WORKER_EXTENSION,
+                          logits_processors=[SCORING_PROCESSOR],
                           structured_outputs_config={"backend": "xgrammar"})
         try:
             self.llm = LLM(model=path, tokenizer=tok_path, trust_remote_code=trust_remote_code,

@@ -28,7 +28,8 @@ So one request per prompt (and per forced continuation) does everything:
   with :meth:`ScoringWorkerExtension.evalaware_register_set`) and the top-k ids and log-probs.
 
 Values are vLLM's raw logprobs themselves (the sampler's ``log_softmax`` in float32 on the same
-rows); set masses are their logsumexp in float64, as the full-distribution reference computes it. The step is read
+rows); set masses are their logsumexp (float32, max-shifted), as the full-distribution reference
+computes it from the same values (in float64 there: the two agree within 1e-6). The step is read
 from the request's output length, so a chunked prefill's earlier (discarded) rows are overwritten
 by the final one. Requests without ``extra_args["evalaware"]`` are untouched.
 """
@@ -129,17 +130,17 @@ class ScoringLogitsProcessor(LogitsProcessor):  # type: ignore[misc,valid-type]
         for ids, rs in groups.items():
             rr = torch.tensor(rs, device=sub.device)
             t = torch.tensor(ids, device=sub.device)
-            vals = sub[rr][:, t].double().tolist()
+            vals = sub.index_select(1, t).index_select(0, rr).double().tolist()
             for r, v in zip(rs, vals):
                 out[r]["ids"] = v
-        names: dict[str, list[int]] = {}
+        names: dict[str, list[int]] = {}  # set name -> rows that ask for it
         for r, (_, spec, _) in enumerate(live):
             for n in spec.get("sets") or ():
                 names.setdefault(n, []).append(r)
         for n, rs in names.items():
             ids_t = _SETS[n].to(sub.device)
             rr = torch.tensor(rs, device=sub.device)
-            vals = torch.logsumexp(sub[rr][:, ids_t].double(), dim=-1).tolist()
+            vals = torch.logsumexp(sub.index_select(1, ids_t).index_select(0, rr), dim=-1).double().tolist()
             for r, v in zip(rs, vals):
                 out[r].setdefault("sets", {})[n] = v
         ks: dict[int, list[int]] = {}
@@ -148,7 +149,7 @@ class ScoringLogitsProcessor(LogitsProcessor):  # type: ignore[misc,valid-type]
                 ks.setdefault(min(int(spec["top_k"]), sub.shape[1]), []).append(r)
         for k, rs in ks.items():
             rr = torch.tensor(rs, device=sub.device)
-            v, i = torch.topk(sub[rr], k, dim=-1)
+            v, i = torch.topk(sub.index_select(0, rr) if len(rs) < sub.shape[0] else sub, k, dim=-1)
             v = v.double().tolist()
             i = i.tolist()
             for j, r in enumerate(rs):
