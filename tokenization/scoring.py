@@ -20,14 +20,15 @@ At the first answer position of each prompt:
   the whole words), so a reader sees when the model answers with none of them. P(eval) is None
   when the candidates have zero mass; the methods withhold a prediction below ``--min-coverage``.
 
-What the backend is asked (issue 17): one :meth:`~harness.backends.base.Backend.next_token_view`
-per prompt for the candidates' first-token ids and the top-k view (vLLM: the selected ids in
-requests of <= 128 plus one ``logprobs=k`` request; never the full vocabulary), then for the aware
-score one batched teacher-forcing call for multi-token sequences and one batched
-``next_token_logmass`` on every (prompt + kept sequence) for the boundary term: the boundary set
-is a large share of the vocabulary, so that one needs the full distribution at that position
-(vLLM: flat full-vocabulary logprobs reduced to one number; the cache stores the number).
-``full_vocab=True`` reads the first position from the full distribution instead (same values).
+What the backend is asked (issues 17 and 23): one :meth:`~harness.backends.base.Backend.next_token_view`
+per prompt for the candidates' first-token ids and the top-k view (vLLM: one request per prompt,
+reduced inside the engine; never the full vocabulary), then for the aware score, per pruning round
+(usually one), one batched ``continuation_scores`` call: per kept (prompt, sequence) the
+teacher-forced log-probability of the sequence and the log mass of the boundary tokens right after
+it (vLLM: one forced-decoding request that reads the prompt from the prefix cache and sums the
+boundary set in the worker; HF: one pass over each prompt's KV cache). The boundary set is a large
+share of the vocabulary; only its mass travels. ``full_vocab=True`` reads the first position from
+the full distribution instead (same values).
 
 **Pruning** (``tol``, default :data:`DEFAULT_TOL`): a sequence (with or without the boundary
 term) can carry no more probability than its first token, which the first call already gives.

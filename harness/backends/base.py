@@ -139,20 +139,27 @@ class Capabilities:
     """What a backend can do beyond the contract's calls; callers ask these instead of testing
     ``backend.kind``.
 
-    - `prefix_scoring`: next-token requests on prompt + prefix reuse the prompt's cached KV
-      (vLLM's prefix cache), so teacher forcing through :func:`loglikelihood_by_prefix` is cheaper
-      than :meth:`Backend.loglikelihood` (whose prompt-logprob requests recompute the prompt).
+    - `prefix_scoring`: next-token requests on prompt + prefix reuse the prompt's cached KV, so
+      teacher forcing through :func:`loglikelihood_by_prefix` is cheaper than
+      :meth:`Backend.loglikelihood`. No backend declares it since issue 23 (vLLM's
+      `loglikelihood` forces the continuation by decoding, reading the prompt from the prefix
+      cache); kept for engines whose `loglikelihood` recomputes the prompt.
     - `hidden_states`: :meth:`Backend.pooled_hidden_states` returns pooled residual streams
       (:meth:`Backend.hidden_layout` says which layer ids exist); hf always, vllm when started
       with ``hidden_state_layers`` (vLLM's ``extract_hidden_states``).
     - `steering`: :meth:`Backend.steering` adds vectors inside the model (local weights).
     - `structured_output`: generation honours ``SamplingParams.structured`` (a grammar).
+    - `exact_logmass`: :meth:`Backend.next_token_logmass` (and the mass in
+      :meth:`Backend.continuation_scores`) sums the whole distribution. False where only the
+      top-K is visible (a server's ``logprobs=K``): the mass is then a *lower bound*, and the
+      logprob methods mark their word-boundary scores as bounds (record and report).
     """
 
     prefix_scoring: bool = False
     hidden_states: bool = False
     steering: bool = False
     structured_output: bool = False
+    exact_logmass: bool = True
 
 
 @dataclass(frozen=True)
@@ -226,10 +233,20 @@ class Backend(ABC):
     def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
         """log of the total probability of the `token_ids` set (any size) after each prompt,
         shape (len(prompts),). Default: from the full distribution, in chunks of 64 prompts."""
-        ids = np.asarray(list(token_ids), dtype=np.int64)
-        out = [logsumexp_rows(self.next_token_logprobs(prompts[i:i + 64])[:, ids])
-               for i in range(0, len(prompts), 64)]
-        return np.concatenate(out) if out else np.zeros(0)
+        return Backend.next_token_logmasses(self, prompts, [token_ids])[:, 0]
+
+    def next_token_logmasses(self, prompts: Sequence[TokenIds],
+                             token_sets: Sequence[Sequence[int]]) -> np.ndarray:
+        """Log masses of several token sets after each prompt, (len(prompts), len(token_sets)).
+        Default (the reference): from the full distribution, in chunks of 64 prompts; engines
+        that can sum where the logits are (vLLM) override it."""
+        sets = [np.asarray(list(s), dtype=np.int64) for s in token_sets]
+        out = []
+        for i in range(0, len(prompts), 64):
+            full = self.next_token_logprobs(prompts[i:i + 64])
+            out.append(np.stack([logsumexp_rows(full[:, s]) for s in sets], axis=1) if sets
+                       else np.zeros((len(full), 0)))
+        return np.concatenate(out) if out else np.zeros((0, len(sets)))
 
     @abstractmethod
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
@@ -364,6 +381,11 @@ class WrappedBackend(Backend):
     def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
         with self.around_call():
             return self.inner.next_token_logmass(prompts, token_ids)
+
+    def next_token_logmasses(self, prompts: Sequence[TokenIds],
+                             token_sets: Sequence[Sequence[int]]) -> np.ndarray:
+        with self.around_call():
+            return self.inner.next_token_logmasses(prompts, token_sets)
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         with self.around_call():

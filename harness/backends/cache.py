@@ -83,6 +83,16 @@ class CachedBackend(WrappedBackend):
             float(v) for v in self.inner.next_token_logmass([prompts[i] for i in idx], ids)])
         return np.asarray(vals, dtype=np.float64)
 
+    def next_token_logmasses(self, prompts: Sequence[TokenIds],
+                             token_sets: Sequence[Sequence[int]]) -> np.ndarray:
+        """Cached per prompt under the digests of the (sorted) id sets."""
+        sets = [_id_set(s) for s in token_sets]
+        payloads = [{"prompt": list(p), "sets_sha256": [d for _, d in sets]} for p in prompts]
+        vals = self._cached("next_token_logmasses", payloads, lambda idx: [
+            [float(x) for x in row] for row in self.inner.next_token_logmasses(
+                [prompts[i] for i in idx], [ids for ids, _ in sets])])
+        return np.asarray(vals, dtype=np.float64).reshape(len(prompts), len(sets))
+
     def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
                             token_ids: Sequence[int]) -> list[tuple[float, float]]:
         ids, digest = _id_set(token_ids)

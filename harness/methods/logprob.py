@@ -78,12 +78,22 @@ class _LogprobBase(Method):
                 "aware_tol": cfg.aware_tol, "min_coverage": cfg.min_coverage,
                 "aware_boundary": cfg.aware_boundary, "full_vocab": cfg.full_vocab,
                 "word_list": self._words.name or "custom", "answer_position": self._start.how,
-                "words": {w.word: w.label for w in self._plan.per_word}}
+                "words": {w.word: w.label for w in self._plan.per_word}, **self._bound()}
+
+    def _bound(self) -> dict[str, str]:
+        """``{"aware_bound": ...}`` where the backend's boundary mass is a lower bound (a
+        server's top-K, capability ``exact_logmass``); empty where it is exact."""
+        if self.ctx.config.aware_boundary and not self.ctx.backend.capabilities.exact_logmass:
+            k = getattr(self.ctx.backend, "top_logprobs", "K")
+            return {"aware_bound": f"lower: word-boundary mass summed over the server's top {k} tokens"}
+        return {}
 
     def run_batch(self, samples: Sequence[Sample]) -> list[Record]:
         cfg = self.ctx.config
         prompts = [self._start.render(self.prompt_messages(s)) for s in samples]
-        # vLLM: score multi-token words through prefix-cached next-token calls (cheaper there).
+        # Engines whose `loglikelihood` recomputes the prompt (capability prefix_scoring): next-token
+        # calls on prefixes instead. vLLM no longer declares it: its forced continuations read the
+        # prompt from the prefix cache and return the boundary mass in the same request (issue 23).
         via = "prefix" if self.ctx.backend.capabilities.prefix_scoring else "loglikelihood"
         scores = score_prompts(self.ctx.backend, prompts, plan=self._plan, aware_via=via,
                                tol=cfg.aware_tol, boundary=cfg.aware_boundary, full_vocab=cfg.full_vocab)
@@ -95,7 +105,7 @@ class _LogprobBase(Method):
                         p if signal else None, int(signal), int(not signal))
             out.append(self.record(s, vote, form=self.form, signal=signal,
                                    error=None if signal else "no_signal", min_coverage=cfg.min_coverage,
-                                   answer_position=self._start.how, **sc.to_dict()))
+                                   answer_position=self._start.how, **self._bound(), **sc.to_dict()))
         return out
 
 

@@ -70,9 +70,11 @@ def _word_settings(ctx: ReportContext, members: Sequence[str]) -> None:
             words = st.get("words") or {}
             ev = ", ".join(w for w, lab in words.items() if lab == "eval")
             dp = ", ".join(w for w, lab in words.items() if lab == "deploy")
+            boundary = {True: "yes", False: "no"}.get(st.get("aware_boundary"), "–")
+            if st.get("aware_bound"):  # served models: the boundary mass is a top-K lower bound
+                boundary += f" (aware scores are bounds — {st['aware_bound']})"
             rows.append([r.label, m, f"{st.get('word_list', '?')}: {ev} / {dp}", f"{st.get('min_coverage', '–')}",
-                         {True: "yes", False: "no"}.get(st.get("aware_boundary"), "–"),
-                         st.get("answer_position", "–")])
+                         boundary, st.get("answer_position", "–")])
     if rows:
         ctx.doc.table(["model", "method", "words (eval / deploy)", "min coverage", "word boundary",
                        "answer position"], rows)

@@ -13,6 +13,12 @@ tokens every other backend sees. What the server gives, and what this client doe
   says which K was used, and `full_vocab_logprobs` whether the distribution is complete. Ids are
   read from vLLM's `return_tokens_as_token_ids` ("token_id:123"). With explicit `token_ids`
   and vLLM extensions, `logprob_token_ids` returns exact values for those ids (128 per request).
+- `next_token_logmass` / `continuation_scores` (the word-boundary term of tokenizer-aware
+  scoring): the base class's sum over `next_token_logprobs`, i.e. over the server's top-K: a
+  **lower bound** of the mass unless `top_logprobs=-1` (capability `exact_logmass`); the logprob
+  methods record ``aware_bound`` and the report says so. Exact reductions over HTTP would need a
+  server-side plugin (the offline engine's :mod:`harness.backends.vllm.reduce` keeps its results in
+  the worker, which a client cannot read back).
 - `loglikelihood`: `echo=true, max_tokens=0, logprobs=0` on prompt+continuation (vLLM 0.32 turns
   this into `prompt_logprobs`); the continuation's token logprobs are summed.
 - `chat`: `/v1/chat/completions` with messages, for chat-only servers (`chat_mode=True` needs no
@@ -83,8 +89,10 @@ class OpenAIBackend(Backend):
         self.top_logprobs = int(top_logprobs)
         self.chat_mode = chat_mode
         self.vllm_extensions = (not chat_mode) if vllm_extensions is None else vllm_extensions
-        if not self.vllm_extensions:
-            self.capabilities = Capabilities(structured_output=False)
+        # Token-set masses come from the server's top-K (-1: the whole vocabulary): a lower
+        # bound unless K = -1 (issue 23; the methods mark such scores as bounds).
+        self.capabilities = Capabilities(structured_output=self.vllm_extensions,
+                                         exact_logmass=self.top_logprobs == -1)
         try:
             served = resolve_served_model(self.http, model, tokenizer, weights, chat_mode)
         except BaseException:

