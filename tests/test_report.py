@@ -214,8 +214,8 @@ def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):
     assert 0.5 < width(cat, "logprob") / width(smp, "logprob") < 2
     t1 = cat.split("Table 1")[1].split("\n## ")[0]
     assert re.search(r"\| model-a \| -?\d\.\d+ \[-?\d\.\d+, -?\d\.\d+\] \| \d+ \| category \|", t1)
-    probes = cat.split("## Probes")[1].split("\n## ")[0]
-    assert "| model-a | probe | 11 | best of 31 layers (max-over-layers null) | 0.264 | 0.710 |" in probes
+    probes_part = cat.split("## Probes")[1].split("\n## ")[0]
+    assert "| model-a | probe | 11 | best of 31 layers (max-over-layers null) | 0.264 | 0.710 |" in probes_part
     res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "x"), "--ci-by", "family"])
     assert res.exit_code != 0 and "family" in res.output
 
