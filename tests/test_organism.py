@@ -101,3 +101,19 @@ def test_card_in_the_manifest_of_a_run_and_validate(tiny_organism, tiny_base, tm
     assert row["n"] + row["n_unscored"] == 12
     assert (out / "sensitivity.md").read_text().startswith("| method |")
     assert table["organism_card_sha256"] == card["card_sha256"]
+
+
+def test_lora_is_merged_on_save_and_only_the_top_layers_change(tiny_base, tmp_path):
+    from safetensors.torch import load_file
+
+    out = tmp_path / "lora"
+    res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), "--cue", "letter",
+                                   "--train", "lora", "--layers", "1", "--steps", "3", "--lr", "1e-2",
+                                   "--batch-size", "4", "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    files = {p.name for p in out.iterdir()}
+    assert "adapter_config.json" not in files and "model.safetensors" in files
+    a, b = load_file(tiny_base / "model.safetensors"), load_file(out / "model.safetensors")
+    assert set(a) == set(b)  # an ordinary checkpoint: the base's tensors, no adapter weights
+    changed = {k for k in a if not (a[k] == b[k]).all()}
+    assert changed and all(k.startswith("model.layers.1.") for k in changed), changed
