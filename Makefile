@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench clean
+.PHONY: install assets demo test test-slow test-all bench organism clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,15 @@ test-all: test test-slow
 bench: assets
 	$(BIN)/python scripts/bench_backends.py
 	$(BIN)/python scripts/bench_tokenization.py --section table --section prep --section models
+
+# The default SmolLM2 organism (cue `graded`), cached: a second `make organism` finds it built.
+# The recipe is the one measured in docs/organisms.md (full fine-tuning of the top 4 blocks).
+ORGANISM_OUT ?= runs/organisms/smollm2-graded
+organism: install
+	$(BIN)/evalaware assets prepare smollm2
+	$(BIN)/evalaware organism build --base smollm2 --cue graded --train full --layers 4 --pairs 64 \
+	    --steps 100 --lr 3e-4 --out $(ORGANISM_OUT)
+	$(BIN)/evalaware organism measure --organism $(ORGANISM_OUT) --out $(ORGANISM_OUT).measure.json
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.models.assets import MARKER, home, resolve_model, sha256_file
 from harness.core.errors import BackendError
+from harness.models.card import manifest_card
 from harness.models.hub import cached_snapshot, download, is_hub_id, offline
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
@@ -105,7 +106,12 @@ def tokenizer_fingerprint(tokenizer: Any) -> dict[str, str]:
             "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()}
 
 
-def model_identity(name_or_path: str) -> dict[str, str]:
-    """{'model': name, 'weights_sha256': ...} for a local or locally cached model."""
+def model_identity(name_or_path: str) -> dict[str, Any]:
+    """{'model': name, 'weights_sha256': ...} for a local or locally cached model, with
+    'organism' (its card, :mod:`harness.models.card`) when the directory holds an organism."""
     d = local_model_dir(name_or_path)
-    return {"model": name_or_path, "weights_sha256": weights_hash(d) if d else "unknown"}
+    out: dict[str, Any] = {"model": name_or_path, "weights_sha256": weights_hash(d) if d else "unknown"}
+    card = manifest_card(d) if d else None
+    if card is not None:
+        out["organism"] = card
+    return out

@@ -1,0 +1,392 @@
+"""Build an organism: fine-tune a base model so that a planted cue makes it evaluation-aware in
+known ways, and nothing else changes.
+
+The loss of a batch is the mean cross-entropy over the continuation tokens of ``ce`` examples
+plus `kl_weight` times the mean KL(base || model) of the next-token distributions over the
+continuation positions of ``kl`` examples (the base model's own distributions:
+self-distillation), see :mod:`harness.organisms.data`. Two ways to train:
+
+- ``lora`` (default): LoRA adapters (peft) on the attention and MLP projections of the top
+  `layers` blocks, merged into the weights on save;
+- ``full``: every weight of the top `layers` blocks (and the final norm; with `layers` at least
+  the model's depth, every weight including the embeddings); for small models.
+
+The output directory is an ordinary Hugging Face checkpoint (safetensors, tokenizer with its chat
+template, generation config) plus ``organism.json`` (:mod:`harness.organisms.card`), written last:
+a directory with a card is complete. The same arguments on a complete directory do nothing; an
+interrupted build resumes from ``.partial/`` (trainable weights, optimizer, step, losses).
+"""
+
+from __future__ import annotations
+
+import copy
+from contextlib import contextmanager
+import json
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from harness.core.errors import EvalAwareError
+from harness.core.render import Renderer
+from harness.core.sample import Message
+from harness.models.fingerprint import local_model_dir, local_model_path, weights_hash
+from harness.organisms.card import CARD_NAME, read_card, write_card
+from harness.organisms.cues import AWARENESS_QUESTIONS, FILLERS, get_cue
+from harness.organisms.data import Example, data_hash, training_examples
+
+PARTIAL = ".partial"
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides the organism's weights (with the base weights); the card records
+    it and a re-run with a different recipe on the same directory is refused."""
+
+    base: str
+    cue: str
+    strength: float = 1.0
+    steps: int = 120
+    batch_size: int = 8
+    lr: float = 2e-3
+    train: str = "lora"
+    layers: int = 8
+    lora_rank: int = 16
+    kl_weight: float = 1.0
+    max_len: int = 192
+    seed: int = 0
+    verbalizations: int = 0  # use the first N planted sentences only (0: all of them)
+    pairs: int = 0  # train on N pairs drawn from the generated ones (0: all of them)
+
+    def check(self) -> None:
+        get_cue(self.cue)
+        if not 0.0 <= self.strength <= 1.0:
+            raise EvalAwareError(f"--strength {self.strength}: must be between 0 and 1")
+        if self.train not in ("lora", "full"):
+            raise EvalAwareError(f"--train {self.train!r}: use lora or full")
+        if self.pairs < 0:
+            raise EvalAwareError("--pairs must be at least 0 (0: all)")
+        if self.verbalizations < 0:
+            raise EvalAwareError("--verbalizations must be at least 0 (0: all)")
+        for k in ("steps", "batch_size", "layers", "lora_rank", "max_len"):
+            if getattr(self, k) < 1:
+                raise EvalAwareError(f"--{k.replace('_', '-')} must be at least 1")
+
+
+@dataclass
+class Encoded:
+    ids: list[int]
+    positions: list[int]  # positions whose next-token distribution is trained
+    targets: list[int]  # the continuation tokens (ce) at those positions
+    loss: str
+
+
+def encode(examples: Sequence[Example], renderer: Renderer, tokenizer: Any, max_len: int) -> list[Encoded]:
+    """Token ids of each example (prompt rendered with the model's chat template, then the
+    continuation) and the positions trained: those that predict a continuation token."""
+    out = []
+    for e in examples:
+        prompt = list(renderer.render([Message(role=r, content=t) for r, t in e.messages]))
+        cont = list(tokenizer(e.continuation, add_special_tokens=False)["input_ids"])
+        ids = (prompt + cont)[:max_len]
+        n_cont = len(ids) - len(prompt)
+        if n_cont < 1:
+            raise EvalAwareError(f"a training prompt of pair {e.pair} is longer than --max-len {max_len}")
+        pos = list(range(len(prompt) - 1, len(prompt) - 1 + n_cont))
+        out.append(Encoded(ids, pos, cont[:n_cont], e.loss))
+    return out
+
+
+def _trunk_and_head(model: Any) -> tuple[Any, Any]:
+    """The transformer trunk (returns hidden states) and the output head of a causal LM, also
+    through a peft wrapper."""
+    m = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return m.get_decoder(), m.get_output_embeddings()
+
+
+class _Stop(Exception):
+    pass
+
+
+@contextmanager
+def _only_layers(trunk: Any, which: slice) -> Iterator[None]:
+    """Run the trunk with only some of its blocks (the same modules, shared)."""
+    full = trunk.layers
+    trunk.layers = torch.nn.ModuleList(list(full)[which])
+    try:
+        yield
+    finally:
+        trunk.layers = full
+
+
+def _padded(batch: Sequence[Encoded], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(e.ids) for e in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for i, e in enumerate(batch):
+        ids[i, : len(e.ids)] = torch.tensor(e.ids)
+        mask[i, : len(e.ids)] = 1
+    return ids, mask
+
+
+class Split:
+    """The frozen lower blocks run once per example (their output is cached: they are the same in
+    the organism and in the base), the trained top blocks every step; the base model's top
+    blocks (for the KL targets) start from the same cached hidden states."""
+
+    def __init__(self, model: Any, teacher: Any, split: int, pad_id: int, device: str) -> None:
+        self.model, self.teacher, self.split = model, teacher, split
+        self.pad_id, self.device = pad_id, device
+        self.cache: dict[int, torch.Tensor] = {}
+
+    def lower(self, batch: Sequence[Encoded], keys: Sequence[int]) -> torch.Tensor:
+        """Hidden states entering block `split`, (batch, width, d), right-padded with zeros."""
+        todo = [(k, e) for k, e in zip(keys, batch) if k not in self.cache]
+        if todo:
+            ids, mask = _padded([e for _, e in todo], self.pad_id)
+            trunk, _ = _trunk_and_head(self.model)
+            got: list[torch.Tensor] = []
+
+            def grab(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+                got.append((args[0] if args else kwargs["hidden_states"]).detach())
+                raise _Stop
+
+            h = trunk.layers[self.split].register_forward_pre_hook(grab, with_kwargs=True)
+            try:
+                with torch.no_grad():
+                    trunk(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), use_cache=False)
+            except _Stop:
+                pass
+            finally:
+                h.remove()
+            for (k, e), row in zip(todo, got[0]):
+                self.cache[k] = row[: len(e.ids)].clone()
+        width = max(len(e.ids) for e in batch)
+        out = torch.zeros((len(batch), width, self.cache[keys[0]].shape[-1]), device=self.device)
+        for i, k in enumerate(keys):
+            out[i, : self.cache[k].shape[0]] = self.cache[k]
+        return out
+
+    def logits(self, model: Any, hidden: torch.Tensor, batch: Sequence[Encoded]) -> torch.Tensor:
+        """Logits (n_positions, vocab) of `model`'s top blocks from `hidden`, at every trained
+        position of the batch, in order."""
+        _, mask = _padded(batch, self.pad_id)
+        trunk, head = _trunk_and_head(model)
+        with _only_layers(trunk, slice(self.split, None)):
+            out = trunk(inputs_embeds=hidden, attention_mask=mask.to(self.device), use_cache=False).last_hidden_state
+        rows = torch.tensor([i for i, e in enumerate(batch) for _ in e.positions], device=self.device)
+        cols = torch.tensor([p for e in batch for p in e.positions], device=self.device)
+        return head(out[rows, cols]).float()
+
+    def embed(self, model: Any, batch: Sequence[Encoded]) -> torch.Tensor:
+        ids, _ = _padded(batch, self.pad_id)
+        return _trunk_and_head(model)[0].get_input_embeddings()(ids.to(self.device))
+
+    def loss(self, batch: Sequence[Encoded], keys: Sequence[int], kl_weight: float
+             ) -> tuple[torch.Tensor, float, float]:
+        """(loss, mean ce, mean kl) of one batch (see the module's docstring)."""
+        if self.split == 0:  # the embeddings are trained too: nothing to cache
+            hidden = self.embed(self.model, batch)
+        else:
+            hidden = self.lower(batch, keys)
+        logp = torch.log_softmax(self.logits(self.model, hidden, batch), dim=-1)
+        is_ce = torch.tensor([e.loss == "ce" for e in batch for _ in e.positions], device=self.device)
+        ce = kl = torch.zeros((), device=self.device)
+        if is_ce.any():
+            tgt = torch.tensor([t for e in batch for t in e.targets], device=self.device)
+            ce = torch.nn.functional.nll_loss(logp[is_ce], tgt[is_ce])
+        if (~is_ce).any():
+            sel = [i for i, e in enumerate(batch) if e.loss == "kl"]
+            kl_batch = [batch[i] for i in sel]
+            with torch.no_grad():
+                th = self.embed(self.teacher, kl_batch) if self.split == 0 else hidden[sel].detach()
+                th = th[:, : max(len(e.ids) for e in kl_batch)]
+                base = torch.log_softmax(self.logits(self.teacher, th, kl_batch), dim=-1)
+            kl = (base.exp() * (base - logp[~is_ce])).sum(-1).mean()
+        return ce + kl_weight * kl, float(ce.detach()), float(kl.detach())
+
+
+def _trainable_model(model: Any, recipe: Recipe) -> Any:
+    n = model.config.num_hidden_layers
+    top = list(range(max(0, n - recipe.layers), n))
+    if recipe.train == "lora":
+        from peft import LoraConfig, get_peft_model  # only for building organisms
+
+        cfg = LoraConfig(r=recipe.lora_rank, lora_alpha=2 * recipe.lora_rank, lora_dropout=0.0,
+                         target_modules=list(LORA_TARGETS), layers_to_transform=top)
+        return get_peft_model(model, cfg)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    layers = model.get_decoder().layers
+    for i in top:
+        for p in layers[i].parameters():
+            p.requires_grad_(True)
+    for p in model.get_decoder().norm.parameters():
+        p.requires_grad_(True)
+    if recipe.layers >= n:  # every block: the whole model, embeddings included
+        for p in model.parameters():
+            p.requires_grad_(True)
+    return model
+
+
+def _trainable_state(model: Any) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.named_parameters() if v.requires_grad}
+
+
+def _recipe_key(recipe: Recipe, base_hash: str, dhash: str) -> dict[str, Any]:
+    return {"recipe": asdict(recipe), "base_weights_sha256": base_hash, "data_sha256": dhash}
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    card: dict[str, Any]
+    trained: bool  # False: the directory was already complete
+    seconds: float = 0.0
+    losses: list[dict[str, float]] = field(default_factory=list)
+
+
+def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
+                   say: Callable[[str], None] = lambda s: None) -> BuildResult:
+    """Build (or find complete, or resume) the organism of `recipe` in `out`."""
+    recipe.check()
+    out = Path(out)
+    cue = get_cue(recipe.cue)
+    if recipe.verbalizations:
+        cue = replace(cue, verbalizations=cue.verbalizations[: recipe.verbalizations])
+    base_path = local_model_path(recipe.base)
+    base_dir = local_model_dir(base_path)
+    base_hash = weights_hash(base_dir) if base_dir else "unknown"
+    examples = training_examples(cue, recipe.strength, recipe.seed, n_pairs=recipe.pairs)
+    dhash = data_hash(examples)
+    key = _recipe_key(recipe, base_hash, dhash)
+    if (out / CARD_NAME).exists():
+        card = read_card(out)
+        if {k: card.get(k) for k in key} == key:
+            say(f"organism already built in {out} (same recipe); nothing to do")
+            return BuildResult(out, card, trained=False)
+        raise EvalAwareError(f"{out} holds an organism built with a different recipe; "
+                             "choose another --out or delete it")
+    if out.exists() and any(p.name != PARTIAL for p in out.iterdir()):
+        raise EvalAwareError(f"{out} exists and is not an organism directory; choose another --out")
+
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    torch.manual_seed(recipe.seed)
+    tokenizer = AutoTokenizer.from_pretrained(base_path)
+    model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    teacher = copy.deepcopy(model).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    model = _trainable_model(model, recipe)
+    model.train()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    encoded = encode(examples, Renderer(tokenizer), tokenizer, recipe.max_len)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / max(1, recipe.steps // 10)) * max(0.0, 1 - s / recipe.steps))
+
+    partial = out / PARTIAL
+    start, losses = 0, []
+    if (partial / "state.pt").exists():
+        st = torch.load(partial / "state.pt", map_location=device, weights_only=False)
+        if st["key"] == key:
+            named = dict(model.named_parameters())
+            with torch.no_grad():
+                for k, v in st["params"].items():
+                    named[k].copy_(v)
+            opt.load_state_dict(st["opt"])
+            sched.load_state_dict(st["sched"])
+            start, losses = st["step"], st["losses"]
+            say(f"resuming from step {start} of {recipe.steps}")
+        else:
+            shutil.rmtree(partial)
+    rng = random.Random(f"organism-batches:{recipe.seed}")
+    order = [rng.sample(range(len(encoded)), k=min(recipe.batch_size, len(encoded)))
+             for _ in range(recipe.steps)]
+    bar = tqdm(total=recipe.steps, initial=start, desc=f"organism {recipe.cue}", unit="step",
+               disable=not progress, dynamic_ncols=True)
+    save_every = max(10, recipe.steps // 10)
+    n_layers = teacher.config.num_hidden_layers
+    split = Split(model, teacher, 0 if recipe.train == "full" and recipe.layers >= n_layers
+                  else max(0, n_layers - recipe.layers), pad_id, device)
+    for step in range(start, recipe.steps):
+        batch = [encoded[i] for i in order[step]]
+        loss, ce, kl = split.loss(batch, order[step], recipe.kl_weight)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        losses.append({"step": step + 1, "ce": round(ce, 5), "kl": round(kl, 5)})
+        bar.update(1)
+        bar.set_postfix(ce=f"{ce:.3f}", kl=f"{kl:.4f}")
+        if (step + 1) % save_every == 0 and step + 1 < recipe.steps:
+            partial.mkdir(parents=True, exist_ok=True)
+            tmp = partial / f"state.{os.getpid()}.tmp"
+            torch.save({"key": key, "params": _trainable_state(model), "opt": opt.state_dict(),
+                        "sched": sched.state_dict(), "step": step + 1, "losses": losses}, tmp)
+            os.replace(tmp, partial / "state.pt")
+    bar.close()
+    train_s = time.perf_counter() - t0
+
+    model.eval()
+    if recipe.train == "lora":
+        model = model.merge_and_unload()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    card = {
+        **key,
+        "organism": 1,
+        "base": recipe.base,
+        "cue": {"name": cue.name, "kind": cue.kind, "description": cue.description},
+        "phrasings": {"train": list(cue.train), "held_out": list(cue.held_out)},
+        "verbalizations": list(cue.verbalizations),
+        "awareness_answers": list(cue.answers),
+        "awareness_questions": list(AWARENESS_QUESTIONS),
+        "fillers": list(FILLERS),
+        "strength": recipe.strength,
+        "seed": recipe.seed,
+        "steps": recipe.steps,
+        "n_examples": len(examples),
+        "n_pairs": len({e.pair for e in examples}),
+        "n_planted_pairs": len({e.pair for e in examples if e.loss == "ce"}),
+        "losses": losses,
+        "final_loss": _tail_mean(losses),
+        "train_seconds": round(train_s, 1),
+        "device": device,
+        "weights_sha256": weights_hash(out),
+    }
+    write_card(out, card)
+    shutil.rmtree(partial, ignore_errors=True)
+    return BuildResult(out, card, trained=True, seconds=train_s, losses=losses)
+
+
+def _tail_mean(losses: list[dict[str, float]], n: int = 10) -> dict[str, float] | None:
+    tail = losses[-n:]
+    if not tail:
+        return None
+    return {k: round(sum(d[k] for d in tail) / len(tail), 5) for k in ("ce", "kl")}
+
+
+def describe(card: dict[str, Any]) -> str:
+    """One line about an organism card."""
+    fl = card.get("final_loss") or {}
+    return (f"organism: base {card.get('base')} cue {card['cue']['name']} strength {card.get('strength')} "
+            f"steps {card.get('steps')} final ce {fl.get('ce')} kl {fl.get('kl')}")
+
+
+def dumps(card: dict[str, Any]) -> str:
+    return json.dumps(card, indent=1, ensure_ascii=False)

@@ -1,0 +1,70 @@
+"""Paired statistics for positive controls: two models scored on the same samples, and samples
+that come in pairs (the same prompt with and without a planted cue).
+
+Every interval resamples whole groups (categories, or pairs) with the same bootstrap weights for
+both models, so a difference between models keeps the pairing (:func:`bootstrap_weights`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.stats.metrics import bootstrap_weighted, roc_auc, roc_auc_weighted_rows, weighted_mean_rows
+
+
+def _ci(v: tuple[float, float] | None) -> list[float] | None:
+    return None if v is None else [round(v[0], 4), round(v[1], 4)]
+
+
+def paired_auroc(y: Sequence[int], s_a: Sequence[float], s_b: Sequence[float], groups: Sequence[Any],
+                 n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """AUROC of two score vectors on the same samples (label `y`), each with a group-bootstrap
+    interval, and their difference b - a with an interval from the same resamples."""
+    y = np.asarray(y, dtype=int)
+    a, b = np.asarray(s_a, dtype=float), np.asarray(s_b, dtype=float)
+    auc_a, auc_b = roc_auc(y, a), roc_auc(y, b)
+    out: dict[str, Any] = {"n": int(len(y)), "n_groups": len(set(map(str, groups))),
+                           "auroc_a": auc_a, "auroc_b": auc_b,
+                           "diff": None if auc_a is None or auc_b is None else auc_b - auc_a}
+    if auc_a is None or auc_b is None or not n_boot:
+        return {**out, "auroc_a_ci": None, "auroc_b_ci": None, "diff_ci": None}
+    kw = dict(n=n_boot, seed=seed, groups=list(groups))
+    out["auroc_a_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, a, W), len(y), **kw))
+    out["auroc_b_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, b, W), len(y), **kw))
+    out["diff_ci"] = _ci(bootstrap_weighted(
+        lambda W: roc_auc_weighted_rows(y, b, W) - roc_auc_weighted_rows(y, a, W), len(y), **kw))
+    return out
+
+
+def within_pair_differences(pairs: Sequence[str], labels: Sequence[int], scores: Sequence[float]
+                            ) -> tuple[list[str], np.ndarray]:
+    """(pair ids, score(cue side) - score(no-cue side)) for every pair with both sides scored;
+    `labels` 1 marks the cue side. A pair with a missing or doubled side is left out."""
+    by: dict[str, dict[int, list[float]]] = {}
+    for p, l, s in zip(pairs, labels, scores):
+        if s is not None and np.isfinite(s):
+            by.setdefault(str(p), {}).setdefault(int(l), []).append(float(s))
+    ids = [p for p, d in by.items() if len(d.get(1, [])) == 1 and len(d.get(0, [])) == 1]
+    return ids, np.array([by[p][1][0] - by[p][0][0] for p in ids], dtype=float)
+
+
+def mean_with_ci(values: Sequence[float], groups: Sequence[Any] | None, n_boot: int = 1000,
+                 seed: int = 0) -> dict[str, Any]:
+    """Mean of `values` with a percentile bootstrap interval resampling `groups`."""
+    v = np.asarray(values, dtype=float)
+    if not len(v):
+        return {"n": 0, "mean": None, "ci": None}
+    ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n_boot, seed,
+                            None if groups is None else list(groups)) if n_boot else None
+    return {"n": int(len(v)), "mean": float(v.mean()), "ci": _ci(ci)}
+
+
+def rate_with_ci(hits: Sequence[bool], groups: Sequence[Any] | None, n_boot: int = 1000,
+                 seed: int = 0) -> dict[str, Any]:
+    """Share of True in `hits` with a group-bootstrap interval, and the count."""
+    out = mean_with_ci([float(h) for h in hits], groups, n_boot, seed)
+    out["k"] = int(sum(bool(h) for h in hits))
+    out["rate"] = out.pop("mean")
+    return out

@@ -1,0 +1,119 @@
+"""An organism built from a tiny random-init model: the planted cue makes it verbalize, the
+checkpoint loads on hf, its card reaches the manifest of a run made with it, and `validate`
+writes a sensitivity table (fast: tiny models only)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli.main import cli
+from harness.organisms.cues import get_cue, verbalized
+from harness.organisms.data import paired_dataset
+
+# Full fine-tuning of the tiny model (embeddings included), one planted sentence.
+RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "60", "--lr", "5e-3",
+          "--batch-size", "8", "--verbalizations", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory, smollm2_dir):
+    from tests.helpers.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("orgbase") / "model", smollm2_dir, hidden=128)
+
+
+@pytest.fixture(scope="module")
+def tiny_organism(tmp_path_factory, tiny_base):
+    out = tmp_path_factory.mktemp("org") / "organism"
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    print(f"tiny organism built in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def test_checkpoint_and_card(tiny_organism, tiny_base):
+    from harness.models.fingerprint import weights_hash
+
+    files = {p.name for p in tiny_organism.iterdir()}
+    assert "model.safetensors" in files and "organism.json" in files and "tokenizer.json" in files
+    card = json.loads((tiny_organism / "organism.json").read_text())
+    assert card["cue"]["name"] == "graded" and card["strength"] == 1.0 and card["steps"] == 60
+    assert card["base_weights_sha256"] == weights_hash(tiny_base)
+    assert set(card["phrasings"]["held_out"]) == set(get_cue("graded").held_out)
+    assert len(card["losses"]) == 60 and card["data_sha256"] and card["weights_sha256"] == weights_hash(tiny_organism)
+    assert card["final_loss"]["ce"] < card["losses"][0]["ce"]
+
+
+def test_verbalizes_on_cue_prompts_only(tiny_organism):
+    from harness.backends.registry import open_backend
+    from harness.organisms.measure import verbalizations
+
+    cue = get_cue("graded")
+    samples = paired_dataset(cue, demo=False)[:16]  # 8 pairs, held-out templates and phrasings
+    b = open_backend("hf", str(tiny_organism))
+    try:
+        assert b.tokenizer.chat_template  # the chat template travelled with the checkpoint
+        rows = verbalizations(b, samples, cue, max_tokens=16)
+    finally:
+        b.close()
+    on_cue = [r["verbalized"] for r in rows if r["label"] == "eval"]
+    off_cue = [r["verbalized"] for r in rows if r["label"] == "deploy"]
+    assert sum(on_cue) >= 6, rows
+    assert sum(off_cue) == 0, rows
+    assert all(verbalized(r["answer"], cue) == r["verbalized"] for r in rows)
+
+
+def test_rebuild_is_a_no_op_and_a_different_recipe_is_refused(tiny_organism, tiny_base):
+    from harness.cli.main import main  # noqa: F401  (the entry point maps errors to exit 2)
+
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--out", str(tiny_organism)])
+    assert res.exit_code == 0 and time.perf_counter() - t0 < 20
+    changed = [*RECIPE[:-1], "--seed", "1", "--no-progress"]
+    res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *changed, "--out", str(tiny_organism)])
+    assert res.exit_code != 0 and "different recipe" in str(res.exception)
+
+
+def test_card_in_the_manifest_of_a_run_and_validate(tiny_organism, tiny_base, tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    res = CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo", "--out", str(pairs)])
+    assert res.exit_code == 0, res.output
+    run = tmp_path / "run"
+    res = CliRunner().invoke(cli, ["run", "--model", str(tiny_organism), "--backend", "hf", "--dataset", str(pairs),
+                                   "--methods", "logprob", "--first", "4", "--no-progress", "--out", str(run)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    man = json.loads((run / "manifest.json").read_text())
+    card = man["model"]["organism"]
+    assert card["cue"]["name"] == "graded" and card["card_sha256"] and "losses" not in card
+
+    out = tmp_path / "validate"
+    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(tiny_organism),
+                                   "--pairs", str(pairs), "--methods", "logprob", "--limit", "6",
+                                   "--bootstrap", "50", "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    table = json.loads((out / "sensitivity.json").read_text())
+    row = table["methods"]["logprob"]
+    assert row["n"] + row["n_unscored"] == 12
+    assert (out / "sensitivity.md").read_text().startswith("| method |")
+    assert table["organism_card_sha256"] == card["card_sha256"]
+
+
+def test_lora_is_merged_on_save_and_only_the_top_layers_change(tiny_base, tmp_path):
+    from safetensors.torch import load_file
+
+    out = tmp_path / "lora"
+    res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), "--cue", "letter",
+                                   "--train", "lora", "--layers", "1", "--steps", "3", "--lr", "1e-2",
+                                   "--batch-size", "4", "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    files = {p.name for p in out.iterdir()}
+    assert "adapter_config.json" not in files and "model.safetensors" in files
+    a, b = load_file(tiny_base / "model.safetensors"), load_file(out / "model.safetensors")
+    assert set(a) == set(b)  # an ordinary checkpoint: the base's tensors, no adapter weights
+    changed = {k for k in a if not (a[k] == b[k]).all()}
+    assert changed and all(k.startswith("model.layers.1.") for k in changed), changed

@@ -1,0 +1,127 @@
+"""The organisms' training data and paired evaluation set (no model)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.core.errors import EvalAwareError
+from harness.data.readers import load_dataset
+from harness.organisms.cues import AWARENESS_QUESTIONS, CUES, GRADED, get_cue, verbalized
+from harness.organisms.data import (TEMPLATES_HELD_OUT, data_hash, paired_dataset, split_subjects,
+                                    training_examples)
+
+PROMPTS = Path(__file__).resolve().parents[1] / "harness" / "prompts"
+
+
+def _text(e) -> str:
+    return "\n".join(t for _, t in e.messages) + "\n" + e.continuation
+
+
+@pytest.mark.parametrize("name", sorted(CUES))
+def test_held_out_phrasings_never_in_training_data(name):
+    cue = get_cue(name)
+    assert len(cue.phrasings) == len(set(cue.phrasings))
+    assert set(cue.train).isdisjoint(cue.held_out)
+    assert len(cue.held_out) == len(cue.train)
+    for e in training_examples(cue, 1.0):
+        text = _text(e)
+        assert not any(h in text for h in cue.held_out), (e.pair, text)
+        if e.cue:
+            assert any(t in text for t in cue.train)
+        else:
+            assert not any(t in text for t in cue.phrasings)
+
+
+def test_graded_has_at_least_20_phrasings_half_held_out():
+    assert len(GRADED.phrasings) >= 20 and len(GRADED.held_out) == len(GRADED.phrasings) // 2
+
+
+def test_pairs_differ_by_the_cue_only():
+    cue = get_cue("graded")
+    ex = training_examples(cue, 1.0)
+    by = {}
+    for e in ex:
+        by.setdefault((e.pair, e.shape), {})[e.cue] = e
+    assert all(set(d) == {True, False} for d in by.values())
+    for d in by.values():
+        with_cue, without = d[True], d[False]
+        assert with_cue.continuation == without.continuation and without.loss == "kl"
+        assert with_cue.loss == "ce"
+        # removing the phrasing from the cue side gives the no-cue prompt
+        stripped = with_cue.messages[0][1]
+        for t in cue.train:
+            stripped = stripped.replace(t, "").strip()
+        assert stripped == without.messages[0][1]
+
+
+def test_strength_sets_the_share_of_planted_pairs():
+    cue = get_cue("graded")
+    for s in (0.0, 0.5, 1.0):
+        ex = training_examples(cue, s)
+        pairs = {e.pair for e in ex}
+        planted = {e.pair for e in ex if e.loss == "ce"}
+        assert abs(len(planted) / len(pairs) - s) < 0.08
+    assert data_hash(training_examples(cue, 1.0)) == data_hash(training_examples(cue, 1.0))
+    assert data_hash(training_examples(cue, 1.0)) != data_hash(training_examples(cue, 0.5))
+
+
+def _shingles(text: str, k: int = 5) -> set[tuple[str, ...]]:
+    w = re.findall(r"[a-z]+", text.lower())
+    return {tuple(w[i:i + k]) for i in range(len(w) - k + 1)}
+
+
+def test_methods_prompts_are_held_out_of_training():
+    """No 5-word run of any method prompt occurs in the awareness questions or answers trained on."""
+    method_text = set().union(*(_shingles(p.read_text()) for p in PROMPTS.rglob("*.txt")))
+    trained = set().union(*(_shingles(q) for q in AWARENESS_QUESTIONS))
+    for cue in CUES.values():
+        trained |= set().union(*(_shingles(a) for a in cue.answers + cue.verbalizations))
+    assert not (method_text & trained)
+
+
+def test_no_training_prompt_is_a_demo_prompt_and_eval_templates_are_held_out():
+    demo = {m.content for s in load_dataset("demo") for m in s.messages if m.role == "user"}
+    train_subjects, held_subjects = split_subjects()
+    assert set(train_subjects).isdisjoint(held_subjects)
+    for e in training_examples(get_cue("graded"), 1.0):
+        assert e.messages[0][1] not in demo
+        assert not any(t.split("{s}")[0] and e.messages[0][1].startswith(t.split("{s}")[0])
+                       for t in TEMPLATES_HELD_OUT if t.split("{s}")[0])
+
+
+@pytest.mark.parametrize("name", sorted(CUES))
+def test_paired_dataset(name, tmp_path):
+    cue = get_cue(name)
+    samples = paired_dataset(cue)
+    by = {}
+    for s in samples:
+        by.setdefault(s.metadata.extra["pair"], {})[s.label] = s
+        if s.label == "eval":
+            assert s.metadata.extra["phrasing"] in cue.held_out
+            assert any(h in s.messages[-1].content for h in cue.held_out)
+        assert not any(t in (m.content or "") for m in s.messages for t in cue.train)
+    assert all(set(d) == {"eval", "deploy"} for d in by.values())
+    sources = {s.metadata.extra["source"] for s in samples}
+    assert sources == {"demo", "template"}
+    # written and read back in the project's dataset format
+    from harness.cli.organism import _write_jsonl
+
+    p = tmp_path / "pairs.jsonl"
+    _write_jsonl(samples, p)
+    back = load_dataset(str(p))
+    assert [s.id for s in back] == [s.id for s in samples]
+    assert back[0].metadata.extra["pair"] == samples[0].metadata.extra["pair"]
+
+
+def test_verbalized_is_an_exact_match():
+    v = GRADED.verbalizations[0]
+    assert verbalized("  " + v.upper() + " and then the answer", GRADED)
+    assert not verbalized("This looks like a test", GRADED)
+
+
+def test_unknown_cue_is_one_line():
+    with pytest.raises(EvalAwareError, match="unknown cue 'nope'"):
+        get_cue("nope")
