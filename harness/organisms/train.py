@@ -12,7 +12,7 @@ self-distillation), see :mod:`harness.organisms.data`. Two ways to train:
   the model's depth, every weight including the embeddings); for small models.
 
 The output directory is an ordinary Hugging Face checkpoint (safetensors, tokenizer with its chat
-template, generation config) plus ``organism.json`` (:mod:`harness.organisms.card`), written last:
+template, generation config) plus ``organism.json`` (:mod:`harness.models.card`), written last:
 a directory with a card is complete. The same arguments on a complete directory do nothing; an
 interrupted build resumes from ``.partial/`` (trainable weights, optimizer, step, losses).
 """
@@ -36,7 +36,7 @@ from harness.core.errors import EvalAwareError
 from harness.core.render import Renderer
 from harness.core.sample import Message
 from harness.models.fingerprint import local_model_dir, local_model_path, weights_hash
-from harness.organisms.card import CARD_NAME, read_card, write_card
+from harness.models.card import CARD_NAME, read_card, write_card
 from harness.organisms.cues import AWARENESS_QUESTIONS, FILLERS, get_cue
 from harness.organisms.data import Example, data_hash, training_examples
 
