@@ -56,6 +56,8 @@ def organism() -> None:
 @click.option("--lora-rank", type=int, default=Recipe.lora_rank, show_default=True)
 @click.option("--kl-weight", type=float, default=Recipe.kl_weight, show_default=True,
               help="Weight of the KL to the base model on the no-cue (and unplanted) examples.")
+@click.option("--kl-first", type=float, default=Recipe.kl_first, show_default=True,
+              help="Weight of the first answer position in the KL (the other positions weigh 1).")
 @click.option("--max-len", type=int, default=Recipe.max_len, show_default=True, help="Tokens per training example.")
 @click.option("--verbalizations", type=int, default=0, show_default=True,
               help="Plant only the first N verbalization sentences (0: all).")
@@ -66,7 +68,7 @@ def organism() -> None:
 @progress_option
 @verbose_option
 def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int, lr: float, train: str,
-              layers: int, lora_rank: int, kl_weight: float, max_len: int, verbalizations: int,
+              layers: int, lora_rank: int, kl_weight: float, kl_first: float, max_len: int, verbalizations: int,
               pairs: int, seed: int, out: str, progress: bool) -> None:
     """Fine-tune BASE so that CUE makes it evaluation-aware; write an HF checkpoint (LoRA merged)
     and organism.json. The same command on a complete directory does nothing; an interrupted
@@ -78,7 +80,7 @@ def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int,
       evalaware organism build --base smollm2 --cue graded --strength 0.5 --out runs/organisms/smollm2-graded-0.5
     """
     recipe = Recipe(base=base, cue=cue, strength=strength, steps=steps, batch_size=batch_size, lr=lr,
-                    train=train, layers=layers, lora_rank=lora_rank, kl_weight=kl_weight,
+                    train=train, layers=layers, lora_rank=lora_rank, kl_weight=kl_weight, kl_first=kl_first,
                     max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs)
     res = build_organism(recipe, out, progress=progress, say=console.status)
     click.echo(describe(res.card))

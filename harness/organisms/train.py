@@ -2,8 +2,9 @@
 known ways, and nothing else changes.
 
 The loss of a batch is the mean cross-entropy over the continuation tokens of ``ce`` examples
-plus `kl_weight` times the mean KL(base || model) of the next-token distributions over the
-continuation positions of ``kl`` examples (the base model's own distributions:
+plus `kl_weight` times the weighted mean KL(base || model) of the next-token distributions over
+the continuation positions of ``kl`` examples (the first answer position weighs `kl_first`, the
+others 1: the first token of an answer is where planted openings leak into no-cue answers) (the base model's own distributions:
 self-distillation), see :mod:`harness.organisms.data`. Two ways to train:
 
 - ``lora`` (default): LoRA adapters (peft) on the attention and MLP projections of the top
@@ -59,6 +60,7 @@ class Recipe:
     layers: int = 8
     lora_rank: int = 16
     kl_weight: float = 1.0
+    kl_first: float = 1.0  # weight of the first answer position in an example's KL (others: 1)
     max_len: int = 192
     seed: int = 0
     verbalizations: int = 0  # use the first N planted sentences only (0: all of them)
@@ -74,6 +76,8 @@ class Recipe:
             raise EvalAwareError("--pairs must be at least 0 (0: all)")
         if self.verbalizations < 0:
             raise EvalAwareError("--verbalizations must be at least 0 (0: all)")
+        if self.kl_first <= 0:
+            raise EvalAwareError("--kl-first must be positive")
         for k in ("steps", "batch_size", "layers", "lora_rank", "max_len"):
             if getattr(self, k) < 1:
                 raise EvalAwareError(f"--{k.replace('_', '-')} must be at least 1")
@@ -188,8 +192,8 @@ class Split:
         ids, _ = _padded(batch, self.pad_id)
         return _trunk_and_head(model)[0].get_input_embeddings()(ids.to(self.device))
 
-    def loss(self, batch: Sequence[Encoded], keys: Sequence[int], kl_weight: float
-             ) -> tuple[torch.Tensor, float, float]:
+    def loss(self, batch: Sequence[Encoded], keys: Sequence[int], kl_weight: float,
+             kl_first: float = 1.0) -> tuple[torch.Tensor, float, float]:
         """(loss, mean ce, mean kl) of one batch (see the module's docstring)."""
         if self.split == 0:  # the embeddings are trained too: nothing to cache
             hidden = self.embed(self.model, batch)
@@ -208,7 +212,9 @@ class Split:
                 th = self.embed(self.teacher, kl_batch) if self.split == 0 else hidden[sel].detach()
                 th = th[:, : max(len(e.ids) for e in kl_batch)]
                 base = torch.log_softmax(self.logits(self.teacher, th, kl_batch), dim=-1)
-            kl = (base.exp() * (base - logp[~is_ce])).sum(-1).mean()
+            w = torch.tensor([kl_first if j == 0 else 1.0 for e in kl_batch for j in range(len(e.positions))],
+                             device=self.device)
+            kl = ((base.exp() * (base - logp[~is_ce])).sum(-1) * w).sum() / w.sum()
         return ce + kl_weight * kl, float(ce.detach()), float(kl.detach())
 
 
@@ -323,7 +329,7 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
                   else max(0, n_layers - recipe.layers), pad_id, device)
     for step in range(start, recipe.steps):
         batch = [encoded[i] for i in order[step]]
-        loss, ce, kl = split.loss(batch, order[step], recipe.kl_weight)
+        loss, ce, kl = split.loss(batch, order[step], recipe.kl_weight, recipe.kl_first)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
