@@ -29,7 +29,7 @@ from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import paired_dataset
 from harness.organisms.measure import first_token_kl, verbalizations
 from harness.organisms.train import Recipe, build_organism, describe
-from harness.run.loop import check_methods, run_methods
+from harness.run.loop import check_methods, needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.stats.paired import mean_with_ci, paired_auroc, rate_with_ci, within_pair_differences
 
@@ -223,6 +223,13 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @click.option("--pairs", "pairs_path", type=click.Path(exists=True, dir_okay=False),
               help="Paired set (default: `organism dataset` for the organism's cue, written to OUT).")
 @click.option("--limit", type=click.IntRange(1), help="Run N pairs (stratified, both sides).")
+@click.option("--judge-model", "--judge", "judge_model",
+              help="Judge of motivation/reasoning for both models (default: the base model: one "
+                   "fixed judge, so that a difference is the organism's, not its judge's).")
+@click.option("--probe-layers", default=None,
+              help="Also capture last-prompt activations at these layers (all | every:K | comma "
+                   "list) and add a `probe` row: a logistic probe's out-of-fold scores (grouped "
+                   "CV by category, best layer; the layer-selection null in RUN/probes).")
 @click.option("--bootstrap", type=int, default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False))
@@ -230,8 +237,8 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @progress_option
 @verbose_option
 def validate(base: str, organism_dir: str, methods: str, backend: str, dtype: str, pairs_path: str | None,
-             limit: int | None, bootstrap: int, seed: int, out: str, method_opts: MethodOptions,
-             progress: bool) -> None:
+             limit: int | None, judge_model: str | None, probe_layers: str | None, bootstrap: int,
+             seed: int, out: str, method_opts: MethodOptions, progress: bool) -> None:
     """Run methods on BASE and on the organism over the paired set (label = cue present) and
     write each method's sensitivity: AUROC on base and organism [category-cluster 95% CI], the
     difference (same resamples), and the mean within-pair score difference.
@@ -241,6 +248,9 @@ def validate(base: str, organism_dir: str, methods: str, backend: str, dtype: st
       evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded --out runs/validate
       evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded \\
           --methods logprob_question --limit 24 --out runs/validate-lpq
+      evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded --backend vllm \\
+          --methods binary,probability,logprob,logprob_question,motivation --probe-layers every:3 \\
+          --limit 24 --out runs/validate-all
     """
     method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
     card = _organism_card(organism_dir)
@@ -252,20 +262,47 @@ def validate(base: str, organism_dir: str, methods: str, backend: str, dtype: st
         path = str(outp / "pairs.jsonl")
         _write_jsonl(paired_dataset(get_cue(card["cue"]["name"])), path)
     prompts = method_opts.prompts()
+    judge_of = judge_model or base
     for name, model in (("base", base), ("organism", organism_dir)):
         console.status(f"validate: {name} ({model})")
         with ExitStack() as st:
             eng = st.enter_context(open_backend(backend, model, dtype=dtype))
+            judge = None
+            if needs_judge(method_list):
+                judge = eng if judge_of == model else st.enter_context(
+                    open_backend(backend, judge_of, dtype=dtype, role="judge"))
             config = method_opts.config(eng.tokenizer, {}, seed)
             run_methods(samples, method_list, eng, outp / name, config=config, prompts=prompts,
-                        batch_size=method_opts.batch_size, dataset_path=path, progress=progress,
-                        extra_manifest={"validate": {"role": name, "organism": organism_dir}})
+                        judge=judge, batch_size=method_opts.batch_size, dataset_path=path,
+                        progress=progress,
+                        extra_manifest={"validate": {"role": name, "organism": organism_dir,
+                                                     "judge": judge_of if judge else None}})
+        if probe_layers:
+            _probe_records(outp / name, probe_layers, dtype, seed, progress)
+    if probe_layers:
+        method_list = [*method_list, "probe"]
     table = sensitivity(outp, method_list, bootstrap, seed)
     (outp / "sensitivity.json").write_text(json.dumps(table, indent=1) + "\n")
     lines = sensitivity_lines(table)
     (outp / "sensitivity.md").write_text("\n".join(lines) + "\n")
     for line in lines:
         click.echo(line)
+
+
+def _probe_records(run_dir: Path, layers: str, dtype: str, seed: int, progress: bool) -> None:
+    """Last-prompt activations of the run's samples (hf; resumable) and the out-of-fold scores of
+    a logistic probe (grouped CV by category: both sides of a pair share a category, so a pair is
+    never split between train and test) as `probe` records, through the `probes eval` code."""
+    from harness.cli.probes import eval_config, eval_sweep, holding
+    from probes.activations.capture import run_capture
+
+    run_capture(run_dir, layers=layers, poolings="last_prompt", include_answer=False,
+                progress=progress, engine_opts={"dtype": dtype})
+    cfg = eval_config(label_source="truth", schemes="grouped", group_key="category", family_key="family",
+                      n_splits=5, C=1.0, n_boot=1000, ci_by="category", seed=seed, poolings=["last_prompt"],
+                      layers=None, probes=("logreg",), baselines=(), n_perm=200)
+    with holding(str(run_dir), True):
+        eval_sweep(str(run_dir), "default", cfg, None, True, "last_prompt", "probe", not progress)
 
 
 def sensitivity(out: Path, methods: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:

@@ -172,7 +172,7 @@ def _eval_options(f):
     return f
 
 
-def _config(label_source, schemes, group_key, family_key, n_splits, C, n_boot, ci_by, seed, **extra):
+def eval_config(label_source, schemes, group_key, family_key, n_splits, C, n_boot, ci_by, seed, **extra):
     from probes.train import EvalConfig  # .train, .apply: scikit-learn (~1.4 s), not at CLI start-up
 
     return EvalConfig(label_source=label_source, schemes=tuple(_csv(schemes) or ()),
@@ -212,19 +212,19 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
         layer_ids = [int(x) for x in _csv(layers)] if layers else None
     except ValueError:
         raise EvalAwareError(f"--layers {layers!r}: expected a comma list of integers") from None
-    cfg = _config(**cv, poolings=_csv(pooling), layers=layer_ids,
+    cfg = eval_config(**cv, poolings=_csv(pooling), layers=layer_ids,
                   probes=tuple(_csv(probe_kinds) or ()), baselines=tuple(_csv(baselines) or ()),
                   n_perm=n_perm)
-    with _writing(run_dir, out_dir is None or write_records):
-        _eval(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name, no_progress)
+    with holding(run_dir, out_dir is None or write_records):
+        eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name, no_progress)
 
 
-def _writing(run_dir: str, writes: bool):
+def holding(run_dir: str, writes: bool):
     """Hold RUN for writing when the command writes into it; a reader takes no lock."""
     return run_dir_lock(run_dir, create=False) if writes else nullcontext()
 
 
-def _eval(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name,
+def eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name,
           no_progress) -> None:
     """The sweep of `probes eval`, its files and (with --write-records) its records."""
     from probes.apply import write_oof_records  # scikit-learn (see _config)
@@ -338,7 +338,7 @@ def train_cmd(run_dir, name, pooling, layer, probe_kind, out_dir, no_progress, *
         except ValueError:
             raise EvalAwareError(f"--layer {layer!r}: a layer id or `best`") from None
     path, meta = train_and_save(_open(run_dir), name, pooling, layer, out_dir, probe_kind,
-                                _config(**cv), progress=not no_progress)
+                                eval_config(**cv), progress=not no_progress)
     click.echo(f"saved {meta['kind']} probe (layer {meta['layer']}, {meta['pooling']}, labels "
                f"{meta['label_source']}, n={meta['train']['n']}) to {path}")
     for scheme, r in meta["cv"].items():
@@ -369,7 +369,7 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
     from probes.apply import apply_probe  # scikit-learn (see _config)
 
     probe = load_probe(probe_dir)
-    with _writing(run_dir, write_records):
+    with holding(run_dir, write_records):
         res = apply_probe(probe, _open(run_dir), name, write=write_records, method=method_name,
                           force=force, allow_train_overlap=allow_train_overlap)
     click.echo(f"scored {res['n']} samples (layer {probe.layer}, {probe.pooling}); AUROC vs truth "
