@@ -373,8 +373,8 @@ def test_steering_is_ranked_among_twenty_norm_matched_random_directions():
 
 
 def test_intervals_from_few_clusters_are_small_sample_correct():
-    """Fewer than 20 clusters: the percentile cluster bootstrap under-covers (0.86 at 6 clusters
-    for 0.95); the interval is then the delete-one-cluster jackknife with a t quantile, which for a
+    """Few clusters (< SMALL_SAMPLE_UNITS): the percentile cluster bootstrap under-covers (0.86 at
+    6 clusters for 0.95); the interval is then the delete-one-cluster jackknife with a t quantile, which for a
     mean of equal-size clusters is the t interval on the cluster means (hand-derived), and the
     report's note says which interval it uses."""
     from scipy.stats import t as t_dist
@@ -390,6 +390,46 @@ def test_intervals_from_few_clusters_are_small_sample_correct():
     h = t_dist.ppf(0.975, G - 1) * cm.std(ddof=1) / np.sqrt(G)
     ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), 1000, 0, list(g))
     assert ci == pytest.approx((cm.mean() - h, cm.mean() + h))
-    note = resampling_note([{"ci_by": "category", "n_groups": 6}, {"ci_by": "category", "n_groups": 24}], 1000)
+    note = resampling_note([{"ci_by": "category", "n_groups": 6}, {"ci_by": "category", "n_groups": 60}], 1000)
     assert "6 categories): cluster-jackknife t (6 units, t with 5 df)" in note
-    assert "24 categories): percentile bootstrap" in note
+    assert "60 categories): percentile bootstrap" in note
+
+
+# --- item 10 (rest): no one-class resample is dropped --------------------------------------------
+
+def test_single_label_categories_are_resampled_within_their_label():
+    """2 eval-only and 20 deploy-only categories: an unstratified category draw holds no eval
+    category in (20/22)^22 = 12% of the resamples, which the AUROC interval dropped silently.
+    Drawn within their labels, every resample keeps 2 eval and 20 deploy categories, and the
+    summary's interval is the percentile interval over exactly those resamples (sklearn, by hand)."""
+    from sklearn.metrics import roc_auc_score
+
+    from harness.stats.metrics import bootstrap_weights
+
+    rng = np.random.default_rng(4)
+    cats = [f"e{i}" for i in range(2) for _ in range(6)] + [f"d{i}" for i in range(20) for _ in range(2)]
+    y = np.array([1] * 12 + [0] * 40)
+    s = y * 0.8 + rng.normal(0, 0.5, len(y))
+    W = bootstrap_weights(len(y), 400, 0, cats, strata=y)
+    drawn = {c: W[:, [i for i, x in enumerate(cats) if x == c][0]] for c in set(cats)}
+    assert (sum(drawn[f"e{i}"] for i in range(2)) == 2).all()
+    assert (sum(drawn[f"d{i}"] for i in range(20)) == 20).all()
+    assert ((W * y).sum(1) > 0).all()  # no resample without an eval sample
+    recs = [{"sample_id": f"{c}:{i}", "label": "eval" if t else "deploy", "prediction": None,
+             "score": float(v), "category": c, "n_valid": 1, "n_invalid": 0, "details": {}}
+            for i, (c, t, v) in enumerate(zip(cats, y, s))]
+    lb = S.low_base_rate(recs, n_boot=400)
+    assert lb["tpr_at_fpr5_ci"] is not None
+    summ = S.method_summary(recs, n_boot=400)  # 22 categories: below SMALL_SAMPLE_UNITS -> jackknife
+    assert summ["auroc_ci"] is not None
+    from harness.stats.metrics import bootstrap_auroc
+    import harness.stats.metrics as metrics
+
+    old = metrics.SMALL_SAMPLE_UNITS
+    metrics.SMALL_SAMPLE_UNITS = 0  # the percentile bootstrap itself
+    try:
+        ci = bootstrap_auroc(y, s, n=400, seed=0, groups=cats)
+    finally:
+        metrics.SMALL_SAMPLE_UNITS = old
+    aucs = [roc_auc_score(y, s, sample_weight=w) for w in W]
+    assert ci == pytest.approx((np.quantile(aucs, 0.025), np.quantile(aucs, 0.975)))

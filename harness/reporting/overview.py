@@ -93,9 +93,10 @@ def resampling_note(summaries: Sequence[dict[str, Any]], n_boot: int) -> str:
     parts = [(f"whole categories ({n} categories)" if u == "category" else f"samples ({n})") +
              f": {M.interval_method(n)}" for u, n in units]
     return ("Intervals: 95%, over " + "; ".join(parts) + f". Percentile bootstrap: {n_boot} "
-            f"resamples; with fewer than {M.SMALL_SAMPLE_UNITS} units it under-covers (0.86 for a "
-            "nominal 0.95 at 6 clusters), so the interval there is the delete-one-unit jackknife "
-            "with a t quantile (G − 1 df). Resampling categories keeps correlated samples of one "
+            f"resamples; with fewer than {M.SMALL_SAMPLE_UNITS} units it under-covers (simulated for "
+            "a nominal 0.95: 0.79–0.87 at 6 clusters, 0.88–0.90 at 12, 0.92–0.95 at 30), so the interval "
+            "there is the delete-one-unit jackknife with a t quantile (units within their labels; "
+            "AUROC and shares on the logit scale), within 0.03 of 0.95 in the same simulation. Resampling categories keeps correlated samples of one "
             "source together, so the interval reflects how many independent sources stand behind a "
             "figure (`--ci-by sample` treats every sample as independent). Categories (or samples) "
             "are drawn within their labels: one holding only eval samples is replaced by another "

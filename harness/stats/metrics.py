@@ -256,8 +256,11 @@ def bootstrap_ci(fn: Callable[..., float | None], arrays: Sequence[Sequence[Any]
 
 #: Fewer resampling units (categories, or samples) than this: intervals are cluster-jackknife t
 #: intervals instead of percentile bootstrap ones, which under-cover with few clusters (simulated
-#: for a nominal 0.95: 0.86 at 6 clusters, 0.90 at 12, 0.94 at 30; `tests/test_calibration.py`).
-SMALL_SAMPLE_UNITS = 20
+#: for a nominal 0.95, 600 data sets each, at 6 / 12 / 30 clusters: mean 0.87 / 0.90 / 0.92,
+#: share 0.82 / 0.88 / 0.95, AUROC over label-pure clusters 0.79 / 0.88 / 0.92; the jackknife t:
+#: 0.94 / 0.95 / 0.94, 0.96 / 0.96 / 0.97, 0.96 / 0.97 / 0.96, `tests/test_calibration.py`).
+#: 50, not the ~20 often quoted: at 30 clusters the percentile bootstrap still falls 0.03 short.
+SMALL_SAMPLE_UNITS = 50
 
 
 def interval_method(n_units: int) -> str:
@@ -274,18 +277,36 @@ def _unit_index(n_items: int, groups: Sequence[Any] | None) -> tuple[np.ndarray,
     return gix, int(gix.max()) + 1 if n_items else 0
 
 
+def _unit_strata(gix: np.ndarray, G: int, strata: Sequence[Any] | None) -> np.ndarray:
+    """Per unit, the index of its stratum: the set of labels it holds (all 0 without strata)."""
+    if strata is None:
+        return np.zeros(G, dtype=int)
+    held: dict[int, set[str]] = {}
+    for g, lab in zip(gix.tolist(), np.asarray(strata, dtype=object).astype(str).tolist()):
+        held.setdefault(g, set()).add(lab)
+    kinds = sorted({tuple(sorted(v)) for v in held.values()})
+    return np.array([kinds.index(tuple(sorted(held[g]))) for g in range(G)], dtype=int)
+
+
 def jackknife_t(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
-                groups: Sequence[Any] | None = None, alpha: float = 0.05
-                ) -> tuple[float, float] | None:
-    """Delete-one-cluster jackknife interval: the statistic on all units ± t(G-1, 1 - alpha/2)
-    times the jackknife standard error sqrt((G-1)/G * sum (theta_(g) - mean)^2) over the G
-    leave-one-unit-out values (units: `groups`, or samples). For a mean of equal-size clusters
-    this is the t interval on the cluster means. None where a leave-one-out value is undefined
-    (e.g. the last category of a label left out) or G < 3."""
+                groups: Sequence[Any] | None = None, alpha: float = 0.05,
+                strata: Sequence[Any] | None = None) -> tuple[float, float] | None:
+    """Delete-one-cluster jackknife interval: the statistic on all units ± a t quantile times the
+    jackknife standard error over the leave-one-unit-out values (units: `groups`, or samples).
+    With `strata` (labels) the units are taken within their stratum (eval-only, deploy-only,
+    both: the two samples of an AUROC over label-pure categories), the variance is the sum over
+    strata of (G_s - 1)/G_s * sum (theta_(g) - mean_s)^2 and the t has G - S degrees of freedom;
+    without, one stratum (G - 1 df). For a mean of equal-size clusters this is the t interval on
+    the cluster means. None where a leave-one-out value is undefined, a stratum has a single
+    unit, or there are fewer than 3 units."""
     from scipy.stats import t as t_dist  # scipy: ~0.5 s, not at CLI start-up
 
     gix, G = _unit_index(n_items, groups)
     if G < 3:
+        return None
+    st = _unit_strata(gix, G, strata)
+    sizes = np.bincount(st)
+    if sizes.min() < 2 or G - len(sizes) < 1:
         return None
     W = np.ones((G + 1, n_items))
     W[1:][np.arange(G)[:, None] == gix[None, :]] = 0.0
@@ -293,9 +314,32 @@ def jackknife_t(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
     if not np.all(np.isfinite(v)):
         return None
     loo = v[1:]
-    se = math.sqrt((G - 1) / G * float(((loo - loo.mean()) ** 2).sum()))
-    h = float(t_dist.ppf(1 - alpha / 2, G - 1)) * se
+    var = sum((k - 1) / k * float(((loo[st == i] - loo[st == i].mean()) ** 2).sum())
+              for i, k in enumerate(sizes))
+    h = float(t_dist.ppf(1 - alpha / 2, G - len(sizes))) * math.sqrt(var)
     return float(v[0] - h), float(v[0] + h)
+
+
+def _bounded_jackknife(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
+                       groups: Sequence[Any] | None, alpha: float, strata: Sequence[Any] | None,
+                       bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+    """`jackknife_t`; for a bounded statistic (AUROC, a share) on the logit of its position in
+    `bounds`, mapped back, so the interval follows the statistic's skew near a bound (symmetric
+    intervals of an AUROC miss the truth mostly from above); on the raw scale where a value sits
+    on a bound."""
+    if bounds is None:
+        return jackknife_t(stat, n_items, groups, alpha, strata)
+    a, b = bounds
+
+    def logit(W: np.ndarray) -> np.ndarray:
+        q = (np.asarray(stat(W), dtype=float) - a) / (b - a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((q > 0) & (q < 1), np.log(q / (1 - q)), np.nan)
+
+    ci = jackknife_t(logit, n_items, groups, alpha, strata)
+    if ci is None:
+        return jackknife_t(stat, n_items, groups, alpha, strata)
+    return tuple(a + (b - a) / (1 + math.exp(-x)) for x in ci)  # type: ignore[return-value]
 
 
 def bootstrap_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n: int = 1000,
@@ -312,7 +356,7 @@ def bootstrap_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n
         return None
     out = None
     if _unit_index(n_items, groups)[1] < SMALL_SAMPLE_UNITS:
-        out = jackknife_t(stat, n_items, groups, alpha)
+        out = _bounded_jackknife(stat, n_items, groups, alpha, strata, bounds)
     if out is None:
         out = _interval(stat(bootstrap_weights(n_items, n, seed, groups, strata).astype(float)), n, alpha)
     if out is not None and bounds is not None:

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.core.errors import EvalAwareError
-from harness.stats.metrics import bootstrap_weighted, interval_method, weighted_mean_rows
+from harness.stats.metrics import SMALL_SAMPLE_UNITS, bootstrap_weighted, interval_method, weighted_mean_rows
 from harness.reporting.report import Doc, ci as _ci
 from harness.runlog import RunLog
 
@@ -207,8 +207,8 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
           f"{plan['positions']}; random controls: {_n_random(plan)} Gaussian directions per layer "
           f"and alpha (seeds {plan['random_seed']}, {plan['random_seed']} + 1, ...), each of the "
           f"vector's norm. {len(plan['samples'])} samples. Intervals: 95% over categories "
-          f"(clusters): percentile bootstrap ({n_boot} resamples), or, from fewer than 20 "
-          f"categories, the cluster-jackknife t interval (named below). P(eval) and delta (the "
+          f"(clusters): percentile bootstrap ({n_boot} resamples), or, from fewer than "
+          f"{SMALL_SAMPLE_UNITS} categories, the cluster-jackknife t interval (named below). P(eval) and delta (the "
           f"paired change in P(eval) against alpha = 0) are over the samples scored in every "
           f"condition (`common`), so a gate that withholds other samples under other alphas moves "
           f"neither. `random` rows: the mean over the random directions.")
