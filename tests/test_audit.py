@@ -135,15 +135,20 @@ def test_cli_table_json_and_txt_labels(tmp_path):
     assert bad.exit_code != 0
 
 
-def test_below_chance_auroc_on_label_pure_groups_is_called_an_artifact(tmp_path):
+def test_grouped_cv_auroc_on_label_pure_groups_is_declared_invalid(tmp_path):
     """Label-pure groups: a predictor with no signal scores below chance under grouped CV by
-    construction; the audit says so instead of printing the number bare."""
+    construction (0.174 was printed); the audit declares every such AUROC invalid instead of
+    printing it, and offers no best predictor to compare a method with."""
     rng = np.random.default_rng(1)
     samples = [Sample(f"g{g}:{k}", (Message("user", _words(rng, 8)),), "eval" if g < 4 else "deploy",
                       SampleMeta(category=f"g{g}")) for g in range(8) for k in range(6)]
     res = audit(samples, n_boot=50)
     low = [r for r in res.rows if r.auroc is not None and r.auroc < 0.5]
     assert low, "expected a no-signal predictor below chance on label-pure groups"
-    for r in low:
-        assert res.cell(r).endswith("(below chance by construction: no signal)")
-    assert all("below chance" not in res.cell(r) for r in res.rows if r not in low)
+    assert not res.valid and res.to_dict()["valid"] is False and res.best() is None
+    for r in res.rows:
+        assert res.cell(r) == "invalid (every category holds one label)"
+    assert "grouped-CV AUROC invalid here" in "\n".join(res.lines())
+    assert not any(f"{r.auroc:.3f}" in "\n".join(res.lines()) for r in low)
+    mixed = audit(_planted(lambda lab, rng: _words(rng, 8)), n_boot=20)
+    assert mixed.valid and mixed.best() is not None

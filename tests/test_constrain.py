@@ -28,7 +28,7 @@ from tests.helpers.tiny_model import build_tiny_model
 from harness.methods.token_limits import PLAIN, REASONING, default_token_limits
 
 # sampled, so unconstrained answers are varied garbage
-CFG = MethodConfig(answer_tokens=6, probe_tokens=24, judge_tokens=900, temperature=1.0, seed=1,
+CFG = MethodConfig(answer_tokens=6, probe_tokens=24, judge_tokens=900, temperature=1.0, seed=1, min_label_mass=0.0,
                    constrain=True)
 
 

@@ -18,7 +18,7 @@ from harness.core.sample import Message
 from harness.runlog import RunLog
 
 # sampled (not greedy): greedy decoding of the random model gives only newlines
-CFG = MethodConfig(answer_tokens=6, probe_tokens=6, judge_tokens=6, temperature=1.0, seed=1)
+CFG = MethodConfig(answer_tokens=6, probe_tokens=6, judge_tokens=6, temperature=1.0, seed=1, min_label_mass=0.0)
 VOTES = {"binary": 5, "probability": 5, "motivation": 3, "reasoning": 1}
 
 

@@ -268,7 +268,8 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     # a random model puts little mass on the target words: no signal gate, so every sample scores
     config = MethodConfig(min_coverage=0.0)
     run_methods(held, ["logprob_question"], hf_tiny4, plain, progress=False, config=config)
-    kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=plain, progress=False, config=config)
+    kw = dict(layers=[2], alphas=[-0.5, 0, 0.5], reuse_run=plain, progress=False, config=config,
+              n_random=2)
     plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **kw)
     # alpha = 0 reused the plain run's cache: no model call, identical records
     man = RunLog(out / "unsteered_0", create=False).get_meta("manifest")
@@ -277,7 +278,8 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     assert strip(RunLog(out / "unsteered_0", create=False).result_dicts()) == \
         strip(RunLog(plain, create=False).result_dicts())
     names = [c["name"] for c in plan["conditions"]]
-    assert names == ["unsteered_0", "random_-0.5", "vector_-0.5", "random_+0.5", "vector_+0.5"]
+    assert names == ["unsteered_0", "random_-0.5", "random1_-0.5", "vector_-0.5", "random_+0.5",
+                     "random1_+0.5", "vector_+0.5"]
     ident = {n: RunLog(out / n, create=False).get_meta("model_identity") for n in names}
     assert ident["unsteered_0"] == hf_tiny4.identity
     assert len({json.dumps(v, sort_keys=True) for v in ident.values()}) == len(names)
@@ -287,7 +289,7 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     assert sum(counting.calls.values()) == 0
     res = dose_response(out, n_boot=200)
     rows = res["methods"]["logprob_question"]
-    assert [r["alpha"] for r in rows] == [-0.5, -0.5, 0.0, 0.5, 0.5]
+    assert [r["alpha"] for r in rows] == [-0.5, -0.5, -0.5, 0.0, 0.5, 0.5, 0.5]
     assert all(r["n"] == 6 and r["perplexity"] > 1 for r in rows)
     base = next(r for r in rows if r["control"] == "none")
     assert base["delta"] == 0.0
@@ -296,11 +298,14 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
     rd = write_steer_report(out, n_boot=200)
     md = (rd / "steering.md").read_text()
     assert "logprob_question" in md and "random" in md and "neutral perplexity" in md
+    assert "rank (of N + 1)" in md and "of 3 |" in md and "97.5% CI" in md  # 2 alphas: Bonferroni
+    ctl = res["controls"]["logprob_question"]
+    assert [c["alpha"] for c in ctl] == [-0.5, 0.5] and all(c["n_random"] == 2 for c in ctl)
     assert (rd / "dose_response_logprob_question.png").stat().st_size > 1000
     # a later call adds alphas to the same directory
     plan = steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **{**kw, "alphas": [1.0]})
-    assert [c["name"] for c in plan["conditions"]][-2:] == ["random_+1", "vector_+1"]
-    assert len(plan["conditions"]) == 7 and plan["alphas"] == [-0.5, 0.0, 0.5, 1.0]
+    assert [c["name"] for c in plan["conditions"]][-3:] == ["random_+1", "random1_+1", "vector_+1"]
+    assert len(plan["conditions"]) == 10 and plan["alphas"] == [-0.5, 0.0, 0.5, 1.0]
     # a different layer set in the same directory is refused
     with pytest.raises(EvalAwareError, match="different layers"):
         steer_run(vec, hf_tiny4, held, ["logprob_question"], out, **{**kw, "layers": [1]})
@@ -359,16 +364,16 @@ def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
     out = tmp_path / "o"
     args = ["steer", "run", "--vector", str(vec), "--dataset", "demo", "--samples", "all",
             "--limit", "3", "--layers", "2", "--alphas", "0,0.5", "--model",
-            str(hf_tiny4.model_name), "--out", str(out), "--no-progress"]
+            str(hf_tiny4.model_name), "--out", str(out), "--no-progress", "--n-random", "2"]
     res = r.invoke(cli, args, standalone_mode=False)
     assert res.exception is None, res.output
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["random_+0.5", "unsteered_0",
-                                                                   "vector_+0.5"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["random1_+0.5", "random_+0.5",
+                                                                   "unsteered_0", "vector_+0.5"]
     res = r.invoke(cli, ["show", str(out / "vector_+0.5")], standalone_mode=False)
     assert "steering: vector_+0.5 (control vector, alpha +0.5, layers [2]" in res.output
     res = r.invoke(cli, ["steer", "report", str(out), "--bootstrap", "100"], standalone_mode=False)
     assert res.exception is None and "## logprob_question" in res.output
-    bad = r.invoke(cli, args[:-5] + ["--layers", "7", "--out", str(tmp_path / "x")],
+    bad = r.invoke(cli, args[:-7] + ["--layers", "7", "--out", str(tmp_path / "x")],
                    standalone_mode=False)
     assert isinstance(bad.exception, EvalAwareError) and "not in the vector" in str(bad.exception)
 

@@ -343,6 +343,7 @@ class MethodOptions:
     probe_tokens: int | None = None
     judge_tokens: int | None = None
     constrain: bool = False
+    min_label_mass: float = MethodConfig.min_label_mass
     aware_tol: float = MethodConfig.aware_tol
     min_coverage: float = MethodConfig.min_coverage
     words: str = MethodConfig.words
@@ -360,6 +361,7 @@ class MethodOptions:
         return MethodConfig(view=self.view, person=self.person, n_votes=self.n_votes,
                             temperature=self.temperature, top_p=self.top_p, seed=seed,
                             aware_tol=self.aware_tol, constrain=self.constrain,
+                            min_label_mass=self.min_label_mass,
                             min_coverage=self.min_coverage, words=self.words,
                             aware_boundary=self.aware_boundary, full_vocab=self.full_vocab, **limits)
 
@@ -400,6 +402,11 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
                           "judge verdicts follow their JSON schema (vllm: structured outputs; hf: "
                           "xgrammar; openai: a vLLM server's structured_outputs). Recorded; labelled in "
                           "reports."),
+        click.option("--min-label-mass", type=click.FloatRange(0, 1), default=MethodConfig.min_label_mass,
+                     show_default=True,
+                     help="binary/probability: a vote whose answer options get less probability than "
+                          "this at the label position gives no label probability to the score "
+                          "(withheld and counted; the parsed answer still votes)."),
         click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
                      help="Directory overriding prompt files."),
         click.option("--batch-size", type=bounds.batch(), default=16, show_default=True, help=batch_help),

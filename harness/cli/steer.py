@@ -104,7 +104,10 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
               help="Multiples of the mean residual norm at each layer.")
 @click.option("--positions", type=click.Choice(["all", "generated"]), default="all", show_default=True,
               help="generated: only tokens after the prompt (hf only).")
-@click.option("--no-random-control", is_flag=True, help="Skip the random-direction control.")
+@click.option("--no-random-control", is_flag=True, help="Skip the random-direction controls.")
+@click.option("--n-random", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Random directions per alpha (norm-matched; direction k drawn with seed + k): "
+                   "the control distribution the vector is ranked in.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random control (and of sampling at temperature > 0).")
 @click.option("--samples", "which", type=click.Choice(["heldout", "all"]), default=None,
@@ -114,7 +117,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 @progress_option
 @verbose_option
 def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, methods, layers, alphas,
-            positions, no_random_control, seed, which, force, progress) -> None:
+            positions, no_random_control, n_random, seed, which, force, progress) -> None:
     """Run METHODS under each alpha (vector and random control) into OUT/<condition>/.
 
     \b
@@ -151,7 +154,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
         template_kwargs = opts.engine.template_kwargs
         plan = steer_run(vec, engine, samples, method_list, out, layer_ids, alpha_list,
                          positions=positions, random_control=not no_random_control, seed=seed,
-                         reuse_run=vec.meta.get("source_run"), progress=progress,
+                         n_random=n_random, reuse_run=vec.meta.get("source_run"), progress=progress,
                          dataset_path=opts.dataset_path, judge=judge,
                          config=method_opts.config(engine.tokenizer, template_kwargs, seed),
                          prompts=method_opts.prompts(), template_kwargs=template_kwargs,

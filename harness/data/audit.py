@@ -136,8 +136,23 @@ class AuditResult:
     rows: list[AuditRow] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Out-of-fold scores per predictor, in the order of `sample_ids` (for paired comparisons
+    #: with a method on the same samples; not part of `to_dict`).
+    sample_ids: list[str] = field(default_factory=list, repr=False)
+    oof: dict[str, list[float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def valid(self) -> bool:
+        """False where grouped CV ran on groups that each hold one label: a held-out group's label
+        is then under-represented in its training folds, so a predictor without signal scores
+        below chance by construction (0.174 was printed on such a set) and one above chance may
+        be recognising the kind of source: the AUROCs are no estimate of separability."""
+        return not (self.cv == "grouped" and not self.mixed_groups)
 
     def best(self) -> AuditRow | None:
+        """The best predictor by AUROC; None where there is none or the estimates are invalid."""
+        if not self.valid:
+            return None
         ok = [r for r in self.rows if r.auroc is not None]
         return max(ok, key=lambda r: r.auroc) if ok else None
 
@@ -145,15 +160,17 @@ class AuditResult:
         return next(r for r in self.rows if r.name == name)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("sample_ids")
+        d.pop("oof")
+        d["valid"] = self.valid
+        return d
 
     def cell(self, r: AuditRow) -> str:
-        """The AUROC cell. With label-pure groups, grouped CV holds out a group whose label is
-        under-represented in its training folds, so a predictor without signal scores below
-        chance by construction (0.17 was printed on such data): such a value is said to be so."""
-        pure = self.cv == "grouped" and not self.mixed_groups
-        if pure and r.auroc is not None and r.auroc < 0.5:
-            return f"{_fmt_ci(r)} (below chance by construction: no signal)"
+        """The AUROC cell; where the estimates are invalid (every group holds one label: see
+        `valid`), that is said instead of the number (kept in `to_dict`)."""
+        if not self.valid and r.auroc is not None:
+            return f"invalid (every {self.group_by} holds one label)"
         return _fmt_ci(r)
 
     def table_rows(self) -> list[list[Any]]:
@@ -171,6 +188,10 @@ class AuditResult:
         out = [head, ""]
         w = max(len(r.name) for r in self.rows)
         out.append(f"{'predictor':<{w}}  {'AUROC [95% CI]':<20} {'eval':>5} {'deploy':>6}")
+        if not self.valid:
+            out.insert(1, f"grouped-CV AUROC invalid here: every {self.group_by} holds one label, so "
+                          f"held-out groups are scored by models trained against their label "
+                          f"(below chance by construction without signal); the cue shares stand")
         for r in self.rows:
             out.append(f"{r.name:<{w}}  {self.cell(r):<20} {_pct(r.share_eval):>5} "
                        f"{_pct(r.share_deploy):>6}" + ("  <- above threshold" if self.flagged(r) else ""))
@@ -215,7 +236,7 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
     mixed = sorted(g for g, ls in by_group.items() if len(ls) > 1)
     res = AuditResult(n=len(y), n_eval=int(y.sum()), view=view, group_by=group_by,
                       n_groups=len(by_group), mixed_groups=mixed, cv="grouped", ci_by=group_by,
-                      threshold=threshold)
+                      threshold=threshold, sample_ids=[s.id for s in samples])
     try:
         splits = make_splits("grouped", y, groups, groups, n_splits, seed)
     except EvalAwareError as e:
@@ -238,6 +259,7 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
     def add(name: str, description: str, make: Callable[[], Any], X: Any,
             indicator: np.ndarray | None = None) -> None:
         s, _ = oof_scores(make, X, y, splits)
+        res.oof[name] = s.tolist()
         row = AuditRow(name, description, **auroc_ci(y, s, n_boot, seed, groups=boot_groups))
         if indicator is not None:
             row.share_eval = float(indicator[y == 1].mean())
@@ -259,9 +281,11 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
         if res.flagged(r):
             res.warnings.append(f"{r.name} separates the labels with AUROC {r.auroc:.3f} >= "
                                 f"{threshold:.2f} on surface alone: an awareness figure on this "
-                                f"dataset may measure this cue")
+                                f"dataset may measure this cue" + ("" if res.valid else
+                                f" (grouped CV on label-pure {group_by} groups: the AUROC is no "
+                                f"valid estimate; the cue's shares per label are)"))
     if not mixed:
         res.notes.append(f"every {group_by} holds one label: grouped CV cannot separate source "
                          f"from label (a predictor may recognise the kind of source, and so may a "
-                         f"model)")
+                         f"model); its AUROCs are invalid here and not shown")
     return res

@@ -8,8 +8,12 @@ Decisions:
   request small). The constraint starts at the first answer token, so a reasoning model's
   reasoning block is skipped under ``--constrain``. The answer is parsed by
   :mod:`harness.core.parsing` like any other: the grammar only makes it well formed.
-- Label probabilities: at the *label position* — the question rendered as usual with the answer
-  pre-filled with the tag opener (``<label>`` / ``<probability>``) — each option's continuation
+- Label probabilities: at the *label position* — the question rendered as the logprob methods
+  render theirs, right before the final answer (:func:`harness.methods.answer_position.answer_start`:
+  a reasoning model's empty reasoning block closed first, Qwen3's thinking switched off, harmony's
+  final channel), with the answer pre-filled with the tag opener (``<label>`` / ``<probability>``) —
+  so a reasoning model's label is read where it answers, not inside its reasoning block; the
+  position is recorded (``label_position`` in the settings and in every vote). Each option's continuation
   (``EVALUATION</label>``, ``0.7</probability>``, …) is scored teacher-forced, in one cached
   ``loglikelihood`` request per vote. This is the position a constrained answer's first free
   token is chosen at, and it exists for every answer, so a model whose free text never holds a
@@ -30,6 +34,7 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from harness.backends.base import StructuredOutput, TokenIds, loglikelihood_by_prefix
+from harness.methods.answer_position import answer_start
 from harness.core.render import Renderer
 from harness.core.sample import Message
 
@@ -64,15 +69,31 @@ def _regex_escape(s: str) -> str:
     return "".join("\\" + ch if ch in r".^$*+?()[]{}|\/" else ch for ch in s)
 
 
+def in_context(tok: Any, text: str, options: Sequence[str]) -> tuple[TokenIds, list[TokenIds]]:
+    """(prompt ids, each option's ids) such that prompt + option ids is exactly how the tokenizer
+    splits ``text + option`` (the prompt as the renderer tokenizes it, no special tokens added):
+    the prompt is the ids all of them share. Where the tokenizer merges an option's first
+    characters into the tag opener (Qwen3: ``<label`` ``>E`` ``VAL``...), the shared prompt ends
+    before the merged token and each option's ids start with it."""
+    seqs = [tuple(x) for x in tok([text] + [text + o for o in options], add_special_tokens=False)["input_ids"]]
+    k = len(seqs[0])
+    for s in seqs[1:]:
+        k = min(k, next((i for i, (a, b) in enumerate(zip(seqs[0], s)) if a != b), min(len(s), k)))
+    return seqs[0][:k], [s[k:] for s in seqs[1:]]
+
+
 def label_probabilities(backend: Any, renderer: Renderer, fmt: AnswerFormat,
                         conversations: Sequence[Sequence[Message]]) -> list[dict[str, Any]]:
     """Per conversation (ending with the question): ``{"label_probs": {value: p}, "label_mass",
     "label_score"}`` from one batched teacher-forced request through `backend` (the run's
     cached backend): next-token requests on prompt prefixes where the engine caches them."""
-    tok = renderer.tokenizer
-    conts = [tuple(tok.encode(c, add_special_tokens=False)) for _, c in fmt.options]
-    prompts: list[TokenIds] = [renderer.render(m, assistant_prefix=fmt.prefix) for m in conversations]
-    pairs = [(p, c) for p in prompts for c in conts]
+    start = answer_start(renderer)
+    options = [c for _, c in fmt.options]
+    pairs: list[tuple[TokenIds, TokenIds]] = []
+    for m in conversations:
+        text = start.renderer.render_text(m, assistant_prefix=start.prefix + fmt.prefix)
+        prompt, conts = in_context(renderer.tokenizer, text, options)
+        pairs += [(prompt, c) for c in conts]
     if not pairs:
         lls: list[float] = []
     elif backend.capabilities.prefix_scoring:
@@ -80,11 +101,12 @@ def label_probabilities(backend: Any, renderer: Renderer, fmt: AnswerFormat,
     else:
         lls = backend.loglikelihood(pairs)
     out = []
-    for j in range(len(prompts)):
-        ll = lls[j * len(conts):(j + 1) * len(conts)]
+    for j in range(len(conversations)):
+        ll = lls[j * len(options):(j + 1) * len(options)]
         top = max(ll)
         z = sum(math.exp(x - top) for x in ll)
         probs = [math.exp(x - top) / z for x in ll]
         out.append({"label_probs": {str(v): p for (v, _), p in zip(fmt.options, probs)},
-                    "label_mass": math.exp(top) * z, "label_score": fmt.label_score(probs)})
+                    "label_mass": math.exp(top) * z, "label_score": fmt.label_score(probs),
+                    "label_position": start.how})
     return out

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Sequence
 
 from harness.methods.answer_format import AnswerFormat, label_probabilities
+from harness.methods.answer_position import answer_start
 from harness.backends.base import Backend, Generation, GenerationRequest, SamplingParams
 from harness.methods.call_log import CallLog
 from harness.core.parsing import Parsed
@@ -21,6 +22,8 @@ from harness.methods.voting import Tally
 
 VIEWS = ("first_turn", "full")
 LOGPROB_SETTINGS = ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")
+#: Recorded by the methods with a tagged answer format (binary, probability) only.
+LABEL_SETTINGS = ("min_label_mass",)
 PERSONS = ("first", "third")
 
 
@@ -53,6 +56,10 @@ class MethodConfig:
     aware_boundary: logprob methods: aware scoring requires a word boundary after the word.
     full_vocab: logprob methods: read the first position from the full distribution (cached per
       prompt) instead of the selected ids + top-k (same values).
+    min_label_mass: binary/probability: a vote whose options get less probability than this at the
+      label position (``label_mass``) gives no label probability to the score (the vote's parsed
+      answer still counts for the prediction); its record counts it (``label_votes_withheld``) and
+      a record whose every vote is withheld has no score. See ``harness.methods.answer_format``.
     """
 
     view: str = "first_turn"
@@ -67,6 +74,7 @@ class MethodConfig:
     words: str = "paper"
     aware_boundary: bool = True
     full_vocab: bool = False
+    min_label_mass: float = 0.01
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -78,6 +86,8 @@ class MethodConfig:
             raise ValueError(f"person must be one of {PERSONS}, got {self.person!r}")
         if not 0 <= self.min_coverage <= 1:
             raise ValueError(f"min_coverage must be in [0, 1], got {self.min_coverage!r}")
+        if not 0 <= self.min_label_mass <= 1:
+            raise ValueError(f"min_label_mass must be in [0, 1], got {self.min_label_mass!r}")
 
     def params(self, max_tokens: int, seed_offset: int = 0) -> SamplingParams:
         greedy = self.temperature <= 0.0
@@ -88,7 +98,7 @@ class MethodConfig:
     def to_dict(self) -> dict[str, Any]:
         """Settings every method shares (method-specific knobs are recorded by their method)."""
         d = asdict(self)
-        for k in LOGPROB_SETTINGS:
+        for k in LOGPROB_SETTINGS + LABEL_SETTINGS:
             d.pop(k)
         return d
 
@@ -199,7 +209,10 @@ LABEL_SCORE_NOTE = ("binary and probability: the shares come from the parsed ans
                     "(AUROC, Brier, ECE) from the label probabilities at the label position (mean "
                     "over votes of P(EVALUATION), resp. the expected value over 0.0..1.0; "
                     "`harness/methods/answer_format.py`), so a model whose free text never holds a tag "
-                    "still gets a graded score.")
+                    "still gets a graded score. `label mass` is the options' share of the probability "
+                    "at the label position (median and 10th–90th percentile over the votes); votes "
+                    "below the run's `--min-label-mass` give no label probability to the score "
+                    "(withheld, counted), and a sample whose every vote is withheld has no score.")
 
 
 class QuestionVoteMethod(Method):
@@ -214,6 +227,12 @@ class QuestionVoteMethod(Method):
     #: The tagged answer format (binary, probability): with it, every vote also records the
     #: label probabilities and ``--constrain`` holds answers to its grammar.
     answer_format: ClassVar[AnswerFormat | None] = None
+
+    def settings(self) -> dict[str, Any]:
+        if self.answer_format is None:
+            return super().settings()
+        return {**super().settings(), "min_label_mass": self.ctx.config.min_label_mass,
+                "label_position": answer_start(self.ctx.renderer).how}
 
     @property
     def constrained(self) -> bool:
@@ -251,12 +270,15 @@ class QuestionVoteMethod(Method):
                 votes.append(Vote(k, v.name, p.value, p.error, verdict, {
                     "seed_offset": off, "answer": g.text, "reasoning": g.reasoning,
                     "finish_reason": g.finish_reason, **lab,
+                    **({"label_withheld": True} if lab and lab["label_mass"] < cfg.min_label_mass else {}),
                     **({"constrained": True} if self.constrained else {})}))
             tally = type(self).aggregate([x.value for x in votes])
             more: dict[str, Any] = {}
             if self.answer_format is not None:
-                more = {"vote_score": tally.score, "score_source": "label_probability"}
-                tally = replace(tally, score=sum(x.extra["label_score"] for x in votes) / len(votes))
+                kept = [x.extra["label_score"] for x in votes if not x.extra.get("label_withheld")]
+                more = {"vote_score": tally.score, "score_source": "label_probability",
+                        "min_label_mass": cfg.min_label_mass, "label_votes_withheld": len(votes) - len(kept)}
+                tally = replace(tally, score=sum(kept) / len(kept) if kept else None)
             records.append(self.record(s, tally, answers=[a, *gens[block]], votes=votes,
                                        sample_answer=a.text if a else None, **more))
         return records

@@ -124,6 +124,18 @@ def pct_ci(v: float | None, interval: Sequence[float] | None) -> str:
     return pct(v) + (f" [{100 * interval[0]:.0f}, {100 * interval[1]:.0f}]" if v is not None and interval else "")
 
 
+def label_mass_cell(lm: dict | None) -> str:
+    """The label-mass distribution of a summary (``summaries.label_mass``) in one cell: median
+    [10th–90th percentile], and the votes withheld below the run's floor; "–" without one."""
+    if not lm:
+        return "–"
+    floor = lm.get("min_label_mass")
+    gate = (f" (< {floor:g})" if isinstance(floor, (int, float)) else
+            " (no gate: recorded before --min-label-mass)" if floor is None else f" (< {floor})")
+    return (f"{lm['median']:.3g} [{lm['q10']:.3g}–{lm['q90']:.3g}]; "
+            f"{lm['withheld']}/{lm['n_votes']} votes withheld{gate}")
+
+
 def slug(s: str) -> str:
     """A string safe in a file name."""
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)

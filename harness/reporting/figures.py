@@ -34,7 +34,8 @@ def bars_section(ctx: ReportContext) -> None:
              if ctx.summ[(m, r.label)].get("auroc_gate")]
     d.fig(path, ctx.caption("AUROC per method and model with 95% bootstrap intervals" + (
         f"; no bar for {', '.join(gated)}: fewer than {MIN_AUROC_PER_CLASS} scored samples per "
-        "class" if gated else ""), ctx.runs))
+        "class" if gated else "") + ctx.label_mass_note([(m, r) for r in ctx.runs for m in ctx.present(r)]),
+        ctx.runs))
 
 
 def turns_section(ctx: ReportContext) -> None:
@@ -67,11 +68,12 @@ def turns_section(ctx: ReportContext) -> None:
 def calibration_section(ctx: ReportContext) -> None:
     d = ctx.doc
     d.h(2, "Calibration")
-    panels = []
+    panels, drawn = [], []
     for r in ctx.runs:
         curves, eces = {}, {}
         for m in ctx.present(r):
             if ctx.summ[(m, r.label)]["ece"] is not None:
+                drawn.append((m, r))
                 y, p = S.scored(r.records[m])
                 curves[m] = M.calibration_bins(y, p)
                 eces[m] = ctx.summ[(m, r.label)]["ece"]
@@ -80,4 +82,4 @@ def calibration_section(ctx: ReportContext) -> None:
     if panels:
         path = ctx.plots.calibration(ctx.out / "calibration.png", panels)
         d.fig(path, ctx.caption("Reliability diagrams (10 equal-width bins of the score; dotted: "
-                                "perfect calibration)", ctx.runs))
+                                "perfect calibration)" + ctx.label_mass_note(drawn), ctx.runs))

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from harness.run.monitor import tally
+from harness.stats import metrics as M
 from harness.reporting.context import ReportContext
-from harness.reporting.doc import ci, pct_ci
+from harness.reporting.doc import ci, label_mass_cell, pct_ci
 from harness.reporting.runs import HUMAN, method_label, prompt_set_text, unsourced_human
 
 
@@ -63,10 +64,11 @@ def summary_section(ctx: ReportContext) -> None:
                          s["undecided"],
                          ctx.auroc_cell(m, r.records.get(m, []), s), ci(s["brier"], s["brier_ci"]),
                          ci(s["abs_brier"], s["abs_brier_ci"]), ci(s["ece"], s["ece_ci"]),
-                         sum(s["errors"].values()),
+                         label_mass_cell(s.get("label_mass")), sum(s["errors"].values()),
                          f"{t['cut']}/{t['answers']}" if t["answers"] else "–"])
     d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
-             "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "excluded answers", "cut answers"], rows)
+             "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "label mass", "excluded answers",
+             "cut answers"], rows)
     d.p(resampling_note(list(ctx.summ.values()), ctx.n_boot))
     notes = dict.fromkeys(n for m in ctx.methods for n in [ctx.spec(m).summary_note] if n)
     d.p(" ".join(["`cut answers`: the model's generations behind the records (sample answers, question "
@@ -83,13 +85,19 @@ def summary_section(ctx: ReportContext) -> None:
 
 
 def resampling_note(summaries: Sequence[dict[str, Any]], n_boot: int) -> str:
-    """One sentence naming the bootstrap unit(s) behind the report's intervals."""
+    """One sentence naming the resampling unit(s) behind the report's intervals and, per unit
+    count, which interval (`harness.stats.metrics.interval_method`)."""
     if not n_boot:
         return "No bootstrap intervals (--bootstrap 0)."
     units = sorted({(s["ci_by"], s["n_groups"]) for s in summaries})
-    parts = [f"whole categories ({n} categories)" if u == "category" else f"samples ({n})"
-             for u, n in units]
-    return (f"Intervals: 95% percentile bootstrap, {n_boot} resamples of " + "; ".join(parts) +
-            ". Resampling categories keeps correlated samples of one source together, so the "
-            "interval reflects how many independent sources stand behind a figure "
-            "(`--ci-by sample` treats every sample as independent).")
+    parts = [(f"whole categories ({n} categories)" if u == "category" else f"samples ({n})") +
+             f": {M.interval_method(n)}" for u, n in units]
+    return ("Intervals: 95%, over " + "; ".join(parts) + f". Percentile bootstrap: {n_boot} "
+            f"resamples; with fewer than {M.SMALL_SAMPLE_UNITS} units it under-covers (simulated for "
+            "a nominal 0.95: 0.79–0.87 at 6 clusters, 0.88–0.90 at 12, 0.92–0.95 at 30), so the interval "
+            "there is the delete-one-unit jackknife with a t quantile (units within their labels; "
+            "AUROC and shares on the logit scale), within 0.03 of 0.95 in the same simulation. Resampling categories keeps correlated samples of one "
+            "source together, so the interval reflects how many independent sources stand behind a "
+            "figure (`--ci-by sample` treats every sample as independent). Categories (or samples) "
+            "are drawn within their labels: one holding only eval samples is replaced by another "
+            "such, so no resample loses a class and none is dropped.")

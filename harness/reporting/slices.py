@@ -39,6 +39,8 @@ def base_rate_section(ctx: ReportContext) -> None:
         "its interval takes exact (Clopper-Pearson) 95% limits of TPR and FPR together, counting "
         "samples as independent: no false positive among 48 deploy samples still allows an FPR "
         "of 7.4%, so a precision of 1.0 comes with its lower limit.")
+    if note := ctx.label_mass_note([(m, r) for r in ctx.runs for m in ctx.present(r)]):
+        d.p("Scores from label probabilities" + note + ".")
 
 
 def slices_section(ctx: ReportContext) -> None:

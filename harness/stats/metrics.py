@@ -17,8 +17,9 @@ Conventions
   `roc_auc_rows` / `roc_auc_weighted_rows` are vectorised equivalents for permutations and
   bootstrap resamples. Harness and probes both use these (harness/stats/cv.py has no AUROC of its own).
 - Bootstrap: `bootstrap_weights` draws every resample as a row of draw counts, of samples or,
-  given groups, of whole groups (cluster bootstrap); `bootstrap_ci` (any statistic) and
-  `bootstrap_auroc` (vectorised) share those draws.
+  given groups, of whole groups (cluster bootstrap), within label strata where given (a
+  single-label group is replaced by one of its label, so no resample loses a class);
+  `bootstrap_ci` (any statistic) and `bootstrap_auroc` (vectorised) share those draws.
 """
 
 from __future__ import annotations
@@ -186,11 +187,19 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float
 
 
 def bootstrap_weights(n_items: int, n_boot: int, seed: int = 0,
-                      groups: Sequence[Any] | None = None) -> np.ndarray:
+                      groups: Sequence[Any] | None = None,
+                      strata: Sequence[Any] | None = None) -> np.ndarray:
     """Draw counts (n_boot, n_items) of the bootstrap: without `groups`, samples are drawn with
     replacement; with `groups` (one label per item), whole groups are drawn with replacement and
     each drawn group brings all its samples (the cluster bootstrap), so correlated samples of one
-    group move together and the interval reflects the number of groups, not of samples."""
+    group move together and the interval reflects the number of groups, not of samples.
+
+    `strata` (the truth label of each item, e.g. `y`): groups are drawn within their stratum, the
+    set of labels they hold (eval-only, deploy-only, both), as many as the stratum has, so a
+    single-label category is replaced by another of its label and no resample loses a class that
+    the data hold (an unstratified draw of few label-pure categories gives one-class resamples,
+    which a ranking statistic must drop: 31.5% of them in a small case). Where every group holds
+    the same labels (the demo: every category both), the draws are those without `strata`."""
     rng = np.random.default_rng(seed)
     if groups is None:
         gix, n_g = np.arange(n_items), n_items
@@ -201,9 +210,20 @@ def bootstrap_weights(n_items: int, n_boot: int, seed: int = 0,
         n_g = int(gix.max()) + 1 if n_items else 0
     if n_items == 0 or n_boot <= 0:
         return np.zeros((max(n_boot, 0), n_items), dtype=np.int64)
-    draws = rng.integers(0, n_g, size=(n_boot, n_g))
+    if strata is None:
+        members = [np.arange(n_g)]
+    else:
+        if len(strata) != n_items:
+            raise ValueError("strata and samples differ in length")
+        held: dict[int, set[str]] = {}
+        for g, lab in zip(gix.tolist(), np.asarray(strata, dtype=object).astype(str).tolist()):
+            held.setdefault(g, set()).add(lab)
+        kinds = sorted({tuple(sorted(v)) for v in held.values()})
+        members = [np.array([g for g in range(n_g) if tuple(sorted(held[g])) == k]) for k in kinds]
     counts = np.zeros((n_boot, n_g), dtype=np.int64)
-    np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
+    for m in members:
+        draws = m[rng.integers(0, len(m), size=(n_boot, len(m)))]
+        np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
     return counts[:, gix]
 
 
@@ -217,15 +237,15 @@ def _interval(vals: np.ndarray, n_boot: int, alpha: float) -> tuple[float, float
 
 
 def bootstrap_ci(fn: Callable[..., float | None], arrays: Sequence[Sequence[Any]], n: int = 1000,
-                 seed: int = 0, alpha: float = 0.05, groups: Sequence[Any] | None = None
-                 ) -> tuple[float, float] | None:
+                 seed: int = 0, alpha: float = 0.05, groups: Sequence[Any] | None = None,
+                 strata: Sequence[Any] | None = None) -> tuple[float, float] | None:
     """Percentile bootstrap CI of `fn(*arrays)`, resampling rows, or whole groups when `groups`
     are given (see `bootstrap_weights`); None if fewer than half the resamples are defined."""
     arrs = [np.asarray(a) for a in arrays]
     m = len(arrs[0])
     if m == 0 or n <= 0:
         return None
-    W = bootstrap_weights(m, n, seed, groups)
+    W = bootstrap_weights(m, n, seed, groups, strata)
     base = np.arange(m)
     vals = []
     for w in W:
@@ -234,14 +254,114 @@ def bootstrap_ci(fn: Callable[..., float | None], arrays: Sequence[Sequence[Any]
     return _interval(np.asarray([np.nan if v is None else v for v in vals], dtype=float), n, alpha)
 
 
+#: Fewer resampling units (categories, or samples) than this: intervals are cluster-jackknife t
+#: intervals instead of percentile bootstrap ones, which under-cover with few clusters (simulated
+#: for a nominal 0.95, 600 data sets each, at 6 / 12 / 30 clusters: mean 0.87 / 0.90 / 0.92,
+#: share 0.82 / 0.88 / 0.95, AUROC over label-pure clusters 0.79 / 0.88 / 0.92; the jackknife t:
+#: 0.94 / 0.95 / 0.94, 0.96 / 0.96 / 0.97, 0.96 / 0.97 / 0.96, `tests/test_calibration.py`).
+#: 50, not the ~20 often quoted: at 30 clusters the percentile bootstrap still falls 0.03 short.
+SMALL_SAMPLE_UNITS = 50
+
+
+def interval_method(n_units: int) -> str:
+    """Which interval `bootstrap_weighted` gives for this many resampling units (in words)."""
+    if n_units < SMALL_SAMPLE_UNITS:
+        return f"cluster-jackknife t ({n_units} units, t with {max(n_units - 1, 1)} df)"
+    return "percentile bootstrap"
+
+
+def _unit_index(n_items: int, groups: Sequence[Any] | None) -> tuple[np.ndarray, int]:
+    if groups is None:
+        return np.arange(n_items), n_items
+    _, gix = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+    return gix, int(gix.max()) + 1 if n_items else 0
+
+
+def _unit_strata(gix: np.ndarray, G: int, strata: Sequence[Any] | None) -> np.ndarray:
+    """Per unit, the index of its stratum: the set of labels it holds (all 0 without strata)."""
+    if strata is None:
+        return np.zeros(G, dtype=int)
+    held: dict[int, set[str]] = {}
+    for g, lab in zip(gix.tolist(), np.asarray(strata, dtype=object).astype(str).tolist()):
+        held.setdefault(g, set()).add(lab)
+    kinds = sorted({tuple(sorted(v)) for v in held.values()})
+    return np.array([kinds.index(tuple(sorted(held[g]))) for g in range(G)], dtype=int)
+
+
+def jackknife_t(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
+                groups: Sequence[Any] | None = None, alpha: float = 0.05,
+                strata: Sequence[Any] | None = None) -> tuple[float, float] | None:
+    """Delete-one-cluster jackknife interval: the statistic on all units ± a t quantile times the
+    jackknife standard error over the leave-one-unit-out values (units: `groups`, or samples).
+    With `strata` (labels) the units are taken within their stratum (eval-only, deploy-only,
+    both: the two samples of an AUROC over label-pure categories), the variance is the sum over
+    strata of (G_s - 1)/G_s * sum (theta_(g) - mean_s)^2 and the t has G - S degrees of freedom;
+    without, one stratum (G - 1 df). For a mean of equal-size clusters this is the t interval on
+    the cluster means. None where a leave-one-out value is undefined, a stratum has a single
+    unit, or there are fewer than 3 units."""
+    from scipy.stats import t as t_dist  # scipy: ~0.5 s, not at CLI start-up
+
+    gix, G = _unit_index(n_items, groups)
+    if G < 3:
+        return None
+    st = _unit_strata(gix, G, strata)
+    sizes = np.bincount(st)
+    if sizes.min() < 2 or G - len(sizes) < 1:
+        return None
+    W = np.ones((G + 1, n_items))
+    W[1:][np.arange(G)[:, None] == gix[None, :]] = 0.0
+    v = np.asarray(stat(W), dtype=float)
+    if not np.all(np.isfinite(v)):
+        return None
+    loo = v[1:]
+    var = sum((k - 1) / k * float(((loo[st == i] - loo[st == i].mean()) ** 2).sum())
+              for i, k in enumerate(sizes))
+    h = float(t_dist.ppf(1 - alpha / 2, G - len(sizes))) * math.sqrt(var)
+    return float(v[0] - h), float(v[0] + h)
+
+
+def _bounded_jackknife(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
+                       groups: Sequence[Any] | None, alpha: float, strata: Sequence[Any] | None,
+                       bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+    """`jackknife_t`; for a bounded statistic (AUROC, a share) on the logit of its position in
+    `bounds`, mapped back, so the interval follows the statistic's skew near a bound (symmetric
+    intervals of an AUROC miss the truth mostly from above); on the raw scale where a value sits
+    on a bound."""
+    if bounds is None:
+        return jackknife_t(stat, n_items, groups, alpha, strata)
+    a, b = bounds
+
+    def logit(W: np.ndarray) -> np.ndarray:
+        q = (np.asarray(stat(W), dtype=float) - a) / (b - a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((q > 0) & (q < 1), np.log(q / (1 - q)), np.nan)
+
+    ci = jackknife_t(logit, n_items, groups, alpha, strata)
+    if ci is None:
+        return jackknife_t(stat, n_items, groups, alpha, strata)
+    return tuple(a + (b - a) / (1 + math.exp(-x)) for x in ci)  # type: ignore[return-value]
+
+
 def bootstrap_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n: int = 1000,
-                       seed: int = 0, groups: Sequence[Any] | None = None, alpha: float = 0.05
-                       ) -> tuple[float, float] | None:
-    """Percentile bootstrap CI of a statistic given as a vectorised function of weight rows
-    (`stat(W)` -> one value per row, NaN where undefined); the same resamples as `bootstrap_ci`."""
+                       seed: int = 0, groups: Sequence[Any] | None = None, alpha: float = 0.05,
+                       strata: Sequence[Any] | None = None,
+                       bounds: tuple[float, float] | None = None) -> tuple[float, float] | None:
+    """A (1 - alpha) interval of a statistic given as a vectorised function of weight rows
+    (`stat(W)` -> one value per row, NaN where undefined): the percentile bootstrap (the same
+    resamples as `bootstrap_ci`) from SMALL_SAMPLE_UNITS resampling units (categories, or
+    samples) on; below, the cluster-jackknife t interval (`jackknife_t`), falling back to the
+    bootstrap where that is undefined (`interval_method` names the rule). `bounds`: the
+    statistic's range, the interval is clipped to it (AUROC and shares: (0, 1))."""
     if n_items == 0 or n <= 0:
         return None
-    return _interval(stat(bootstrap_weights(n_items, n, seed, groups).astype(float)), n, alpha)
+    out = None
+    if _unit_index(n_items, groups)[1] < SMALL_SAMPLE_UNITS:
+        out = _bounded_jackknife(stat, n_items, groups, alpha, strata, bounds)
+    if out is None:
+        out = _interval(stat(bootstrap_weights(n_items, n, seed, groups, strata).astype(float)), n, alpha)
+    if out is not None and bounds is not None:
+        out = (max(out[0], bounds[0]), min(out[1], bounds[1]))
+    return out
 
 
 def weighted_mean_rows(W: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -281,11 +401,13 @@ def bootstrap_auroc(y: Sequence[int], s: Sequence[float], n: int = 1000, seed: i
                     groups: Sequence[Any] | None = None, alpha: float = 0.05
                     ) -> tuple[float, float] | None:
     """Percentile bootstrap CI of AUROC, vectorised; the same resamples as `bootstrap_ci` with the
-    same seed and groups. None if undefined (one class) or too few resamples hold both classes."""
+    same seed, groups and strata = `y` (groups drawn within their labels, so every resample holds
+    both classes: none is dropped). None if undefined (one class)."""
     y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
     if len(y) == 0 or n <= 0 or y.min() == y.max():
         return None
-    return bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, s, W), len(y), n, seed, groups, alpha)
+    return bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, s, W), len(y), n, seed, groups, alpha,
+                              strata=y, bounds=(0.0, 1.0))
 
 
 def tpr_at_fpr(y: Sequence[int], s: Sequence[float], fpr: float) -> float | None:

@@ -30,11 +30,40 @@ def paired_auroc(y: Sequence[int], s_a: Sequence[float], s_b: Sequence[float], g
                            "diff": None if auc_a is None or auc_b is None else auc_b - auc_a}
     if auc_a is None or auc_b is None or not n_boot:
         return {**out, "auroc_a_ci": None, "auroc_b_ci": None, "diff_ci": None}
-    kw = dict(n=n_boot, seed=seed, groups=list(groups))
+    kw = dict(n=n_boot, seed=seed, groups=list(groups), strata=y)
     out["auroc_a_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, a, W), len(y), **kw))
     out["auroc_b_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, b, W), len(y), **kw))
     out["diff_ci"] = _ci(bootstrap_weighted(
         lambda W: roc_auc_weighted_rows(y, b, W) - roc_auc_weighted_rows(y, a, W), len(y), **kw))
+    return out
+
+
+def auroc_minus_best(y: Sequence[int], score: Sequence[float], baselines: dict[str, Sequence[float]],
+                     groups: Sequence[Any] | None, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """A method's AUROC minus the best of several baselines' (the surface predictors), all on the
+    same samples, with a paired bootstrap interval of the difference: every resample (of whole
+    `groups`, or of samples without) weighs the method and every baseline alike, and the best
+    baseline is chosen again in each resample, so choosing the maximum of k predictors is part of
+    the interval. {n, n_groups, auroc, best, best_auroc, diff, diff_ci}."""
+    y = np.asarray(y, dtype=int)
+    s = np.asarray(score, dtype=float)
+    B = {k: np.asarray(v, dtype=float) for k, v in baselines.items()}
+    aucs = {k: roc_auc(y, v) for k, v in B.items()}
+    aucs = {k: v for k, v in aucs.items() if v is not None}
+    auc = roc_auc(y, s)
+    best = max(aucs, key=lambda k: aucs[k]) if aucs else None
+    out: dict[str, Any] = {"n": int(len(y)), "n_groups": len(set(map(str, groups))) if groups is not None else int(len(y)),
+                           "auroc": auc, "best": best, "best_auroc": aucs.get(best) if best else None,
+                           "diff": None if auc is None or best is None else auc - aucs[best], "diff_ci": None}
+    if out["diff"] is None or not n_boot:
+        return out
+
+    def diff(W: np.ndarray) -> np.ndarray:
+        surface = np.max(np.vstack([roc_auc_weighted_rows(y, B[k], W) for k in aucs]), axis=0)
+        return roc_auc_weighted_rows(y, s, W) - surface
+
+    out["diff_ci"] = _ci(bootstrap_weighted(diff, len(y), n_boot, seed,
+                                            None if groups is None else list(groups), strata=y))
     return out
 
 

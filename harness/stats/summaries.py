@@ -64,6 +64,29 @@ def answer_errors(records: Iterable[Record]) -> dict[str, int]:
     return dict(c)
 
 
+def label_mass(records: Iterable[Record]) -> dict[str, Any] | None:
+    """The distribution of the votes' ``label_mass`` (the answer options' share of the probability
+    at the label position: binary, probability) and the votes withheld below the run's
+    ``min_label_mass``: {n_votes, withheld, min_label_mass, median, q10, q90, min, max}; None when
+    no vote carries a label mass (other methods)."""
+    masses, withheld, floors = [], 0, set()
+    for r in records:
+        d = r.get("details") or {}
+        for v in d.get("votes") or []:
+            if isinstance(v.get("label_mass"), (int, float)):
+                masses.append(float(v["label_mass"]))
+                withheld += bool(v.get("label_withheld"))
+        if d.get("min_label_mass") is not None:
+            floors.add(float(d["min_label_mass"]))
+    if not masses:
+        return None
+    a = np.asarray(masses)
+    return {"n_votes": len(a), "withheld": withheld,
+            "min_label_mass": floors.pop() if len(floors) == 1 else (None if not floors else sorted(floors)),
+            "median": float(np.median(a)), "q10": float(np.quantile(a, 0.1)),
+            "q90": float(np.quantile(a, 0.9)), "min": float(a.min()), "max": float(a.max())}
+
+
 CI_BY = ("category", "sample")
 
 
@@ -115,7 +138,7 @@ def low_base_rate(records: Sequence[Record], base_rate: float = 0.01, n_boot: in
         out[f"tpr_at_fpr{k}"] = v
         out[f"fpr_reached{k}"] = reached  # the threshold's own FPR, often below the nominal one
         out[f"tpr_at_fpr{k}_ci"] = (bootstrap_weighted(lambda W, f=f: tpr_at_fpr_weighted_rows(y, p, W, f),
-                                                       len(y), n_boot, seed, g)
+                                                       len(y), n_boot, seed, g, strata=y, bounds=(0.0, 1.0))
                                     if n_boot and v is not None else None)
         out[f"precision_at_fpr{k}"] = precision_at(v, reached, base_rate)
         npos, nneg = int(y.sum()), int(len(y) - y.sum())
@@ -128,7 +151,8 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
                    ci_by: str | None = None) -> dict[str, Any]:
     """Per-class accuracy, AUROC, Brier, |.|-Brier and ECE, each with a 95% percentile bootstrap
     interval (``<name>_ci``) resampling whole categories or samples (`ci_by`, see
-    `resolve_ci_by`), and answer errors. ``ci_by`` in the result names the unit used."""
+    `resolve_ci_by`) within their labels (a single-label category is replaced by one of its
+    label: `metrics.bootstrap_weights` with strata), and answer errors. ``ci_by`` in the result names the unit used."""
     out = per_class_accuracy(records)
     ci_by = resolve_ci_by(records, ci_by)
     out["ci_by"] = ci_by
@@ -140,7 +164,7 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
     for cls, v in (("eval", 1), ("deploy", 0)):
         m = yl == v
         out[f"{cls}_correct_ci"] = (bootstrap_weighted(lambda W, m=m: weighted_mean_rows(W, ok, m), len(yl), n_boot,
-                                                       seed, gl) if n_boot and m.any() else None)
+                                                       seed, gl, strata=yl, bounds=(0.0, 1.0)) if n_boot and m.any() else None)
     srs = [r for r in records if r.get("score") is not None and r["label"] in Y]
     y, p = scored(srs)
     g = groups_for(srs, ci_by)
@@ -153,9 +177,10 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
             "ece": lambda W: ece_weighted_rows(y, p, W)}
     for name, fn in (("brier", brier), ("abs_brier", abs_brier), ("ece", ece)):
         out[name] = fn(y, p) if probs else None
-        out[f"{name}_ci"] = (bootstrap_weighted(rows[name], len(y), n_boot, seed, g)
+        out[f"{name}_ci"] = (bootstrap_weighted(rows[name], len(y), n_boot, seed, g, strata=y, bounds=(0.0, 1.0))
                              if n_boot and out[name] is not None else None)
     out["errors"] = answer_errors(records)
+    out["label_mass"] = label_mass(records)
     return out
 
 
@@ -175,7 +200,8 @@ def kappa_pairs(by_method: Mapping[str, Sequence[Record]], n_boot: int = 0, seed
             pa, pb = [preds[a][s] for s in shared], [preds[b][s] for s in shared]
             k = cohen_kappa(pa, pb)
             ci = (bootstrap_weighted(lambda W, pa=pa, pb=pb: kappa_weighted_rows(pa, pb, W), len(shared),
-                                     n_boot, seed, groups_for([cat[s] for s in shared], ci_by))
+                                     n_boot, seed, groups_for([cat[s] for s in shared], ci_by),
+                                     bounds=(-1.0, 1.0))
                   if n_boot and k is not None else None)
             out[(a, b)] = {"kappa": k, "n": len(shared), "ci": ci, "ci_by": ci_by}
     return out

@@ -6,6 +6,15 @@ category are not independent; the cluster bootstrap of :mod:`harness.stats.metri
 paired change in P(eval) against the unsteered condition on the same samples (with its interval:
 the comparison that matters, since between-sample spread dwarfs a steering effect). The sanity
 column is the perplexity of a fixed neutral text under the same condition.
+
+Control distribution: per alpha, the vector's delta is ranked among the deltas of the N random
+directions (norm-matched; rank 1 = the largest |delta|; the rank p = rank / (N + 1) is the share of
+the N + 1 directions at least as extreme), and the paired vector − random difference (per sample:
+vector delta minus the mean delta of the random directions) gets an interval at a Bonferroni level
+over the alphas tested (0.05 / number of alphas), so many alphas at once do not make one look
+significant by chance; each row says so. Intervals from fewer than
+:data:`harness.stats.metrics.SMALL_SAMPLE_UNITS` categories are cluster-jackknife t intervals
+(`harness.stats.metrics.interval_method`), which the report names.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.core.errors import EvalAwareError
-from harness.stats.metrics import bootstrap_weighted, weighted_mean_rows
+from harness.stats.metrics import SMALL_SAMPLE_UNITS, bootstrap_weighted, interval_method, weighted_mean_rows
 from harness.reporting.report import Doc, ci as _ci
 from harness.runlog import RunLog
 
@@ -25,18 +34,50 @@ from probes.steering.run import PLAN_FILE
 
 
 def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str], n_boot: int,
-             seed: int) -> tuple[float | None, Any]:
-    """Mean of the (sample id, value) pairs with a 95% cluster-bootstrap interval (whole
-    categories resampled: :func:`harness.stats.metrics.bootstrap_weighted` with `groups`); no interval
-    from a single category."""
+             seed: int, alpha: float = 0.05) -> tuple[float | None, Any]:
+    """Mean of the (sample id, value) pairs with a (1 - alpha) interval over whole categories
+    (:func:`harness.stats.metrics.bootstrap_weighted` with `groups`: percentile cluster bootstrap,
+    or the cluster-jackknife t interval below SMALL_SAMPLE_UNITS categories); no interval from a
+    single category."""
     pairs = [(sid, float(v)) for sid, v in values if v is not None]
     if not pairs:
         return None, None
     v = np.array([x for _, x in pairs])
     g = [groups.get(sid, sid) for sid, _ in pairs]
-    ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n=n_boot, seed=seed, groups=g) \
-        if len(set(g)) > 1 else None
+    ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n=n_boot, seed=seed, groups=g,
+                            alpha=alpha) if len(set(g)) > 1 else None
     return float(v.mean()), ci
+
+
+def random_control(rows: Sequence[dict[str, Any]], scores: dict[str, dict[str, float]],
+                   common: set[str], groups: dict[str, str], n_alphas: int, n_boot: int,
+                   seed: int) -> list[dict[str, Any]]:
+    """Per alpha with a vector and random directions: the random directions' deltas, the vector's
+    rank among them (by |delta|, 1 = most extreme, ties counted against the vector) and its rank p
+    (rank / (N + 1)), and the paired vector − random difference on the common samples (vector
+    score minus the mean score of the random directions, per sample) with an interval at the
+    Bonferroni level 0.05 / `n_alphas`."""
+    out = []
+    for a in sorted({r["alpha"] for r in rows if r["control"] == "vector"}):
+        vec = next(r for r in rows if r["control"] == "vector" and r["alpha"] == a)
+        rnd = [r for r in rows if r["control"] == "random" and r["alpha"] == a and r["delta"] is not None]
+        if not rnd or vec["delta"] is None:
+            continue
+        rd = [r["delta"] for r in rnd]
+        rank = 1 + sum(abs(d) >= abs(vec["delta"]) for d in rd)
+        level = 0.05 / max(n_alphas, 1)
+        ids = sorted(common)
+        diffs = [(sid, scores[vec["condition"]][sid] - float(np.mean([scores[r["condition"]][sid] for r in rnd])))
+                 for sid in ids]
+        d, d_ci = _mean_ci(diffs, groups, n_boot, seed, alpha=level)
+        n_units = len({groups.get(sid, sid) for sid in ids})
+        out.append({"alpha": a, "n_random": len(rnd), "vector_delta": vec["delta"],
+                    "random_deltas": rd, "random_mean": float(np.mean(rd)),
+                    "random_range": [float(min(rd)), float(max(rd))], "rank": rank,
+                    "rank_p": rank / (len(rnd) + 1), "vector_minus_random": d,
+                    "vector_minus_random_ci": d_ci, "ci_level": 1 - level,
+                    "ci_method": interval_method(n_units), "n_common": len(ids)})
+    return out
 
 
 def load_conditions(out: str | Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -69,6 +110,7 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
     base = data.get("unsteered_0")
     methods = sorted({m for c in data.values() for m in c["records"]})
     table: dict[str, list[dict[str, Any]]] = {}
+    controls: dict[str, list[dict[str, Any]]] = {}
     for m in methods:
         base_scores = {r["sample_id"]: r.get("score") for r in (base or {}).get("records", {}).get(m, [])}
         # compare conditions on the same samples: those scored in every condition (a gate that
@@ -96,19 +138,55 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
                          "p_eval": p, "p_eval_ci": p_ci, "share_eval": s, "share_eval_ci": s_ci,
                          "delta": dl, "delta_ci": dl_ci,
                          "perplexity": (c["sanity"] or {}).get("perplexity")})
-        rows.sort(key=lambda r: (r["alpha"], r["control"]))
+        rows.sort(key=lambda r: (r["alpha"], r["control"], r["condition"]))
         table[m] = rows
-    return {"plan": plan, "methods": table}
+        scores = {name: {r["sample_id"]: float(r["score"]) for r in c["records"].get(m, [])
+                         if r["sample_id"] in common}
+                  for name, c in data.items()}
+        groups = next(iter(data.values()))["groups"] if data else {}
+        n_alphas = len({r["alpha"] for r in rows if r["control"] == "vector"})
+        controls[m] = random_control(rows, scores, common, groups, n_alphas, n_boot, seed)
+    return {"plan": plan, "methods": table, "controls": controls}
+
+
+def _shown(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a table and a figure show: unsteered and vector rows as they are, the random
+    directions of one alpha as one row (mean over directions; no interval: their spread is the
+    control distribution, in the control table)."""
+    out = [r for r in rows if r["control"] != "random"]
+    for a in sorted({r["alpha"] for r in rows if r["control"] == "random"}):
+        rs = [r for r in rows if r["control"] == "random" and r["alpha"] == a]
+
+        def mean(k: str) -> float | None:
+            v = [r[k] for r in rs if r[k] is not None]
+            return float(np.mean(v)) if v else None
+
+        out.append({"condition": f"random_{a:+g}", "control": "random", "alpha": a,
+                    "n_directions": len(rs), "n": rs[0]["n"], "n_scored": min(r["n_scored"] for r in rs),
+                    "n_common": rs[0]["n_common"], "p_eval": mean("p_eval"), "p_eval_ci": None,
+                    "share_eval": mean("share_eval"), "share_eval_ci": None, "delta": mean("delta"),
+                    "delta_ci": None, "perplexity": mean("perplexity")})
+    return sorted(out, key=lambda r: (r["alpha"], r["control"]))
 
 
 def _series(rows: Sequence[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
-    """Vector and random curves; the unsteered point (alpha 0) belongs to both."""
+    """Vector and random curves (random: the mean over its directions); the unsteered point
+    (alpha 0) belongs to both."""
     out: dict[str, list[dict[str, Any]]] = {"vector": [], "random": []}
-    for r in rows:
+    for r in _shown(rows):
         for ctl in ([r["control"]] if r["control"] != "none" else ["vector", "random"]):
             if ctl in out:
                 out[ctl].append({"alpha": r["alpha"], "value": r[key], "ci": r.get(key + "_ci")})
     return {k: v for k, v in out.items() if len(v) > 1}
+
+
+def _n_random(plan: dict[str, Any]) -> int:
+    """Random directions per alpha in the plan (the largest count over alphas)."""
+    per: dict[float, int] = {}
+    for c in plan["conditions"]:
+        if c["control"] == "random":
+            per[c["alpha"]] = per.get(c["alpha"], 0) + 1
+    return max(per.values(), default=0)
 
 
 def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_boot: int = 1000,
@@ -126,19 +204,38 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
           f"{plan.get('vector_source')}, pooling {plan.get('pooling')}); layers {plan['layers']}; "
           f"added: alpha x unit direction x mean residual norm at each layer "
           f"({', '.join(f'{l}: {float(v):.1f}' for l, v in plan['norms'].items())}); positions "
-          f"{plan['positions']}; random control: Gaussian direction per layer, seed "
-          f"{plan['random_seed']}, same norm. {len(plan['samples'])} samples. Intervals: 95% "
-          f"bootstrap over categories (clusters; {n_boot} resamples). P(eval) and delta (the paired "
-          f"change in P(eval) against alpha = 0) are over the samples scored in every condition "
-          f"(`common`), so a gate that withholds other samples under other alphas moves neither.")
+          f"{plan['positions']}; random controls: {_n_random(plan)} Gaussian directions per layer "
+          f"and alpha (seeds {plan['random_seed']}, {plan['random_seed']} + 1, ...), each of the "
+          f"vector's norm. {len(plan['samples'])} samples. Intervals: 95% over categories "
+          f"(clusters): percentile bootstrap ({n_boot} resamples), or, from fewer than "
+          f"{SMALL_SAMPLE_UNITS} categories, the cluster-jackknife t interval (named below). P(eval) and delta (the "
+          f"paired change in P(eval) against alpha = 0) are over the samples scored in every "
+          f"condition (`common`), so a gate that withholds other samples under other alphas moves "
+          f"neither. `random` rows: the mean over the random directions.")
     for m, rows in res["methods"].items():
         doc.h(2, m)
         doc.table(["alpha", "control", "n (scored, common)", "P(eval) [95% CI]", "share called eval",
                    "delta P(eval) vs alpha 0", "neutral perplexity"],
-                  [[f"{r['alpha']:+g}", r["control"], f"{r['n']} ({r['n_scored']}, {r['n_common']})",
+                  [[f"{r['alpha']:+g}", r["control"] + (f" (mean of {r['n_directions']})" if "n_directions" in r else ""),
+                    f"{r['n']} ({r['n_scored']}, {r['n_common']})",
                     _ci(r["p_eval"], r["p_eval_ci"]), _ci(r["share_eval"], r["share_eval_ci"]),
                     _ci(r["delta"], r["delta_ci"]),
-                    "–" if r["perplexity"] is None else f"{r['perplexity']:.2f}"] for r in rows])
+                    "–" if r["perplexity"] is None else f"{r['perplexity']:.2f}"] for r in _shown(rows)])
+        ctl = res["controls"].get(m) or []
+        if ctl:
+            doc.p("The vector against its control distribution: its delta ranked among the random "
+                  "directions' (rank 1 of N + 1 = more extreme than every random direction; rank p = "
+                  "rank / (N + 1), the smallest possible being 1 / (N + 1)), and the paired "
+                  "vector − random difference (per sample, minus the random directions' mean) with an "
+                  f"interval at the Bonferroni level for the {len(ctl)} alphas tested "
+                  f"({100 * ctl[0]['ci_level']:.1f}%; {ctl[0]['ci_method']}).")
+            doc.table(["alpha", "vector delta", "random deltas: mean [min, max]", "rank (of N + 1)",
+                       "rank p", f"vector − random [{100 * ctl[0]['ci_level']:.1f}% CI]", "n common"],
+                      [[f"{c['alpha']:+g}", f"{c['vector_delta']:+.3f}",
+                        f"{c['random_mean']:+.3f} [{c['random_range'][0]:+.3f}, {c['random_range'][1]:+.3f}]",
+                        f"{c['rank']} of {c['n_random'] + 1}", f"{c['rank_p']:.3f}",
+                        _ci(c["vector_minus_random"], c["vector_minus_random_ci"]), c["n_common"]]
+                       for c in ctl])
         sanity = {k: [{"alpha": p["alpha"], "value": p["value"]} for p in v]
                   for k, v in _series(rows, "perplexity").items()}
         fig = plot(rd / f"dose_response_{m}.png",

@@ -4,8 +4,11 @@
 (store, manifest, results.jsonl), so ``show``, ``export`` and ``report`` work on it as on any run.
 Conditions: ``unsteered_0`` (alpha = 0: no hook, the unsteered identity, so it shares cache keys
 with a plain ``evalaware run`` and imports the source run's call cache when available), then
-``vector_<alpha>`` and, by default, ``random_<alpha>`` (a Gaussian direction per layer, fixed
-seed, the same scale) for every non-zero alpha. Each condition's backend identity carries its
+``vector_<alpha>`` and, by default, :data:`N_RANDOM` random controls per non-zero alpha:
+``random_<alpha>``, ``random1_<alpha>``, ... (direction k: a Gaussian direction per layer drawn
+with seed ``seed + k``, norm-matched: the vector's scale at each layer). One random direction is
+one draw, not a control distribution: the report ranks the vector among the random directions
+and gives a paired vector − random interval. Each condition's backend identity carries its
 steering (:class:`harness.backends.steered.Steering`), so every call is cached per condition and
 an interrupted ``steer run`` resumes where it stopped.
 
@@ -44,27 +47,34 @@ NEUTRAL_TEXT = (
 """Fixed text whose perplexity under each condition shows when steering breaks the model."""
 
 PLAN_FILE = "steer.json"
+#: Random directions per alpha by default (the control distribution the vector is ranked in).
+N_RANDOM = 20
 
 
 @dataclass(frozen=True)
 class Condition:
     control: str  # "none" | "vector" | "random"
     alpha: float
+    k: int = 0  # which random direction (seed + k)
 
     @property
     def name(self) -> str:
-        return "unsteered_0" if self.control == "none" else f"{self.control}_{self.alpha:+g}"
+        if self.control == "none":
+            return "unsteered_0"
+        return f"{self.control}{self.k or ''}_{self.alpha:+g}"
 
 
-def conditions(alphas: Sequence[float], random_control: bool = True) -> list[Condition]:
-    """alpha = 0 once (unsteered), then vector (and random) for every non-zero alpha."""
+def conditions(alphas: Sequence[float], random_control: bool = True,
+               n_random: int = N_RANDOM) -> list[Condition]:
+    """alpha = 0 once (unsteered), then vector (and `n_random` random directions) for every
+    non-zero alpha."""
     out = [Condition("none", 0.0)]
     for a in sorted(set(float(a) for a in alphas)):
         if a == 0:
             continue
         out.append(Condition("vector", a))
         if random_control:
-            out.append(Condition("random", a))
+            out += [Condition("random", a, k) for k in range(n_random)]
     return out
 
 
@@ -72,10 +82,11 @@ def steering_for(vec: SteeringVector, cond: Condition, layers: Sequence[int], po
                  seed: int) -> Steering:
     if cond.control == "none":
         return Steering({}, positions, {})
+    rseed = seed + cond.k
     label = {"vector_sha256": vec.sha256, "control": cond.control, "alpha": cond.alpha,
-             "scale": "alpha * unit * mean residual norm", "seed": seed if cond.control == "random"
+             "scale": "alpha * unit * mean residual norm", "seed": rseed if cond.control == "random"
              else None}
-    return Steering(vec.additions(layers, cond.alpha, cond.control, seed), positions, label)
+    return Steering(vec.additions(layers, cond.alpha, cond.control, rseed), positions, label)
 
 
 def neutral_perplexity(backend: Backend, text: str = NEUTRAL_TEXT) -> dict[str, Any]:
@@ -108,7 +119,7 @@ def select_samples(samples: list[Sample], vec: SteeringVector, which: str) -> li
 def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], methods: Sequence[str],
               out: str | Path, layers: Sequence[int], alphas: Sequence[float],
               positions: str = "all", random_control: bool = True, seed: int = 0,
-              reuse_run: str | Path | None = None, progress: bool = True,
+              n_random: int = N_RANDOM, reuse_run: str | Path | None = None, progress: bool = True,
               **run_kwargs: Any) -> dict[str, Any]:
     """Run every condition; returns the plan written to ``OUT/steer.json``."""
     out = Path(out)
@@ -117,14 +128,15 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
     missing = [l for l in layers if l not in vec.directions]
     if missing:
         raise EvalAwareError(f"--layers {missing}: not in the vector (it has {vec.layers})")
-    conds = conditions(alphas, random_control)
+    conds = conditions(alphas, random_control, n_random)
     plan = {"vector": str(vec.path) if vec.path else None, "vector_sha256": vec.sha256,
             "vector_source": vec.meta.get("source"), "pooling": vec.meta.get("pooling"),
             "layers": layers, "norms": {str(l): vec.norms[l] for l in layers},
             "alphas": sorted(set(float(a) for a in alphas) | {0.0}), "positions": positions,
             "random_seed": seed, "methods": list(methods), "samples": [s.id for s in samples],
             "model_identity": backend.identity,
-            "conditions": [{"name": c.name, "control": c.control, "alpha": c.alpha} for c in conds]}
+            "conditions": [{"name": c.name, "control": c.control, "alpha": c.alpha, "k": c.k}
+                           for c in conds]}
     old = out / PLAN_FILE
     if old.exists():  # a later call may add alphas or methods; nothing else may change
         prev = json.loads(old.read_text())
@@ -135,7 +147,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
         plan["conditions"] = list(known.values())
         plan["alphas"] = sorted(set(prev["alphas"]) | set(plan["alphas"]))
         plan["methods"] = list(dict.fromkeys(prev["methods"] + plan["methods"]))
-    plan["conditions"].sort(key=lambda c: (c["control"] != "none", c["alpha"], c["control"]))
+    plan["conditions"].sort(key=lambda c: (c["control"] != "none", c["alpha"], c["control"], c.get("k", 0)))
     old.write_text(json.dumps(plan, indent=1, sort_keys=True))
     steered = {c.name: steering_for(vec, c, layers, positions, seed) for c in conds}
     for s in steered.values():  # refuse bad layers / positions before any work
@@ -150,7 +162,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
             st.close()
         info = {"condition": c.name, "control": c.control, "alpha": c.alpha, "layers": layers,
                 "positions": positions, "vector": plan["vector"], "vector_sha256": vec.sha256,
-                "random_seed": seed if c.control == "random" else None,
+                "random_seed": seed + c.k if c.control == "random" else None, "random_k": c.k,
                 "steering_sha256": None if steered[c.name].is_null else steered[c.name].digest()}
         if progress:
             print(f"[steer] {c.name}", flush=True)
