@@ -37,7 +37,7 @@ are counted.
 vs flat logprobs, and the call cache's first run vs re-run.
 
 ``--backends hf`` (or ``vllm,hf``) gives the same rows on the HF backend (no prefix cache: one
-time per row; ``--reference`` adds the HF aware path before issue 23's last round).
+time per row), with the HF aware path before issue 23's last round beside it.
 
 Usage: python scripts/bench_backends.py [--models smollm2,tiny-qwen3,tiny-gemma3] [--limit N]
        [--repeats R] [--reference] [--backends vllm,hf]
@@ -217,11 +217,11 @@ def bench_model(name: str, limit: int | None, repeats: int, reference: bool) -> 
         vl.close()
 
 
-def bench_hf(name: str, limit: int | None, repeats: int, reference: bool) -> dict:
+def bench_hf(name: str, limit: int | None, repeats: int) -> dict:
     """The same rows on the HF backend (in-process, float32 on CPU; no prefix cache, so one time
     per row). `aware` = the first-token call + one continuation call that reuses its KV caches;
-    with ``--reference`` also the path before (the prompts run again for the continuations, one
-    copy of a prompt's KV rows per continuation)."""
+    and the path before (the prompts run again for the continuations, one copy of a prompt's KV
+    rows per continuation)."""
     from harness.backends.base import GenerationRequest, SamplingParams as Params
     from harness.backends.hf import teacher
     from harness.backends.hf.backend import HFBackend
@@ -244,15 +244,15 @@ def bench_hf(name: str, limit: int | None, repeats: int, reference: bool) -> dic
              lambda: score_prompts(hf, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)),
             ("binary label probabilities", lambda: label_probabilities(hf, renderer, BINARY, convs)),
         ]
-        if reference:
-            def before() -> object:
-                keep, tree_ok = hf.keep_kv_bytes, teacher._tree_ok
-                hf.keep_kv_bytes, teacher._tree_ok = 0, (lambda model, cache: False)
-                try:
-                    return score_prompts(hf, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)
-                finally:
-                    hf.keep_kv_bytes, teacher._tree_ok = keep, tree_ok
-            calls.append(("before: aware (prompts run again, KV rows copied per variant)", before))
+
+        def before() -> object:
+            keep, tree_ok = hf.keep_kv_bytes, teacher._tree_ok
+            hf.keep_kv_bytes, teacher._tree_ok = 0, (lambda model, cache: False)
+            try:
+                return score_prompts(hf, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)
+            finally:
+                hf.keep_kv_bytes, teacher._tree_ok = keep, tree_ok
+        calls.append(("before: aware (prompts run again, KV rows copied per variant)", before))
         calls[0][1]()  # warm-up
         times: dict[str, list[float]] = {label: [] for label, _ in calls}
         for r in range(repeats):
@@ -355,7 +355,7 @@ def main() -> None:
         if "vllm" in backends:
             print_table(bench_model(m, args.limit, args.repeats, args.reference), args.repeats)
         if "hf" in backends:
-            print_hf_table(bench_hf(m, args.limit, args.repeats, args.reference), args.repeats)
+            print_hf_table(bench_hf(m, args.limit, args.repeats), args.repeats)
         sys.stdout.flush()
     if args.extras:
         extras(args.limit, args.repeats)
