@@ -36,8 +36,11 @@ are counted.
 ``--extras`` adds the earlier SmolLM2 comparison: HF transformers vs vLLM full vocabulary, dict
 vs flat logprobs, and the call cache's first run vs re-run.
 
+``--backends hf`` (or ``vllm,hf``) gives the same rows on the HF backend (no prefix cache: one
+time per row), with the HF aware path before issue 23's last round beside it.
+
 Usage: python scripts/bench_backends.py [--models smollm2,tiny-qwen3,tiny-gemma3] [--limit N]
-       [--repeats R] [--reference]
+       [--repeats R] [--reference] [--backends vllm,hf]
 """
 
 from __future__ import annotations
@@ -173,7 +176,15 @@ def bench_model(name: str, limit: int | None, repeats: int, reference: bool) -> 
             ("aware (as the method runs it)",
              lambda: score_prompts(vl, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)),
             ("binary label probabilities", lambda: label_probabilities(vl, renderer, BINARY, convs)),
+            ("aware, forced from the prompt (round 1 of #23)", lambda: from_prompt()),
         ]
+
+        def from_prompt() -> object:  # each forced request from the prompt, not prompt + first token
+            vl._known_first = lambda prompt, token: None
+            try:
+                return score_prompts(vl, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)
+            finally:
+                del vl._known_first
         if reference:
             calls += [
                 ("before #23: naive", lambda: score_prompts(ref, prompts, plan=plan, aware=False)),
@@ -204,6 +215,68 @@ def bench_model(name: str, limit: int | None, repeats: int, reference: bool) -> 
                 "tokens": sum(len(p) for p in prompts), "rows": rows}
     finally:
         vl.close()
+
+
+def bench_hf(name: str, limit: int | None, repeats: int) -> dict:
+    """The same rows on the HF backend (in-process, float32 on CPU; no prefix cache, so one time
+    per row). `aware` = the first-token call + one continuation call that reuses its KV caches;
+    and the path before (the prompts run again for the continuations, one copy of a prompt's KV
+    rows per continuation)."""
+    from harness.backends.base import GenerationRequest, SamplingParams as Params
+    from harness.backends.hf import teacher
+    from harness.backends.hf.backend import HFBackend
+    from harness.methods.answer_format import BINARY, label_probabilities
+    from harness.methods.logprob import SCORING_CASES
+    from tokenization import ScoringPlan, from_backend, score_prompts
+    from tokenization.scoring import DEFAULT_TOL
+
+    hf = HFBackend(model_path(name), dtype="float32", device="cpu", batch_size=8)
+    try:
+        prompts = prompts_for(hf.tokenizer, limit)
+        convs = label_conversations(limit)
+        renderer = _renderer(hf.tokenizer)
+        plan = ScoringPlan.build(from_backend(hf), cases=SCORING_CASES)
+        one = Params(max_tokens=1)
+        calls: list[tuple[str, Callable[[], object]]] = [
+            ("floor: one-token generation", lambda: hf.generate([GenerationRequest(tuple(p), one) for p in prompts])),
+            ("naive", lambda: score_prompts(hf, prompts, plan=plan, aware=False)),
+            ("aware (as the method runs it)",
+             lambda: score_prompts(hf, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)),
+            ("binary label probabilities", lambda: label_probabilities(hf, renderer, BINARY, convs)),
+        ]
+
+        def before() -> object:
+            keep, tree_ok = hf.keep_kv_bytes, teacher._tree_ok
+            hf.keep_kv_bytes, teacher._tree_ok = 0, (lambda model, cache: False)
+            try:
+                return score_prompts(hf, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)
+            finally:
+                hf.keep_kv_bytes, teacher._tree_ok = keep, tree_ok
+        calls.append(("before: aware (prompts run again, KV rows copied per variant)", before))
+        calls[0][1]()  # warm-up
+        times: dict[str, list[float]] = {label: [] for label, _ in calls}
+        for r in range(repeats):
+            for label, fn in calls:
+                t = time.perf_counter()
+                fn()
+                times[label].append(time.perf_counter() - t)
+            print(f"  {name} (hf): repeat {r + 1}/{repeats} done", flush=True)
+        rows = [(label, statistics.median(times[label])) for label, _ in calls]
+        return {"model": name, "vocab": hf.vocab_size, "n": len(prompts), "rows": rows,
+                "tokens": sum(len(p) for p in prompts)}
+    finally:
+        hf.close()
+
+
+def print_hf_table(res: dict, repeats: int) -> None:
+    rows = dict(res["rows"])
+    floor, naive = rows["floor: one-token generation"], rows["naive"]
+    print(f"\n{res['model']} on HF (CPU, float32): vocabulary {res['vocab']:,}, {res['n']} prompts, "
+          f"{res['tokens']:,} prompt tokens; median of {repeats}; load average {os.getloadavg()[0]:.1f}\n")
+    print("| call | s | x floor | x naive |\n|---|---|---|---|")
+    for label, sec in res["rows"]:
+        print(f"| {label} | {sec:.2f} | {sec / floor:.2f} | {sec / naive:.2f} |")
+    print(f"\ntarget: aware / naive = {rows['aware (as the method runs it)'] / naive:.2f} (<= 1.5)")
 
 
 def print_table(res: dict, repeats: int) -> None:
@@ -273,11 +346,16 @@ def main() -> None:
     ap.add_argument("--models", default="smollm2,tiny-qwen3")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backends", default="vllm", help="vllm, hf or both (comma-separated)")
     ap.add_argument("--extras", action="store_true")
     ap.add_argument("--reference", action="store_true", help="also the paths before issue 23")
     args = ap.parse_args()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     for m in [m.strip() for m in args.models.split(",") if m.strip()]:
-        print_table(bench_model(m, args.limit, args.repeats, args.reference), args.repeats)
+        if "vllm" in backends:
+            print_table(bench_model(m, args.limit, args.repeats, args.reference), args.repeats)
+        if "hf" in backends:
+            print_hf_table(bench_hf(m, args.limit, args.repeats), args.repeats)
         sys.stdout.flush()
     if args.extras:
         extras(args.limit, args.repeats)

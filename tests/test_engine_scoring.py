@@ -139,3 +139,46 @@ def test_served_bounds_are_marked(hf_tiny, tmp_path):
     write_report([tmp_path / "served", tmp_path / "local"], out, n_boot=10)
     text = "\n".join(p.read_text() for p in out.rglob("*.md"))
     assert text.count("aware scores are bounds") == 1, text
+
+
+def test_hf_continuations_run_each_prompt_once(hf_qwen_vocab, monkeypatch):
+    """HF, issue 23: after a first-token call the continuations reuse the prompts' kept KV caches
+    (no prompt forward again: one forward per batch for all its continuations, side by side under a
+    4-D mask); the kept, fresh and row-gathering (fallback) paths agree within 1e-5, and with
+    one full distribution per prefix."""
+    from harness.backends.hf import teacher
+    from tokenization import ScoringPlan, TargetWords, from_backend
+
+    b = hf_qwen_vocab
+    ps = _prompts(b)
+    plan = ScoringPlan.build(from_backend(b), TargetWords())
+    conts = [list(s) for s in plan.sequences()[:14]] + \
+        [b.tokenizer.encode("EVALUATION</label>", add_special_tokens=False)]
+    pairs = [(p, c) for p in ps for c in conts]
+    widths: list[int] = []
+    hook = b.model.register_forward_pre_hook(
+        lambda m, a, kw: widths.append(int(kw["input_ids"].shape[1])), with_kwargs=True)
+    try:
+        b.next_token_view(ps, plan.first_ids(), 20)
+        widths.clear()
+        kept = b.continuation_scores(pairs, plan.boundary_ids)
+        n_batches = -(-len(ps) // b.batch_size)
+        assert len(widths) == n_batches, widths  # no prompt run again, one forward per batch
+        assert max(widths) < min(len(p) for p in ps)
+        b.forget_prompts()
+        widths.clear()
+        fresh = b.continuation_scores(pairs, plan.boundary_ids)
+        assert len(widths) == 2 * n_batches
+    finally:
+        hook.remove()
+    monkeypatch.setattr(teacher, "_tree_ok", lambda model, cache: False)
+    gathered = b.continuation_scores(pairs, plan.boundary_ids)
+    np.testing.assert_allclose(kept, fresh, atol=TOL)
+    np.testing.assert_allclose(kept, gathered, atol=TOL)
+    step = [sum(float(b.next_token_logprobs([p + c[:k]])[0, c[k]]) for k in range(len(c))) for p, c in pairs[::7]]
+    np.testing.assert_allclose([a for a, _ in kept[::7]], step, atol=TOL)
+    # loglikelihood (last token not fed) and a small segment budget (several forwards per batch)
+    monkeypatch.undo()
+    monkeypatch.setattr(teacher, "LOGIT_BUDGET", 1)
+    b.next_token_logprobs(ps, [0])
+    np.testing.assert_allclose(b.loglikelihood(pairs), [a for a, _ in gathered], atol=TOL)

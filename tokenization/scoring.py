@@ -25,8 +25,10 @@ per prompt for the candidates' first-token ids and the top-k view (vLLM: one req
 reduced inside the engine; never the full vocabulary), then for the aware score, per pruning round
 (usually one), one batched ``continuation_scores`` call: per kept (prompt, sequence) the
 teacher-forced log-probability of the sequence and the log mass of the boundary tokens right after
-it (vLLM: one forced-decoding request that reads the prompt from the prefix cache and sums the
-boundary set in the worker; HF: one pass over each prompt's KV cache). The boundary set is a large
+it (vLLM: one forced-decoding request that starts at prompt + the sequence's first token, whose
+log-probability the first call already read, with the prompt from the prefix cache, and sums the
+boundary set in the worker; HF: the KV caches the first call kept, all of a prompt's sequences
+side by side in one forward, so each prompt runs once in all). The boundary set is a large
 share of the vocabulary; only its mass travels. ``full_vocab=True`` reads the first position from
 the full distribution instead (same values).
 

@@ -19,7 +19,7 @@ from harness.models.fingerprint import local_model_path, model_identity
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, HiddenLayout,
                                    StructuredOutput, TokenIds)
 from harness.backends.hf.batches import by_length, left_pad
-from harness.backends.hf.teacher import teacher_force
+from harness.backends.hf.teacher import PromptBatch, run_prompts, teacher_force
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16"}
@@ -36,7 +36,8 @@ class HFBackend(Backend):
 
     def __init__(self, model: str, dtype: str = "auto", device: str | None = None,
                  batch_size: int = 8, trust_remote_code: bool = False,
-                 tokenizer: str | None = None, revision: str | None = None) -> None:
+                 tokenizer: str | None = None, revision: str | None = None,
+                 keep_kv_bytes: int = 1 << 30) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
 
         self.model_name = model
@@ -56,6 +57,12 @@ class HFBackend(Backend):
         except OSError as e:
             raise BackendError(f"cannot load model {model!r}: {e}") from e
         self.batch_size = batch_size
+        # The KV caches of the last first-token call, for the continuations asked right after
+        # (tokenizer-aware scoring): at most `keep_kv_bytes`; 0 keeps none.
+        self.keep_kv_bytes = keep_kv_bytes
+        self._kept: dict[tuple[int, ...], tuple[PromptBatch, int]] = {}
+        self._kept_under: Any = None  # the steering key the kept caches were computed under
+        self._steer_key: Any = None
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
@@ -86,18 +93,25 @@ class HFBackend(Backend):
     # --- contract -------------------------------------------------------------------------
     def next_token_logprobs(self, prompts: Sequence[TokenIds],
                             token_ids: Sequence[int] | None = None) -> np.ndarray:
+        """One forward per batch of distinct prompts; their KV caches are kept (up to
+        `keep_kv_bytes`) so that `loglikelihood` / `continuation_scores` on the same prompts right
+        after do not run them again."""
         width = len(token_ids) if token_ids is not None else self.vocab_size
         out = np.zeros((len(prompts), width), dtype=np.float32)
         sel = torch.tensor(list(token_ids), device=self.device) if token_ids is not None else None
-        with torch.inference_mode():
-            for batch in by_length(prompts, self.batch_size):
-                ids, mask, pos = self.left_pad([prompts[i] for i in batch])
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos,
-                                    logits_to_keep=1).logits[:, -1, :].float()
-                lp = torch.log_softmax(logits, dim=-1)
-                if sel is not None:
-                    lp = lp[:, sel]
-                out[batch] = lp.cpu().numpy()
+        where: dict[tuple[int, ...], list[int]] = {}
+        for i, p in enumerate(prompts):
+            where.setdefault(tuple(int(t) for t in p), []).append(i)
+        self._kept, used = {}, 0
+        for pb in run_prompts(self.model, list(where), self.batch_size, self.pad_id, self.device):
+            lp = pb.first if sel is None else pb.first[:, sel]
+            rows = lp.cpu().numpy()
+            for r, p in enumerate(pb.prompts):
+                out[where[p]] = rows[r]
+            used += pb.nbytes()
+            if used <= self.keep_kv_bytes:
+                self._kept.update({p: (pb, r) for r, p in enumerate(pb.prompts)})
+        self._kept_under = self._steer_key
         return out
 
     def loglikelihood(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
@@ -113,11 +127,18 @@ class HFBackend(Backend):
 
     def _teacher_force(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
                        mass_ids: list[int] | None) -> list[tuple[float, float]]:
-        return teacher_force(self.model, pairs, mass_ids, self.batch_size, self.pad_id, self.device)
+        known = self._kept if self._kept_under == self._steer_key else {}
+        return teacher_force(self.model, pairs, mass_ids, self.batch_size, self.pad_id, self.device,
+                             known)
+
+    def forget_prompts(self) -> None:
+        """Drop the kept KV caches (see `next_token_logprobs`)."""
+        self._kept = {}
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         from transformers import GenerationConfig, LogitsProcessorList  # heavy (see __init__)
 
+        self.forget_prompts()
         out: list[Generation | None] = [None] * len(requests)
         groups: dict[Any, list[int]] = {}
         for i, r in enumerate(requests):
@@ -187,6 +208,7 @@ class HFBackend(Backend):
         only forward passes that extend a non-empty KV cache are steered."""
         self.check_steering(steering)
         additions = {l: torch.from_numpy(v) for l, v in steering.arrays().items()}
+        before, self._steer_key = self._steer_key, steering.key()
         state = {"on": True}
         handle = None
         if steering.positions == "generated":
@@ -198,6 +220,7 @@ class HFBackend(Backend):
             with add_to_residual(self.model, additions, gate=lambda: state["on"]):
                 yield
         finally:
+            self._steer_key = before
             if handle is not None:
                 handle.remove()
 
@@ -222,6 +245,7 @@ class HFBackend(Backend):
     def close(self) -> None:
         if not hasattr(self, "model"):  # closed already
             return
+        self.forget_prompts()
         del self.model
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()

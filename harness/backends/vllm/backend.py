@@ -287,7 +287,8 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
 
     def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
                         top_k: int) -> NextTokenView:
-        """One request per prompt: the worker reads the asked ids (any number) and the top k."""
+        """One request per prompt: the worker reads the asked ids (any number) and the top k.
+        The asked ids' log-probs are kept (this call's prompts only) for `continuation_scores`."""
         if not self._in_engine:
             return self.next_token_view_selected(prompts, token_ids, top_k)
         ids = [int(t) for t in token_ids]
@@ -297,7 +298,24 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
         top_ids = np.asarray([r.get("top_ids", []) for r in recs], dtype=np.int64).reshape(len(prompts), k)
         top_lps = np.asarray([r.get("top_logprobs", []) for r in recs],
                              dtype=np.float32).reshape(len(prompts), k)
+        self._first = {tuple(int(t) for t in p): dict(zip(ids, (float(v) for v in r.get("ids", []))))
+                       for p, r in zip(prompts, recs)}
+        self._first_under = self._steer_key()
         return NextTokenView(sel, top_ids, top_lps)
+
+    def forget_prompts(self) -> None:
+        """Drop the first-token values kept by `next_token_view`."""
+        self._first = {}
+
+    def _steer_key(self) -> str | None:
+        want = getattr(self, "_steer_wanted", None)
+        return want.digest() if want is not None and not want.is_null else None
+
+    def _known_first(self, prompt: TokenIds, token: int) -> float | None:
+        """log p(`token` | `prompt`) as the last `next_token_view` read it (same steering), or None."""
+        if getattr(self, "_first_under", None) != self._steer_key():
+            return None
+        return getattr(self, "_first", {}).get(tuple(int(t) for t in prompt), {}).get(int(token))
 
     def next_token_view_selected(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
                                  top_k: int) -> NextTokenView:
@@ -353,14 +371,21 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
     def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
                             token_ids: Sequence[int]) -> list[tuple[float, float]]:
         """One forced-decoding request per pair, reading the mass of `token_ids` one step after
-        the continuation."""
+        the continuation. Where the last `next_token_view` read the continuation's first token
+        after the prompt (tokenizer-aware scoring asks it first), that value is used and the
+        request starts at prompt + first token: one logits row less per pair, and a one-token
+        continuation is one prefill row (no decoding step)."""
         if not self._in_engine:
             return super().continuation_scores(pairs, token_ids)
         _check_pairs(pairs)
         name = self._set_name(token_ids)
-        recs = self._reduce([p for p, _ in pairs], [{"force": list(c), "sets": [name]} for _, c in pairs])
-        return [(float(np.sum(np.asarray(r["force"], dtype=np.float64))), float(r["sets"][name]))
-                for r in recs]
+        firsts = [self._known_first(p, c[0]) for p, c in pairs]
+        prompts = [list(p) + [int(c[0])] if f is not None else list(p) for (p, c), f in zip(pairs, firsts)]
+        specs = [{"force": list(c[1:]) if f is not None else list(c), "sets": [name]}
+                 for (_, c), f in zip(pairs, firsts)]
+        recs = self._reduce(prompts, specs)
+        return [((f or 0.0) + float(np.sum(np.asarray(r["force"], dtype=np.float64))), float(r["sets"][name]))
+                for r, f in zip(recs, firsts)]
 
     def loglikelihood_prompt_logprobs(self, pairs: Sequence[tuple[TokenIds, TokenIds]]) -> list[float]:
         """Teacher forcing with `prompt_logprobs=1` on prompt+continuation (as lm-evaluation-harness
