@@ -21,6 +21,7 @@ from harness.methods.voting import Tally
 
 VIEWS = ("first_turn", "full")
 LOGPROB_SETTINGS = ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")
+MONITOR_SETTINGS = ("monitor_source", "monitor_sentences")
 PERSONS = ("first", "third")
 
 
@@ -67,6 +68,8 @@ class MethodConfig:
     words: str = "paper"
     aware_boundary: bool = True
     full_vocab: bool = False
+    monitor_source: str = "answer"
+    monitor_sentences: str | None = None
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -88,7 +91,7 @@ class MethodConfig:
     def to_dict(self) -> dict[str, Any]:
         """Settings every method shares (method-specific knobs are recorded by their method)."""
         d = asdict(self)
-        for k in LOGPROB_SETTINGS:
+        for k in LOGPROB_SETTINGS + MONITOR_SETTINGS:
             d.pop(k)
         return d
 
