@@ -161,3 +161,20 @@ def test_custom_sentences_and_resume(hf_tiny, tmp_path):
     st.close()
     run_methods(samples, ["monitor"], be, tmp_path / "r", config=cfg, progress=False)
     assert RunLog(tmp_path / "r", create=False).count_calls().get("loglikelihood") == n
+
+
+def test_report_draws_the_mean_curves(hf_tiny, tmp_path):
+    from harness.reporting.figures import binned_curve
+    from harness.reporting.report import write_report
+
+    run_methods(_dialog_samples(), ["monitor"], hf_tiny, tmp_path / "r",
+                config=MethodConfig(view="full"), progress=False)
+    md, _ = write_report([tmp_path / "r"], tmp_path / "rep", n_boot=0)
+    text = md.read_text()
+    assert "Monitor: awareness minus placebo along the output" in text
+    assert (tmp_path / "rep" / "curve_monitor.png").exists()
+    assert "aware_ll_mean" in text
+    recs = [{"label": "eval", "details": {"relative": [0.0, 0.05, 0.5, 1.0], "curve": [1.0, 3.0, 2.0, 4.0]}},
+            {"label": "eval", "details": {"relative": [0.0, 1.0], "curve": [0.0, 0.0]}}]
+    b = binned_curve(recs, "relative", "curve")
+    assert b["x"] == [0.05, 0.55, 0.95] and b["mean"] == [1.0, 2.0, 2.0] and b["n"] == [2, 1, 2]
