@@ -15,7 +15,9 @@ Conditions, one run directory each under ``RUN/intervene/<at>_pair<k>/``:
 - ``awareness``: the same, with awareness sentence k inserted at the point;
 - ``placebo``: the same, with its placebo twin (same pair file: :mod:`harness.methods.sentences`).
 
-Each is an ordinary, cached run directory: the continuations go through the content-addressed
+Every condition continues with the same budget: the run's answer tokens minus the point (at
+least :data:`MIN_CONTINUATION`), the inserted sentence not counted. Each is an ordinary, cached
+run directory: the continuations go through the content-addressed
 call cache, per-sample outcomes are committed per batch to the ``interventions`` table, so an
 interrupted `intervene` resumes with no call repeated. Outcomes per sample and condition:
 ``changed`` (the final answer differs from the source's: the text after the reasoning where the
@@ -59,6 +61,7 @@ PLAN_FILE = "intervene.json"
 SUMMARY_FILE = "summary.json"
 INTERVENTIONS = TableSpec("interventions", (("sample_id", "TEXT"), ("outcome", "TEXT")), ("sample_id",))
 CONTRASTS = (("awareness", "none"), ("placebo", "none"), ("awareness", "placebo"))
+MIN_CONTINUATION = 32  # tokens a continuation may take at least (an output cut at the limit, --at end)
 
 
 @dataclass(frozen=True)
@@ -227,8 +230,8 @@ def _run_condition(cond_dir: Path, backend: Backend, sources: Sequence[Source], 
                 if text is not None:
                     head += encode(tok, (joiner(tok, list(s.prompt) + head) if p else "") + text)
                 heads.append(head)
-                reqs.append(GenerationRequest(tuple(s.prompt) + tuple(head),
-                                              cfg.params(max(1, cfg.answer_tokens - len(head)))))
+                budget = max(cfg.answer_tokens - p, MIN_CONTINUATION)  # the same in every condition
+                reqs.append(GenerationRequest(tuple(s.prompt) + tuple(head), cfg.params(budget)))
             gens = cached.generate(reqs)
             news = [h + output_ids(backend, g.token_ids) for h, g in zip(heads, gens)]
             curves = monitor_curves(cached, [(s.prompt, n) for s, n in zip(batch, news)], pairs,
