@@ -12,6 +12,7 @@ import click
 from harness.cli.probes import activations, probes
 from harness.cli.steer import steer
 from harness.cli.organism import organism, validate
+from harness.cli.intervene import intervene_cmd
 from tokenization.cli import tokens
 
 from harness.models import assets as A
@@ -273,7 +274,7 @@ def export(run_dir: str, out: str | None) -> None:
 
 
 # Command groups that live in other modules, attached by name.
-for _group in (tokens, report, activations, probes, taxonomy, steer, organism, validate):
+for _group in (tokens, report, activations, probes, taxonomy, steer, organism, validate, intervene_cmd):
     cli.add_command(_group)
 
 

@@ -42,6 +42,7 @@ from harness.backends.base import Backend
 from harness.data.readers import read_dataset, resolve_dataset
 from harness.methods import MethodConfig
 from harness.methods.prompts import PromptLibrary
+from harness.methods.sentences import load_pairs
 from harness.backends.registry import BACKENDS, ENGINE_OPTIONS, check_backend, open_backend
 from harness.core.sample import LABELS, Sample
 from harness.data.subset import select
@@ -349,6 +350,8 @@ class MethodOptions:
     words: str = MethodConfig.words
     aware_boundary: bool = True
     full_vocab: bool = False
+    monitor_source: str = "answer"
+    monitor_sentences: str | None = None
     prompts_dir: str | None = None
     batch_size: int = 16
 
@@ -363,7 +366,9 @@ class MethodOptions:
                             aware_tol=self.aware_tol, constrain=self.constrain,
                             min_label_mass=self.min_label_mass,
                             min_coverage=self.min_coverage, words=self.words,
-                            aware_boundary=self.aware_boundary, full_vocab=self.full_vocab, **limits)
+                            aware_boundary=self.aware_boundary, full_vocab=self.full_vocab,
+                            monitor_source=self.monitor_source,
+                            monitor_sentences=self.monitor_sentences, **limits)
 
 
 def _check_method_options(m: MethodOptions) -> MethodOptions:
@@ -376,6 +381,8 @@ def _check_method_options(m: MethodOptions) -> MethodOptions:
         TargetWords.parse(m.words)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--words") from None
+    if m.monitor_sentences is not None:
+        load_pairs(m.monitor_sentences)  # a malformed file fails before any engine starts
     return m
 
 
@@ -410,6 +417,13 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
         click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
                      help="Directory overriding prompt files."),
         click.option("--batch-size", type=bounds.batch(), default=16, show_default=True, help=batch_help),
+        click.option("--monitor-source", type=click.Choice(["answer", "elicited"]), default="answer",
+                     show_default=True,
+                     help="monitor: read the model's answer (with its reasoning, if any) or the "
+                          "reasoning method's <think>-elicited trace."),
+        click.option("--monitor-sentences", type=click.Path(dir_okay=False),
+                     help="monitor: file of 'AWARENESS | PLACEBO' sentence pairs, one a line "
+                          "[default: harness/prompts/monitor/sentences_v1.txt]."),
     ]
     if logprob:
         opts += [

@@ -24,6 +24,7 @@ VIEWS = ("first_turn", "full")
 LOGPROB_SETTINGS = ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")
 #: Recorded by the methods with a tagged answer format (binary, probability) only.
 LABEL_SETTINGS = ("min_label_mass",)
+MONITOR_SETTINGS = ("monitor_source", "monitor_sentences")
 PERSONS = ("first", "third")
 
 
@@ -75,6 +76,8 @@ class MethodConfig:
     aware_boundary: bool = True
     full_vocab: bool = False
     min_label_mass: float = 0.01
+    monitor_source: str = "answer"
+    monitor_sentences: str | None = None
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -98,7 +101,7 @@ class MethodConfig:
     def to_dict(self) -> dict[str, Any]:
         """Settings every method shares (method-specific knobs are recorded by their method)."""
         d = asdict(self)
-        for k in LOGPROB_SETTINGS + LABEL_SETTINGS:
+        for k in LOGPROB_SETTINGS + LABEL_SETTINGS + MONITOR_SETTINGS:
             d.pop(k)
         return d
 

@@ -77,13 +77,17 @@ class ReasoningTrace(Method):
         return {**super().settings(), "reasoning_source": self.source,
                 "judge": judge_identity(self.ctx)}
 
+    def elicit_prompt(self, sample: Sample) -> tuple[int, ...]:
+        """The prompt of the elicited trace: the view with the instruction, ``<think>`` pre-filled."""
+        ctx = self.ctx
+        instruction = ctx.prompts.get("reasoning/elicit").text
+        return ctx.renderer.render(with_instruction(sample_view(sample, ctx.config.view), instruction),
+                                   assistant_prefix=THINK_PREFIX)
+
     def elicit(self, samples: Sequence[Sample]) -> list[Generation]:
         """Generations whose `reasoning` is the text after a pre-filled ``<think>``."""
         ctx, cfg = self.ctx, self.ctx.config
-        instruction = ctx.prompts.get("reasoning/elicit").text
-        reqs = [GenerationRequest(ctx.renderer.render(with_instruction(sample_view(s, cfg.view), instruction),
-                                                      assistant_prefix=THINK_PREFIX),
-                                  cfg.params(cfg.answer_tokens)) for s in samples]
+        reqs = [GenerationRequest(self.elicit_prompt(s), cfg.params(cfg.answer_tokens)) for s in samples]
         tok, out = ctx.renderer.tokenizer, []
         for g in ctx.log.generate(ctx.backend, reqs, [(s.id, "elicited_reasoning", 0) for s in samples]):
             reasoning, answer = split_reasoning("<think>" + g.raw_text)

@@ -14,6 +14,8 @@ asks :class:`Specs` for every method it finds in a run; a method nobody declared
 - ``family``: a section of its own shared by the methods of one family (:class:`Family`).
 - ``kappa_pair``: the method's agreement with a partner method gets its own table, and, when
   the runs hold enough votes, the kappa-vs-votes experiment (:class:`KappaPair`).
+- ``curve``: the records hold a curve along the model's output; the report plots its mean for
+  eval and deploy samples and tabulates the signal it stands on (:class:`Curve`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,20 @@ class KappaPair:
 
 
 @dataclass(frozen=True)
+class Curve:
+    """A per-record curve: ``details[x]`` (positions in [0, 1]) and ``details[y]`` (values), drawn
+    as the mean over eval and over deploy samples in equal-width bins of x; ``signal`` names
+    per-record numbers in ``details`` whose means per class the report tabulates."""
+
+    x: str
+    y: str
+    title: str
+    xlabel: str
+    ylabel: str
+    signal: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ReportSpec:
     order: int = 100
     score: str = "score"
@@ -56,6 +72,7 @@ class ReportSpec:
     summary_note: str | None = None
     family: Family | None = None
     kappa_pair: KappaPair | None = None
+    curve: Curve | None = None
 
 
 DEFAULT = ReportSpec()

@@ -1,6 +1,11 @@
-"""Figure sections: per-method bars and AUROC bars, error vs number of turns, calibration."""
+"""Figure sections: per-method bars and AUROC bars, error vs number of turns, calibration, mean
+curves along the output (methods declaring a :class:`~harness.methods.report_spec.Curve`)."""
 
 from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
 
 from harness.stats import metrics as M
 from harness.stats import summaries as S
@@ -83,3 +88,58 @@ def calibration_section(ctx: ReportContext) -> None:
         path = ctx.plots.calibration(ctx.out / "calibration.png", panels)
         d.fig(path, ctx.caption("Reliability diagrams (10 equal-width bins of the score; dotted: "
                                 "perfect calibration)" + ctx.label_mass_note(drawn), ctx.runs))
+
+
+def binned_curve(records: Sequence[dict[str, Any]], x: str, y: str, n_bins: int = 10
+                 ) -> dict[str, list[float]]:
+    """Mean, standard error and count of ``details[y]`` in `n_bins` equal-width bins of
+    ``details[x]`` (in [0, 1]); each record counts once per bin (its points in the bin averaged)."""
+    per_bin: list[list[float]] = [[] for _ in range(n_bins)]
+    for r in records:
+        d = r.get("details") or {}
+        xs, ys = d.get(x) or [], d.get(y) or []
+        acc: dict[int, list[float]] = {}
+        for a, b in zip(xs, ys):
+            if b is not None and np.isfinite(b):
+                acc.setdefault(min(int(float(a) * n_bins), n_bins - 1), []).append(float(b))
+        for k, v in acc.items():
+            per_bin[k].append(float(np.mean(v)))
+    out: dict[str, list[float]] = {"x": [], "mean": [], "se": [], "n": []}
+    for k, v in enumerate(per_bin):
+        if v:
+            out["x"].append((k + 0.5) / n_bins)
+            out["mean"].append(float(np.mean(v)))
+            out["se"].append(float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0)
+            out["n"].append(len(v))
+    return out
+
+
+def curves_section(ctx: ReportContext) -> None:
+    """Methods whose report spec declares a curve (the monitor): the mean curve along the output
+    for eval and deploy samples, and the means of the signal it stands on, per class."""
+    for m in ctx.methods:
+        spec = ctx.spec(m).curve
+        runs = [r for r in ctx.runs if m in r.records]
+        if spec is None or not runs:
+            continue
+        d = ctx.doc
+        d.h(2, spec.title)
+        panels, rows = [], []
+        for r in runs:
+            series = {cls: binned_curve([x for x in r.records[m] if x["label"] == cls], spec.x, spec.y)
+                      for cls in ("eval", "deploy")}
+            panels.append((r.label, {k: v for k, v in series.items() if v["x"]}))
+            for cls in ("eval", "deploy"):
+                recs = [x for x in r.records[m] if x["label"] == cls]
+                vals = [[(x.get("details") or {}).get(k) for x in recs] for k in spec.signal]
+                rows.append([r.label, m, cls, len(recs)] + [
+                    float(np.mean([v for v in col if v is not None])) if any(v is not None for v in col)
+                    else None for col in vals])
+        path = ctx.plots.mean_curves(ctx.out / f"curve_{slug(m)}.png", spec.title, spec.xlabel,
+                                     spec.ylabel, panels)
+        d.fig(path, ctx.caption(f"`{m}`: mean over samples of {spec.y} in 10 bins of {spec.x} "
+                                f"(band: ± one standard error)", runs))
+        if spec.signal:
+            d.p("Mean per class of the numbers the score stands on (per sample, then averaged): "
+                + ", ".join(f"`{k}`" for k in spec.signal) + ".")
+            d.table(["model", "method", "class", "n"] + list(spec.signal), rows)

@@ -191,3 +191,28 @@ def dose_response(path: Path, panels: Sequence[tuple[str, str, Mapping[str, Sequ
     ax.set_ylabel("perplexity")
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+def mean_curves(path: Path, title: str, xlabel: str, ylabel: str,
+                panels: Sequence[tuple[str, Mapping[str, Mapping[str, Sequence[float]]]]]) -> Path:
+    """Mean curves along the output: one panel per run, {class: {x, mean, se, n}} with a band of
+    one standard error; a dotted line at 0."""
+    k = len(panels)
+    cols = min(k, 3)
+    rows = (k + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.5 * rows), squeeze=False)
+    colors = {"eval": EVAL_COLOR, "deploy": DEPLOY_COLOR}
+    for ax, (name, series) in zip(axes.flat, panels):
+        for cls, s in series.items():
+            x, m, se = (np.asarray(s[k_], dtype=float) for k_ in ("x", "mean", "se"))
+            ax.plot(x, m, marker="o", ms=3, color=colors.get(cls), label=f"{cls} (n={int(max(s['n']))})")
+            ax.fill_between(x, m - se, m + se, color=colors.get(cls), alpha=0.2)
+        ax.axhline(0, color="grey", lw=0.8, ls=":")
+        ax.set_xlim(0, 1)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{name}: {title}", fontsize=9)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[k:]:
+        ax.axis("off")
+    return _save(fig, path)
