@@ -186,11 +186,18 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float
 
 
 def bootstrap_weights(n_items: int, n_boot: int, seed: int = 0,
-                      groups: Sequence[Any] | None = None) -> np.ndarray:
+                      groups: Sequence[Any] | None = None,
+                      subgroups: Sequence[Any] | None = None) -> np.ndarray:
     """Draw counts (n_boot, n_items) of the bootstrap: without `groups`, samples are drawn with
     replacement; with `groups` (one label per item), whole groups are drawn with replacement and
     each drawn group brings all its samples (the cluster bootstrap), so correlated samples of one
-    group move together and the interval reflects the number of groups, not of samples."""
+    group move together and the interval reflects the number of groups, not of samples.
+
+    With `subgroups` too (e.g. pairs within categories), the two-stage bootstrap: groups are
+    drawn, then within each drawn copy of a group its subgroups are drawn with replacement (as
+    many as it has), and each drawn subgroup brings all its items."""
+    if groups is not None and subgroups is not None:
+        return _nested_weights(n_items, n_boot, seed, groups, subgroups)
     rng = np.random.default_rng(seed)
     if groups is None:
         gix, n_g = np.arange(n_items), n_items
@@ -205,6 +212,33 @@ def bootstrap_weights(n_items: int, n_boot: int, seed: int = 0,
     counts = np.zeros((n_boot, n_g), dtype=np.int64)
     np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
     return counts[:, gix]
+
+
+def _nested_weights(n_items: int, n_boot: int, seed: int, groups: Sequence[Any],
+                    subgroups: Sequence[Any]) -> np.ndarray:
+    """The two-stage draw of :func:`bootstrap_weights`: c copies of a group with m subgroups
+    draw c * m subgroups uniformly among its m (the sum of c multinomial draws)."""
+    if len(groups) != n_items or len(subgroups) != n_items:
+        raise ValueError("groups, subgroups and samples differ in length")
+    if n_items == 0 or n_boot <= 0:
+        return np.zeros((max(n_boot, 0), n_items), dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    g_keys = np.asarray(groups, dtype=object).astype(str)
+    s_keys = np.array([f"{g}\x1f{s}" for g, s in zip(g_keys, map(str, subgroups))], dtype=object)
+    _, gix = np.unique(g_keys, return_inverse=True)
+    _, six = np.unique(s_keys, return_inverse=True)
+    n_g, n_s = int(gix.max()) + 1, int(six.max()) + 1
+    sub_group = np.zeros(n_s, dtype=np.int64)
+    sub_group[six] = gix
+    draws = rng.integers(0, n_g, size=(n_boot, n_g))
+    gcount = np.zeros((n_boot, n_g), dtype=np.int64)
+    np.add.at(gcount, (np.arange(n_boot)[:, None], draws), 1)
+    counts = np.zeros((n_boot, n_s), dtype=np.int64)
+    for g in range(n_g):
+        subs = np.flatnonzero(sub_group == g)
+        m = len(subs)
+        counts[:, subs] = rng.multinomial(gcount[:, g] * m, np.full(m, 1.0 / m))
+    return counts[:, six]
 
 
 def _interval(vals: np.ndarray, n_boot: int, alpha: float) -> tuple[float, float] | None:
@@ -235,13 +269,14 @@ def bootstrap_ci(fn: Callable[..., float | None], arrays: Sequence[Sequence[Any]
 
 
 def bootstrap_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n: int = 1000,
-                       seed: int = 0, groups: Sequence[Any] | None = None, alpha: float = 0.05
-                       ) -> tuple[float, float] | None:
+                       seed: int = 0, groups: Sequence[Any] | None = None, alpha: float = 0.05,
+                       subgroups: Sequence[Any] | None = None) -> tuple[float, float] | None:
     """Percentile bootstrap CI of a statistic given as a vectorised function of weight rows
-    (`stat(W)` -> one value per row, NaN where undefined); the same resamples as `bootstrap_ci`."""
+    (`stat(W)` -> one value per row, NaN where undefined); the same resamples as `bootstrap_ci`
+    (with `subgroups`: the two-stage resamples of :func:`bootstrap_weights`)."""
     if n_items == 0 or n <= 0:
         return None
-    return _interval(stat(bootstrap_weights(n_items, n, seed, groups).astype(float)), n, alpha)
+    return _interval(stat(bootstrap_weights(n_items, n, seed, groups, subgroups).astype(float)), n, alpha)
 
 
 def weighted_mean_rows(W: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
