@@ -9,6 +9,7 @@ import click
 
 from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                                  verbose_option)
+from harness.core.errors import EvalAwareError
 from harness.cues.attribute import run_cues
 from harness.cues.factors import FACTORS, TURNS, resolve_factors
 from harness.cues.variants import DESIGNS, MAX_FACTORIAL
@@ -50,7 +51,10 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: st
       evalaware cues --model smollm2 --dataset logs/ --factors all,my_factors.py --out runs/cues-inspect
     """
     method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
-    factor_list = resolve_factors(factors)
+    try:
+        factor_list = resolve_factors(factors)
+    except EvalAwareError as e:
+        raise click.BadParameter(str(e), param_hint="--factors") from None
     opts.check_model()
     separate_judge = opts.check_judge(needs_judge(method_list))
     samples = opts.samples()

@@ -151,6 +151,13 @@ def append(text: str, addition: str, sep: str = " ") -> str:
     return body + joint + addition + tail
 
 
+def append_sentence(text: str, sentence: str) -> str:
+    """`sentence` after the body of `text`: after a space where the body ends a sentence, else
+    on a line of its own (so it stays a sentence of its own and removal finds it alone)."""
+    body = split_tail(text)[0].rstrip(" \t\"')]")
+    return append(text, sentence, sep=" " if not body or body[-1] in ".!?:" else "\n")
+
+
 def sentences(text: str) -> list[tuple[int, int]]:
     """(start, end) of each sentence (ending in . ! ? before a space or the end, or at a line
     end), leading and trailing whitespace excluded."""
@@ -207,7 +214,7 @@ def sentence_factor(name: str, description: str, pattern: str | re.Pattern[str],
         return any(match(t[s:e]) for s, e in sentences(t))
 
     def add(t: str) -> str:
-        return append(t, sentence(t) if callable(sentence) else sentence)
+        return append_sentence(t, sentence(t) if callable(sentence) else sentence)
 
     return TextFactor(name, description, detect, add, lambda t: remove_sentences(t, match))
 
@@ -294,7 +301,8 @@ ANSWER_PREFIX = TextFactor(
 
 # --- a grading or scoring mention ---------------------------------------------------------------------
 
-_GRADE_TERM = (r"\bgrad(ed|es|ing|ers?)\b|\b(a|the|your|my) grade\b(?![ \t]*\d)|\bscor(e|ed|es|ing)\b"
+_GRADE_TERM = (r"\bgrad(ed|es|ing|ers?)\b|\b(a|the|your|my) grade\b(?![ \t]*\d)"
+               r"|\bgrade (your|the|this|these|every|each|what|all)\b|\bscor(e|ed|es|ing)\b"
                r"|\bmarked\b|\brubric\b|\bexaminer\b|\bpoints (will be|are) (awarded|given)\b"
                r"|\baward(ed)? points\b")
 _GRADE_OBJECT = (r"\b(answers?|responses?|repl(y|ies)|outputs?|submissions?|what you write|you write"
@@ -311,7 +319,7 @@ def _grading(sentence: str) -> bool:
 GRADING = TextFactor(
     "grading", "the prompt says the answer will be graded or scored",
     lambda t: any(_grading(t[s:e]) for s, e in sentences(t)),
-    lambda t: append(t, "Your answer will be graded."),
+    lambda t: append_sentence(t, "Your answer will be graded."),
     lambda t: remove_sentences(t, _grading))
 
 # --- placeholder identities ---------------------------------------------------------------------------

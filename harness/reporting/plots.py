@@ -207,14 +207,16 @@ def forest(path: Path, title: str, rows: Sequence[Mapping[str, Any]], xlabel: st
                 continue
             off = -0.18 * (j + 1)
             lo, hi = p["ci"] if p.get("ci") else (p["mean"], p["mean"])
-            ax.errorbar([p["mean"]], [yi + off], xerr=[[p["mean"] - lo], [hi - p["mean"]]], fmt="s", ms=3,
+            ax.errorbar([p["mean"]], [yi + off], xerr=[[max(0.0, p["mean"] - lo)], [max(0.0, hi - p["mean"])]],
+                        fmt="s", ms=3,
                         capsize=2, lw=0.8, color=colors[j % len(colors)],
                         label=name if name not in names else None)
             names.append(name)
         if r.get("mean") is None:
             continue
         lo, hi = r["ci"] if r.get("ci") else (r["mean"], r["mean"])
-        ax.errorbar([r["mean"]], [yi], xerr=[[r["mean"] - lo], [hi - r["mean"]]], fmt="o", ms=5, capsize=3,
+        ax.errorbar([r["mean"]], [yi], xerr=[[max(0.0, r["mean"] - lo)], [max(0.0, hi - r["mean"])]], fmt="o",
+                    ms=5, capsize=3,
                     color="black", label="all pairs" if "all pairs" not in names else None)
         names.append("all pairs")
     ax.axvline(0.0, color="grey", lw=0.8, ls=":")
