@@ -79,7 +79,7 @@ def summary_lines(res: dict) -> list[str]:
     c = res["cost"]
     out = [f"{res['n_samples']} samples, {res['n_variants']} variants; {c['model_calls']} model calls, "
            f"{c['cache_hits']} cache hits; {c['seconds']:.1f} s ({c['seconds_per_pair']:.2f} s per "
-           f"sample-factor pair)"]
+           f"sample-factor pair; CPU {c['cpu_seconds_per_pair']:.2f} s)"]
     for m, rows in res["effects"].items():
         out.append(f"{m}:")
         for r in rows:

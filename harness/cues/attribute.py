@@ -73,22 +73,24 @@ def run_cues(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequ
                              "--factors and --turns")
     st = settings(plan, methods, n_boot, seed, model_name or str(backend.identity.get("backend")),
                   dataset_path or "(samples)")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     summary = run_methods(plan.samples, methods, backend, out, config=config, prompts=prompts,
                           template_kwargs=template_kwargs, judge=judge, batch_size=batch_size,
                           dataset_path=dataset_path, progress=progress,
                           extra_manifest={"cues": {k: v for k, v in st.items() if k != "bootstrap"}})
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     res = {"settings": st, **analyze(plan, out, methods, n_boot, seed)}
     calls = summary["_calls"]
     n_pairs = len(plan.variants)
     res["cost"] = {"seconds": round(seconds, 2), "n_pairs": n_pairs,
-                   "seconds_per_pair": round(seconds / n_pairs, 3),
+                   "seconds_per_pair": round(seconds / n_pairs, 3), "cpu_seconds": round(cpu, 2),
+                   "cpu_seconds_per_pair": round(cpu / n_pairs, 3),
                    "computed": {m: summary[m]["computed"] for m in methods},
                    "model_calls": sum(calls["model_calls"].values()),
                    "cache_hits": sum(calls["cache_hits"].values()), "calls": calls,
-                   "note": "wall-clock of this invocation over originals and variants, all methods, "
-                           "divided by the number of variants (sample-factor pairs)"}
+                   "note": "wall-clock (and CPU time of this process, all threads) of scoring originals "
+                           "and variants in this invocation, all methods, divided by the number of "
+                           "variants (sample-factor pairs); model loading not included"}
     res["manifest"] = base_manifest(dataset_path)
     paths = write_report(res, out)
     with RunLog(out, create=False) as store:

@@ -97,9 +97,10 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
           f"covers 0 does not tell the factor from no effect.")
     if result.get("cost"):
         c = result["cost"]
-        doc.p(f"Cost of this invocation: {c['seconds']:.1f} s for {c['n_pairs']} sample-factor pairs "
-              f"({c['seconds_per_pair']:.2f} s per pair, all methods), {c['model_calls']} model calls "
-              f"({c['cache_hits']} served from the cache).")
+        doc.p(f"Cost of this invocation: {c['seconds']:.1f} s wall-clock ({c.get('cpu_seconds', 0):.1f} s CPU) "
+              f"for {c['n_pairs']} sample-factor pairs ({c['seconds_per_pair']:.2f} s wall-clock, "
+              f"{c.get('cpu_seconds_per_pair', 0):.2f} s CPU per pair, all methods, model loading not "
+              f"included), {c['model_calls']} model calls ({c['cache_hits']} served from the cache).")
     for m, rows in result["effects"].items():
         doc.h(2, f"{m}: ranked factor effects")
         base = result["baseline"].get(m) or {}
