@@ -31,6 +31,7 @@ from harness.run.monitor import tally
 from harness.run.loop import check_methods, needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.cli.taxonomy import taxonomy
+from harness.cli.cues import cues
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -274,7 +275,7 @@ def export(run_dir: str, out: str | None) -> None:
 
 
 # Command groups that live in other modules, attached by name.
-for _group in (tokens, report, activations, probes, taxonomy, steer, organism, validate, intervene_cmd):
+for _group in (tokens, report, activations, probes, taxonomy, cues, steer, organism, validate, intervene_cmd):
     cli.add_command(_group)
 
 

@@ -3,6 +3,7 @@ taxonomy of the cues the model cites as evidence of a test. Attached by harness/
 
 from __future__ import annotations
 
+import os
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import click
 
 from harness.core import errors
+from harness.cues.report import JSON_NAME, load_summary
 from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                            verbose_option)
 from harness.backends.cache import CachedBackend
@@ -56,12 +58,15 @@ METHOD = "motivation"
               help="majority: aware votes of samples predicted eval; votes: every aware vote.")
 @click.option("--embedder", default=None, help="Embedding asset or sentence-transformers directory.")
 @click.option("--name-tokens", type=int, default=128, show_default=True, help="Max tokens per name.")
+@click.option("--cues", "cues_dir", type=click.Path(file_okay=False),
+              help="An `evalaware cues` output directory on the same prompts and model: the report "
+                   "links to it and lists its top factors (default: OUT/cues when it holds cues.json).")
 @method_options(logprob=False, batch_help="Samples per committed batch (and per naming batch).")
 @progress_option
 @verbose_option
 def taxonomy(opts: RunOptions, method_opts: MethodOptions, run_dir, out, no_llm_names, seed, k,
              k_min, k_max, k_step, k_rule, n_categories, algorithm, restarts, threads,
-             artifact_threshold, scope, embedder, name_tokens, progress) -> None:
+             artifact_threshold, scope, embedder, name_tokens, cues_dir, progress) -> None:
     """Build a taxonomy of the prompt features that make a model think "this is a test".
 
     \b
@@ -69,8 +74,12 @@ def taxonomy(opts: RunOptions, method_opts: MethodOptions, run_dir, out, no_llm_
       evalaware taxonomy --dataset prompts.txt --model smollm2 --backend hf --out runs/tax
       evalaware taxonomy --run runs/qwen3 --judge /models/Qwen3-32B --out runs/qwen3-tax
       evalaware taxonomy --run runs/qwen3 --no-llm-names --k 120 --out runs/qwen3-tax-k120
+      evalaware taxonomy --run runs/qwen3 --cues runs/qwen3-cues --out runs/qwen3-tax
     """
     dataset = opts.dataset
+    if cues_dir and not (Path(cues_dir) / JSON_NAME).is_file():
+        raise click.BadParameter(f"{cues_dir}: no {JSON_NAME} (write one with `evalaware cues --out`)",
+                                 param_hint="--cues")
     if bool(dataset) == bool(run_dir):
         raise click.UsageError("give exactly one of --dataset (run the motivation method) or --run "
                                "(reuse a run directory)")
@@ -107,13 +116,26 @@ def taxonomy(opts: RunOptions, method_opts: MethodOptions, run_dir, out, no_llm_
             judge = engine = opts.open_model(backends)
         namer = None if no_llm_names else judge
         tax, paths = _build(Path(run_dir), out_dir, cfg, namer, prompts, name_tokens,
-                            method_opts.batch_size, template_kwargs, calls, progress)
+                            method_opts.batch_size, template_kwargs, calls, progress, cues_dir)
     _summary(tax, calls, paths)
+
+
+def cues_link(out_dir: Path, cues_dir: str | None) -> dict[str, Any] | None:
+    """The cue-attribution result the taxonomy links to: `cues_dir`, else OUT/cues when it
+    holds one; its paths relative to OUT (the report's directory)."""
+    d = Path(cues_dir) if cues_dir else out_dir / "cues"
+    if not (d / JSON_NAME).is_file():
+        return None
+    link = load_summary(d)
+    for k in ("json", "report"):
+        link[k] = os.path.relpath(link[k], out_dir)
+    return link
 
 
 def _build(run_dir: Path, out_dir: Path, cfg: Any, namer_backend: Any, prompts: Any,
            name_tokens: int, batch_size: int, template_kwargs: dict[str, Any],
-           calls: dict[str, Any], progress: bool) -> tuple[dict[str, Any], dict[str, Path]]:
+           calls: dict[str, Any], progress: bool, cues_dir: str | None = None
+           ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Taxonomy of the run's motivation records, named through the run's call cache; written."""
     store = RunLog(run_dir, create=False)
     try:
@@ -130,6 +152,9 @@ def _build(run_dir: Path, out_dir: Path, cfg: Any, namer_backend: Any, prompts: 
                            "cache_hits": dict(cached.hits) if cached else {}}
         tax["manifest"].update(base_manifest(), run_dir=str(run_dir), calls=calls,
                                prompts_sha256=prompts.used)
+        link = cues_link(out_dir, cues_dir)
+        if link:
+            tax["cues"] = link
         paths = write_outputs(tax, out_dir)
         store.add_to_manifest("taxonomies", str(Path(out_dir).resolve()), {
             "created": tax["manifest"]["created"], "git_revision": tax["manifest"]["git_revision"],

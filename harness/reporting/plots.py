@@ -216,3 +216,39 @@ def mean_curves(path: Path, title: str, xlabel: str, ylabel: str,
     for ax in list(axes.flat)[k:]:
         ax.axis("off")
     return _save(fig, path)
+
+
+def forest(path: Path, title: str, rows: Sequence[Mapping[str, Any]], xlabel: str) -> Path:
+    """A forest plot: one line per row (the first at the top), its estimate and 95% interval;
+    `rows`: {label, mean, ci, n, parts: {name: {mean, ci}}} where `parts` (e.g. the add and
+    remove directions) are drawn as smaller offset markers. A dotted line marks 0."""
+    colors = ["#7f8c8d", "#d68910", "#2471a3", EVAL_COLOR]
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.6))
+    y = np.arange(len(rows))[::-1].astype(float)
+    names: list[str] = []
+    for yi, r in zip(y, rows):
+        for j, (name, p) in enumerate((r.get("parts") or {}).items()):
+            if p.get("mean") is None:
+                continue
+            off = -0.18 * (j + 1)
+            lo, hi = p["ci"] if p.get("ci") else (p["mean"], p["mean"])
+            ax.errorbar([p["mean"]], [yi + off], xerr=[[max(0.0, p["mean"] - lo)], [max(0.0, hi - p["mean"])]],
+                        fmt="s", ms=3,
+                        capsize=2, lw=0.8, color=colors[j % len(colors)],
+                        label=name if name not in names else None)
+            names.append(name)
+        if r.get("mean") is None:
+            continue
+        lo, hi = r["ci"] if r.get("ci") else (r["mean"], r["mean"])
+        ax.errorbar([r["mean"]], [yi], xerr=[[max(0.0, r["mean"] - lo)], [max(0.0, hi - r["mean"])]], fmt="o",
+                    ms=5, capsize=3,
+                    color="black", label="all pairs" if "all pairs" not in names else None)
+        names.append("all pairs")
+    ax.axvline(0.0, color="grey", lw=0.8, ls=":")
+    ax.set_yticks(y, [f"{r['label']} (n={r.get('n', 0)})" for r in rows])
+    ax.set_ylim(-0.8, len(rows) - 0.4)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    if names:
+        ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, path)

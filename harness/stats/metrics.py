@@ -188,7 +188,8 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float
 
 def bootstrap_weights(n_items: int, n_boot: int, seed: int = 0,
                       groups: Sequence[Any] | None = None,
-                      strata: Sequence[Any] | None = None) -> np.ndarray:
+                      strata: Sequence[Any] | None = None,
+                      subgroups: Sequence[Any] | None = None) -> np.ndarray:
     """Draw counts (n_boot, n_items) of the bootstrap: without `groups`, samples are drawn with
     replacement; with `groups` (one label per item), whole groups are drawn with replacement and
     each drawn group brings all its samples (the cluster bootstrap), so correlated samples of one
@@ -199,7 +200,14 @@ def bootstrap_weights(n_items: int, n_boot: int, seed: int = 0,
     single-label category is replaced by another of its label and no resample loses a class that
     the data hold (an unstratified draw of few label-pure categories gives one-class resamples,
     which a ranking statistic must drop: 31.5% of them in a small case). Where every group holds
-    the same labels (the demo: every category both), the draws are those without `strata`."""
+    the same labels (the demo: every category both), the draws are those without `strata`.
+
+    With `subgroups` too (e.g. pairs within categories), the two-stage bootstrap: groups are
+    drawn, then within each drawn copy of a group its subgroups are drawn with replacement (as
+    many as it has), and each drawn subgroup brings all its items (`strata` is not
+    used then)."""
+    if groups is not None and subgroups is not None:
+        return _nested_weights(n_items, n_boot, seed, groups, subgroups)
     rng = np.random.default_rng(seed)
     if groups is None:
         gix, n_g = np.arange(n_items), n_items
@@ -225,6 +233,33 @@ def bootstrap_weights(n_items: int, n_boot: int, seed: int = 0,
         draws = m[rng.integers(0, len(m), size=(n_boot, len(m)))]
         np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
     return counts[:, gix]
+
+
+def _nested_weights(n_items: int, n_boot: int, seed: int, groups: Sequence[Any],
+                    subgroups: Sequence[Any]) -> np.ndarray:
+    """The two-stage draw of :func:`bootstrap_weights`: c copies of a group with m subgroups
+    draw c * m subgroups uniformly among its m (the sum of c multinomial draws)."""
+    if len(groups) != n_items or len(subgroups) != n_items:
+        raise ValueError("groups, subgroups and samples differ in length")
+    if n_items == 0 or n_boot <= 0:
+        return np.zeros((max(n_boot, 0), n_items), dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    g_keys = np.asarray(groups, dtype=object).astype(str)
+    s_keys = np.array([f"{g}\x1f{s}" for g, s in zip(g_keys, map(str, subgroups))], dtype=object)
+    _, gix = np.unique(g_keys, return_inverse=True)
+    _, six = np.unique(s_keys, return_inverse=True)
+    n_g, n_s = int(gix.max()) + 1, int(six.max()) + 1
+    sub_group = np.zeros(n_s, dtype=np.int64)
+    sub_group[six] = gix
+    draws = rng.integers(0, n_g, size=(n_boot, n_g))
+    gcount = np.zeros((n_boot, n_g), dtype=np.int64)
+    np.add.at(gcount, (np.arange(n_boot)[:, None], draws), 1)
+    counts = np.zeros((n_boot, n_s), dtype=np.int64)
+    for g in range(n_g):
+        subs = np.flatnonzero(sub_group == g)
+        m = len(subs)
+        counts[:, subs] = rng.multinomial(gcount[:, g] * m, np.full(m, 1.0 / m))
+    return counts[:, six]
 
 
 def _interval(vals: np.ndarray, n_boot: int, alpha: float) -> tuple[float, float] | None:
@@ -345,20 +380,23 @@ def _bounded_jackknife(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
 def bootstrap_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n: int = 1000,
                        seed: int = 0, groups: Sequence[Any] | None = None, alpha: float = 0.05,
                        strata: Sequence[Any] | None = None,
-                       bounds: tuple[float, float] | None = None) -> tuple[float, float] | None:
+                       bounds: tuple[float, float] | None = None,
+                       subgroups: Sequence[Any] | None = None) -> tuple[float, float] | None:
     """A (1 - alpha) interval of a statistic given as a vectorised function of weight rows
     (`stat(W)` -> one value per row, NaN where undefined): the percentile bootstrap (the same
     resamples as `bootstrap_ci`) from SMALL_SAMPLE_UNITS resampling units (categories, or
     samples) on; below, the cluster-jackknife t interval (`jackknife_t`), falling back to the
     bootstrap where that is undefined (`interval_method` names the rule). `bounds`: the
-    statistic's range, the interval is clipped to it (AUROC and shares: (0, 1))."""
+    statistic's range, the interval is clipped to it (AUROC and shares: (0, 1)). `subgroups` (e.g.
+    pairs within categories): the bootstrap is the two-stage one of :func:`bootstrap_weights`; the
+    jackknife deletes whole `groups` either way."""
     if n_items == 0 or n <= 0:
         return None
     out = None
     if _unit_index(n_items, groups)[1] < SMALL_SAMPLE_UNITS:
         out = _bounded_jackknife(stat, n_items, groups, alpha, strata, bounds)
     if out is None:
-        out = _interval(stat(bootstrap_weights(n_items, n, seed, groups, strata).astype(float)), n, alpha)
+        out = _interval(stat(bootstrap_weights(n_items, n, seed, groups, strata, subgroups).astype(float)), n, alpha)
     if out is not None and bounds is not None:
         out = (max(out[0], bounds[0]), min(out[1], bounds[1]))
     return out

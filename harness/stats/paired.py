@@ -1,5 +1,6 @@
 """Paired statistics for positive controls: two models scored on the same samples, and samples
-that come in pairs (the same prompt with and without a planted cue).
+that come in pairs (the same prompt with and without a planted cue, or with one factor switched:
+:func:`paired_effect`).
 
 Every interval resamples whole groups (categories, or pairs) with the same bootstrap weights for
 both models, so a difference between models keeps the pairing (:func:`bootstrap_weights`).
@@ -96,4 +97,18 @@ def rate_with_ci(hits: Sequence[bool], groups: Sequence[Any] | None, n_boot: int
     out = mean_with_ci([float(h) for h in hits], groups, n_boot, seed)
     out["k"] = int(sum(bool(h) for h in hits))
     out["rate"] = out.pop("mean")
+    return out
+
+
+def paired_effect(deltas: Sequence[float], groups: Sequence[Any], pairs: Sequence[Any],
+                  n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Mean within-pair change (`deltas`, one per pair) with a two-stage percentile bootstrap
+    interval: categories (`groups`) drawn with replacement, then pairs within each drawn
+    category (:func:`harness.stats.metrics.bootstrap_weights` with `subgroups`)."""
+    v = np.asarray(deltas, dtype=float)
+    out: dict[str, Any] = {"n": int(len(v)), "n_groups": len(set(map(str, groups))),
+                           "mean": float(v.mean()) if len(v) else None, "ci": None}
+    if len(v) and n_boot:
+        out["ci"] = _ci(bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n_boot, seed,
+                                           list(groups), subgroups=list(pairs)))
     return out

@@ -246,6 +246,39 @@ def html_page(tax: dict[str, Any], out_dir: Path) -> str:
     return "\n".join(h)
 
 
+def _effect(r: dict[str, Any]) -> str:
+    if r.get("mean") is None:
+        return f"{r['factor']} – (n={r['n']})"
+    iv = f" [{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]" if r.get("ci") else ""
+    return f"{r['factor']} {r['mean']:+.3f}{iv} (n={r['n']})"
+
+
+def cues_markdown(tax: dict[str, Any]) -> str:
+    """The link to a cue-attribution result (``tax["cues"]``, set by ``evalaware taxonomy
+    --cues``): its files and the top factors per method; empty without one."""
+    c = tax.get("cues")
+    if not c:
+        return ""
+    out = ["", "## Causal check: factors switched on and off (`evalaware cues`)", "",
+           f"What a judge says the model noticed is correlational; switching prompt features on the same "
+           f"prompts measures their effect on P(eval): [report]({c['report']}), [numbers]({c['json']}). "
+           f"Top factors (effect = P(eval) with the factor − without, 95% CI):", ""]
+    out += [f"- {m}: " + "; ".join(_effect(r) for r in rows) for m, rows in c["top"].items()]
+    return "\n".join(out) + "\n"
+
+
+def cues_html(tax: dict[str, Any]) -> str:
+    c = tax.get("cues")
+    if not c:
+        return ""
+    e = html.escape
+    items = "".join(f"<li>{e(m)}: {e('; '.join(_effect(r) for r in rows))}</li>" for m, rows in c["top"].items())
+    return (f"<h2>Causal check: factors switched on and off (evalaware cues)</h2><p>Switching prompt "
+            f"features on the same prompts measures their effect on P(eval): <a href='{e(c['report'])}'>report</a>, "
+            f"<a href='{e(c['json'])}'>numbers</a>. Top factors (effect = P(eval) with the factor − without, "
+            f"95% CI):</p><ul>{items}</ul>")
+
+
 def write_outputs(tax: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     """Write every output file into `out_dir`; returns their paths."""
     d = Path(out_dir)
@@ -257,6 +290,6 @@ def write_outputs(tax: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
         plot_sweep(tax, paths["sweep.png"])
         plot_sizes(tax, paths["sizes.png"])
     _atomic_write(paths["taxonomy.json"], json.dumps(tax, indent=1, ensure_ascii=False, sort_keys=False))
-    _atomic_write(paths["taxonomy.md"], markdown(tax))
-    _atomic_write(paths["taxonomy.html"], html_page(tax, d))
+    _atomic_write(paths["taxonomy.md"], markdown(tax) + cues_markdown(tax))
+    _atomic_write(paths["taxonomy.html"], html_page(tax, d).replace("</body></html>", cues_html(tax) + "</body></html>"))
     return paths

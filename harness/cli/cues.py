@@ -1,0 +1,89 @@
+"""`evalaware cues`: switch prompt factors on and off and measure how each moves the methods'
+P(eval) (causal cue attribution; harness/cues). Attached by harness/cli/main.py."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import click
+
+from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
+                                 verbose_option)
+from harness.core.errors import EvalAwareError
+from harness.cues.attribute import run_cues
+from harness.cues.factors import FACTORS, TURNS, resolve_factors
+from harness.cues.variants import DESIGNS, MAX_FACTORIAL
+from harness.run.loop import check_methods, needs_judge
+from harness.runlog.lock import run_dir_lock
+
+
+@click.command("cues")
+@run_options(model_required=True)
+@click.option("--methods", default="logprob_question", show_default=True,
+              help="Comma-separated methods whose score (P(eval)) is compared.")
+@click.option("--factors", "factors", default="all", show_default=True,
+              help=f"all, or comma-separated factors ({', '.join(FACTORS)}), and/or FILE.py files "
+                   f"defining FACTORS (user factors).")
+@click.option("--design", type=click.Choice(DESIGNS), default="single", show_default=True,
+              help=f"single: one factor switched per variant; factorial: every on/off cell of "
+                   f"<= {MAX_FACTORIAL} factors (interactions).")
+@click.option("--turns", type=click.Choice(TURNS), default="first", show_default=True,
+              help="Which user turn(s) the factors read and edit.")
+@click.option("--bootstrap", type=click.IntRange(0), default=1000, show_default=True,
+              help="Resamples of each interval (categories, then pairs within them).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Run directory: originals and variants, cues.json, cues.md/.html, forest plots.")
+@method_options()
+@progress_option
+@verbose_option
+def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: str, design: str,
+         turns: str, bootstrap: int, seed: int, out: str, progress: bool) -> None:
+    """Which prompt features make the model say "test": switch each factor on (where absent) or
+    off (where present), score original and variant, and estimate each factor's paired effect on
+    P(eval) with intervals (resumable; every variant is a sample of the run directory).
+
+    \b
+    Examples:
+      evalaware cues --model smollm2 --backend hf --dataset demo --methods logprob_question --out runs/cues
+      evalaware cues --model smollm2 --backend hf --dataset demo --factors grading,lettered_options \\
+          --design factorial --out runs/cues-fact
+      evalaware cues --model smollm2 --dataset logs/ --factors all,my_factors.py --out runs/cues-inspect
+    """
+    method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
+    try:
+        factor_list = resolve_factors(factors)
+    except EvalAwareError as e:
+        raise click.BadParameter(str(e), param_hint="--factors") from None
+    opts.check_model()
+    separate_judge = opts.check_judge(needs_judge(method_list))
+    samples = opts.samples()
+    prompts = method_opts.prompts()
+    template_kwargs = opts.engine.template_kwargs
+    with run_dir_lock(out, command="evalaware cues"), ExitStack() as backends:
+        engine = opts.open_model(backends)
+        judge = opts.open_judge(backends) if separate_judge else (
+            engine if needs_judge(method_list) else None)
+        config = method_opts.config(engine.tokenizer, template_kwargs, seed)
+        res = run_cues(samples, factor_list, method_list, engine, out, design=design, turns=turns,
+                       config=config, prompts=prompts, template_kwargs=template_kwargs, judge=judge,
+                       batch_size=method_opts.batch_size, n_boot=bootstrap, seed=seed,
+                       dataset_path=opts.dataset_path or opts.dataset, model_name=opts.model,
+                       progress=progress)
+    for line in summary_lines(res):
+        click.echo(line)
+    click.echo(f"report: {out}/cues.md, {out}/cues.html, {out}/cues.json")
+
+
+def summary_lines(res: dict) -> list[str]:
+    c = res["cost"]
+    out = [f"{res['n_samples']} samples, {res['n_variants']} variants; {c['model_calls']} model calls, "
+           f"{c['cache_hits']} cache hits; {c['seconds']:.1f} s ({c['seconds_per_pair']:.2f} s per "
+           f"sample-factor pair; CPU {c['cpu_seconds_per_pair']:.2f} s)"]
+    for m, rows in res["effects"].items():
+        out.append(f"{m}:")
+        for r in rows:
+            iv = f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]" if r["ci"] else "[-]"
+            eff = "-" if r["mean"] is None else f"{r['mean']:+.3f}"
+            out.append(f"  {r['rank']:>2}. {r['factor']:<24} {eff} {iv}  n={r['n']}")
+    return out

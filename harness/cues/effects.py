@@ -1,0 +1,124 @@
+"""Paired effect estimates of the factors from the scores of originals and variants.
+
+Sign convention: an effect is score(factor present) - score(factor absent), whichever way the
+variant was made (add: variant - original; remove: original - variant), so a positive effect
+means the factor raises the method's P(eval). Every interval is a two-stage percentile
+bootstrap: categories drawn with replacement, then pairs within each drawn category
+(:func:`harness.stats.paired.paired_effect`). A pair counts only when both sides have a score
+(a ``no_signal`` or unparseable record leaves it out; ``n_unscored`` says how many).
+
+- ``single`` design: per factor, the pooled effect, and the same split by direction (add /
+  remove) and by the original's label (eval / deploy).
+- ``factorial`` design: per sample, every on/off cell of k <= 4 factors is scored; per term
+  (a factor, or a set of factors for an interaction) the contrast
+  ``2 / 2^k * sum_cells(prod_{j in term}(+1 if on else -1) * score)``: for one factor the mean
+  over the other factors' cells of (on - off), for two factors half the difference of one
+  factor's effect with the other on and off (the usual 2^k-design definition).
+
+Factors are ranked by the absolute pooled effect; one whose interval covers 0 is not told apart
+from no effect.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+from harness.cues.variants import Plan
+from harness.stats.paired import paired_effect
+
+
+def scores_by_id(records: Iterable[Mapping[str, Any]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for r in records:
+        s = r.get("score")
+        out[str(r["sample_id"])] = float(s) if s is not None and math.isfinite(float(s)) else None
+    return out
+
+
+def _effect(rows: Sequence[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]:
+    return paired_effect([r["delta"] for r in rows], [r["category"] for r in rows],
+                         [r["pair"] for r in rows], n_boot, seed)
+
+
+def _rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows.sort(key=lambda r: (r["mean"] is None, -abs(r["mean"] or 0.0), r["factor"]))
+    for i, r in enumerate(rows, 1):
+        r["rank"] = i
+    return rows
+
+
+def _splits(rows: Sequence[dict[str, Any]], n_boot: int, seed: int, directions: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if directions:
+        out["by_direction"] = {d: _effect([r for r in rows if r["direction"] == d], n_boot, seed)
+                               for d in ("add", "remove")}
+    out["by_label"] = {lab: _effect([r for r in rows if r["label"] == lab], n_boot, seed)
+                       for lab in ("eval", "deploy")}
+    return out
+
+
+def single_effects(plan: Plan, scores: Mapping[str, float | None], n_boot: int = 1000,
+                   seed: int = 0) -> list[dict[str, Any]]:
+    """Ranked rows, one per factor (see the module docstring)."""
+    orig = {s.id: s for s in plan.originals}
+    per: dict[str, list[dict[str, Any]]] = {f.name: [] for f in plan.factors}
+    unscored: dict[str, int] = {f.name: 0 for f in plan.factors}
+    for v in plan.variants:
+        ex = v.metadata.extra
+        o = orig[ex["pair"]]
+        s0, s1 = scores.get(o.id), scores.get(v.id)
+        if s0 is None or s1 is None:
+            unscored[ex["factor"]] += 1
+            continue
+        per[ex["factor"]].append({"delta": (s1 - s0) if ex["direction"] == "add" else (s0 - s1),
+                                  "category": o.metadata.category, "pair": o.id,
+                                  "direction": ex["direction"], "label": o.label})
+    rows = []
+    for f in plan.factors:
+        rs = per[f.name]
+        rows.append({"factor": f.name, **_effect(rs, n_boot, seed), "n_unscored": unscored[f.name],
+                     **_splits(rs, n_boot, seed, directions=True)})
+    return _rank(rows)
+
+
+def _terms(names: Sequence[str]) -> list[tuple[str, ...]]:
+    return [t for k in range(1, len(names) + 1) for t in itertools.combinations(names, k)]
+
+
+def factorial_effects(plan: Plan, scores: Mapping[str, float | None], n_boot: int = 1000,
+                      seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(ranked main effects, interactions sorted by size), from the samples whose every cell
+    is scored."""
+    names = [f.name for f in plan.factors]
+    k = len(names)
+    cells: dict[str, list[tuple[dict[str, bool], float | None]]] = {
+        s.id: [(plan.present[s.id], scores.get(s.id))] for s in plan.originals}
+    for v in plan.variants:
+        cells[v.metadata.extra["pair"]].append((v.metadata.extra["cell"], scores.get(v.id)))
+    orig = {s.id: s for s in plan.originals}
+    per: dict[tuple[str, ...], list[dict[str, Any]]] = {t: [] for t in _terms(names)}
+    complete = unscored = 0
+    for sid, cs in cells.items():
+        if len(cs) != 2 ** k:
+            continue  # refused: not every cell could be built
+        if any(y is None for _, y in cs):
+            unscored += 1
+            continue
+        complete += 1
+        o = orig[sid]
+        for t in per:
+            c = 2.0 / 2 ** k * sum(math.prod(1 if st[n] else -1 for n in t) * y for st, y in cs)  # type: ignore[misc]
+            per[t].append({"delta": c, "category": o.metadata.category, "pair": sid, "label": o.label})
+    main, inter = [], []
+    for t, rs in per.items():
+        row = {"factor": " × ".join(t), "factors": list(t), "order": len(t), **_effect(rs, n_boot, seed),
+               "n_unscored": unscored, **_splits(rs, n_boot, seed, directions=False)}
+        (main if len(t) == 1 else inter).append(row)
+    inter.sort(key=lambda r: (r["mean"] is None, -abs(r["mean"] or 0.0), r["factor"]))
+    return _rank(main), inter
+
+
+def covers_zero(ci: Sequence[float] | None) -> bool | None:
+    return None if not ci else ci[0] <= 0.0 <= ci[1]

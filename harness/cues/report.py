@@ -1,0 +1,161 @@
+"""The cue-attribution report: ``cues.json`` (every number), ``cues.md`` / ``cues.html`` (a ranked
+table of factor effects per method, with n pairs and intervals, the splits by direction and
+label, the text diff of two example pairs per factor, the refusals) and one forest plot per
+method (``forest-<method>.png``)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from harness.core.sample import Message
+from harness.cues.variants import Plan
+from harness.reporting.doc import Doc, ci, slug
+
+CONTEXT = 40  # characters of unchanged text shown around each change
+JSON_NAME = "cues.json"
+
+
+def messages_text(messages: Sequence[Message]) -> str:
+    return "\n".join(f"[{m.role}] {m.content or ''}" for m in messages)
+
+
+def inline_diff(a: str, b: str, context: int = CONTEXT) -> str:
+    """A word-level diff of `a` -> `b`: removed text as ``[-...-]``, added text as ``{+...+}``,
+    unchanged stretches cut to `context` characters on each side (``…``); newlines as ``⏎``."""
+    ta, tb = re.split(r"(\s+)", a), re.split(r"(\s+)", b)
+    out: list[str] = []
+    ops = difflib.SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes()
+    for i, (op, a0, a1, b0, b1) in enumerate(ops):
+        if op == "equal":
+            same = "".join(ta[a0:a1])
+            first, last = i == 0, i == len(ops) - 1
+            if len(same) > 2 * context or (first or last) and len(same) > context:
+                head = "" if first else same[:context]
+                tail = "" if last else same[-context:]
+                same = head + "…" + tail
+            out.append(same)
+            continue
+        if a1 > a0:
+            out.append("[-" + "".join(ta[a0:a1]) + "-]")
+        if b1 > b0:
+            out.append("{+" + "".join(tb[b0:b1]) + "+}")
+    return "".join(out).replace("\n", "⏎")
+
+
+def examples(plan: Plan, per_factor: int = 2) -> dict[str, list[dict[str, str]]]:
+    """Per factor, `per_factor` variants (one of each direction where both exist, first by id)
+    with the diff of their messages."""
+    orig = {s.id: s for s in plan.originals}
+    out: dict[str, list[dict[str, str]]] = {}
+    by: dict[str, list[Any]] = {}
+    for v in sorted(plan.variants, key=lambda v: v.id):
+        by.setdefault(str(v.metadata.extra["factor"]), []).append(v)
+    for name, vs in by.items():
+        dirs: dict[str, list[Any]] = {}
+        for v in vs:
+            dirs.setdefault(str(v.metadata.extra["direction"]), []).append(v)
+        pick = [d[0] for d in dirs.values()][:per_factor]
+        pick += [v for v in vs if v not in pick][:per_factor - len(pick)]
+        out[name] = [{"sample": v.metadata.extra["pair"], "direction": v.metadata.extra["direction"],
+                      "diff": inline_diff(messages_text(orig[v.metadata.extra["pair"]].messages),
+                                          messages_text(v.messages))} for v in pick]
+    return out
+
+
+def _fmt(e: dict[str, Any] | None) -> str:
+    if not e or e.get("mean") is None:
+        return "–"
+    return f"{ci(e['mean'], e.get('ci'))} (n={e['n']})"
+
+
+def _atomic_write(path: Path, data: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(data)
+    os.replace(tmp, path)
+
+
+def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
+    """cues.json, cues.md, cues.html and the forest plots into `out_dir`; their paths."""
+    from harness.reporting import plots  # matplotlib: ~0.7 s, only when writing the report
+
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    doc = Doc()
+    st = result["settings"]
+    doc.h(1, "Causal cue attribution")
+    doc.p(f"Model `{st['model']}`, dataset `{st['dataset']}` ({result['n_samples']} samples, "
+          f"{result['n_variants']} variants), design `{st['design']}`, edits on the `{st['turns']}` user "
+          f"turn(s). An effect is the mean paired change of the method's score (P(eval)) when the factor "
+          f"is present minus when it is absent; 95% intervals resample categories, then pairs within them "
+          f"({st['bootstrap']} resamples). Factors are ranked by the absolute effect; an interval that "
+          f"covers 0 does not tell the factor from no effect.")
+    if result.get("cost"):
+        c = result["cost"]
+        doc.p(f"Cost of this invocation: {c['seconds']:.1f} s wall-clock ({c.get('cpu_seconds', 0):.1f} s CPU) "
+              f"for {c['n_pairs']} sample-factor pairs ({c['seconds_per_pair']:.2f} s wall-clock, "
+              f"{c.get('cpu_seconds_per_pair', 0):.2f} s CPU per pair, all methods, model loading not "
+              f"included), {c['model_calls']} model calls ({c['cache_hits']} served from the cache).")
+    for m, rows in result["effects"].items():
+        doc.h(2, f"{m}: ranked factor effects")
+        base = result["baseline"].get(m) or {}
+        if base.get("mean") is not None:
+            doc.p(f"Mean score of the originals: {base['mean']:.3f} ({base['n']} scored of "
+                  f"{result['n_samples']}).")
+        factorial = st["design"] == "factorial"
+        head = ["rank", "factor", "n pairs", "categories", "effect [95% CI]"]
+        head += [] if factorial else ["add", "remove"]
+        head += ["label eval", "label deploy", "unscored"]
+        table = []
+        for r in rows:
+            row = [r["rank"], r["factor"], r["n"], r["n_groups"], ci(r["mean"], r["ci"])]
+            if not factorial:
+                row += [_fmt(r["by_direction"]["add"]), _fmt(r["by_direction"]["remove"])]
+            row += [_fmt(r["by_label"]["eval"]), _fmt(r["by_label"]["deploy"]), r["n_unscored"]]
+            table.append(row)
+        doc.table(head, table)
+        fig = d / f"forest-{slug(m)}.png"
+        plots.forest(fig, f"{m}: effect of each factor on the score (95% CI)", [
+            {"label": r["factor"], "mean": r["mean"], "ci": r["ci"], "n": r["n"],
+             "parts": {} if factorial else r["by_direction"]} for r in rows],
+            "score with the factor − score without (paired)")
+        paths[fig.name] = fig
+        doc.fig(fig, f"{m}: factor effects (black: all pairs; squares: add / remove variants).")
+        inter = result.get("interactions", {}).get(m)
+        if inter:
+            doc.h(3, f"{m}: interactions")
+            doc.table(["term", "n samples", "effect [95% CI]"], [[r["factor"], r["n"], ci(r["mean"], r["ci"])]
+                                                                for r in inter])
+    doc.h(2, "Factors: where they apply")
+    doc.table(["factor", "description", "present", "absent", "add variants", "remove variants", "refused"],
+              [[n, f["description"], f["n_present"], f["n_absent"], f["n_add"], f["n_remove"],
+                "; ".join(f"{k}: {v}" for k, v in f["refused"].items()) or "–"]
+               for n, f in result["factors"].items()])
+    doc.h(2, "Example pairs (what was switched)")
+    doc.p("Word diffs of the messages ([role] text): `[-removed-]`, `{+added+}`; ⏎ is a line break.")
+    doc.table(["factor", "direction", "sample", "diff"],
+              [[name, e["direction"], e["sample"], e["diff"]] for name, es in result["examples"].items()
+               for e in es])
+    paths["cues.md"] = d / "cues.md"
+    paths["cues.html"] = d / "cues.html"
+    paths[JSON_NAME] = d / JSON_NAME
+    _atomic_write(paths["cues.md"], doc.markdown())
+    _atomic_write(paths["cues.html"], doc.html("evalaware cues"))
+    _atomic_write(paths[JSON_NAME], json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    return paths
+
+
+def load_summary(path: str | Path, top: int = 3) -> dict[str, Any]:
+    """What another report shows of a cues result: where it is and the top factors per method
+    (`path`: the cues output directory or its cues.json)."""
+    p = Path(path)
+    p = p / JSON_NAME if p.is_dir() else p
+    res = json.loads(p.read_text())
+    return {"json": str(p), "report": str(p.with_name("cues.md")), "design": res["settings"]["design"],
+            "top": {m: [{k: r[k] for k in ("rank", "factor", "n", "mean", "ci")} for r in rows[:top]]
+                    for m, rows in res["effects"].items()}}

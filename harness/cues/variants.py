@@ -1,0 +1,134 @@
+"""Counterfactual samples: each sample with one factor switched (``single`` design), or with every
+on/off combination of up to four factors (``factorial``).
+
+A variant is an ordinary :class:`~harness.core.sample.Sample` (any dataset format, Inspect logs
+included) whose metadata ``extra`` holds ``pair`` (the original's id), ``factor`` and
+``direction`` (``add`` / ``remove``; in the factorial design ``factor`` is the cell, e.g.
+``grading=1,formatting=0``, and ``direction`` is ``cell``). Label and category are the
+original's. A variant is refused, with the reason, when its own transform cannot apply or when
+it also switches another of the chosen factors (the detectors before and after disagree), so
+every estimated change is the change of one factor.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+from harness.core.errors import EvalAwareError
+from harness.core.sample import Sample
+from harness.cues.factors import Factor, NotApplicable
+
+DESIGNS = ("single", "factorial")
+MAX_FACTORIAL = 4
+SEP = "~"  # between the original's id and the variant's suffix
+
+
+@dataclass
+class Plan:
+    """The originals, their variants and the refusals ({sample, factor, direction, reason})."""
+
+    design: str
+    factors: list[Factor]
+    turns: str
+    originals: list[Sample]
+    variants: list[Sample] = field(default_factory=list)
+    refused: list[dict[str, str]] = field(default_factory=list)
+    present: dict[str, dict[str, bool]] = field(default_factory=dict)  # sample id -> factor -> present
+
+    @property
+    def samples(self) -> list[Sample]:
+        return self.originals + self.variants
+
+    def counts(self) -> dict[str, dict[str, Any]]:
+        """Per factor: samples with / without it, variants built per direction, refusals by reason."""
+        out: dict[str, dict[str, Any]] = {}
+        for f in self.factors:
+            n_with = sum(1 for p in self.present.values() if p[f.name])
+            built = Counter(str(v.metadata.extra["direction"]) for v in self.variants
+                            if v.metadata.extra["factor"] == f.name)
+            reasons = Counter(r["reason"] for r in self.refused if r["factor"] == f.name)
+            out[f.name] = {"description": f.description, "n_present": n_with,
+                           "n_absent": len(self.present) - n_with, "n_add": built.get("add", 0),
+                           "n_remove": built.get("remove", 0), "refused": dict(sorted(reasons.items()))}
+        return out
+
+
+def _variant(s: Sample, suffix: str, messages: Sequence[Any], **extra: Any) -> Sample:
+    ex = dict(s.metadata.extra)
+    if "pair" in ex:  # the dataset's own pair id (e.g. an organism's paired set) is kept apart
+        ex["dataset_pair"] = ex.pop("pair")
+    ex.update(pair=s.id, **extra)
+    return replace(s, id=f"{s.id}{SEP}{suffix}", messages=tuple(messages),
+                   metadata=replace(s.metadata, extra=ex))
+
+
+def _states(factors: Sequence[Factor], messages: Sequence[Any], turns: str) -> dict[str, bool]:
+    return {f.name: bool(f.detect(messages, turns)) for f in factors}
+
+
+def build_plan(samples: Sequence[Sample], factors: Sequence[Factor], design: str = "single",
+               turns: str = "first") -> Plan:
+    """Every applicable counterfactual of `samples` (see the module docstring)."""
+    if design not in DESIGNS:
+        raise EvalAwareError(f"unknown --design {design!r}; use {', '.join(DESIGNS)}")
+    if design == "factorial" and not 1 <= len(factors) <= MAX_FACTORIAL:
+        raise EvalAwareError(f"--design factorial takes 1 to {MAX_FACTORIAL} factors "
+                             f"({len(factors)} given); name them with --factors a,b,c")
+    ids = [s.id for s in samples]
+    clash = [i for i in ids if SEP in i and i.split(SEP)[0] in set(ids)]
+    if clash:
+        raise EvalAwareError(f"sample id {clash[0]!r} looks like a variant of another sample "
+                             f"(contains {SEP!r}); give the dataset unique ids without {SEP!r}")
+    plan = Plan(design, list(factors), turns, list(samples))
+    for s in samples:
+        plan.present[s.id] = before = _states(factors, s.messages, turns)
+        if design == "single":
+            for f in factors:
+                d = "remove" if before[f.name] else "add"
+                try:
+                    out = f.apply(s.messages, d, turns)
+                    after = _states(factors, out, turns)
+                    moved = [n for n in before if n != f.name and after[n] != before[n]]
+                    if moved:
+                        raise NotApplicable(f"also switches {', '.join(moved)}")
+                except NotApplicable as e:
+                    plan.refused.append({"sample": s.id, "factor": f.name, "direction": d, "reason": str(e)})
+                    continue
+                plan.variants.append(_variant(s, f"{f.name}:{d}", out, factor=f.name, direction=d))
+        else:
+            cells, why = _cells(s, factors, turns, before)
+            if why:
+                plan.refused.append({"sample": s.id, "factor": "*", "direction": "cell", "reason": why})
+                continue
+            plan.variants += cells
+    return plan
+
+
+def cell_name(state: dict[str, bool]) -> str:
+    return ",".join(f"{k}={int(v)}" for k, v in state.items())
+
+
+def _cells(s: Sample, factors: Sequence[Factor], turns: str, before: dict[str, bool]
+           ) -> tuple[list[Sample], str | None]:
+    """Every on/off cell of the factors except the original's own (the original is its cell);
+    or the reason the sample cannot take part (one cell cannot be built exactly)."""
+    out = []
+    for bits in itertools.product((False, True), repeat=len(factors)):
+        want = {f.name: b for f, b in zip(factors, bits)}
+        if want == before:
+            continue
+        msgs: Any = s.messages
+        try:
+            # removals first, so an addition never meets the text it would have to remove
+            for f in sorted(factors, key=lambda f: want[f.name]):
+                if want[f.name] != before[f.name]:
+                    msgs = f.apply(msgs, "add" if want[f.name] else "remove", turns)
+        except NotApplicable as e:
+            return [], f"cell {cell_name(want)}: {e}"
+        if _states(factors, msgs, turns) != want:
+            return [], f"cell {cell_name(want)}: the detectors disagree with the cell"
+        out.append(_variant(s, cell_name(want), msgs, factor=cell_name(want), direction="cell", cell=want))
+    return out, None
