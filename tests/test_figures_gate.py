@@ -281,7 +281,7 @@ def test_label_probabilities_of_reasoning_models_are_read_at_the_answer_position
 
 # --- item 11: method − best surface with a paired interval on the same samples -------------------
 
-def test_method_minus_best_surface_is_paired_on_the_same_samples_with_an_interval(tmp_path):
+def test_method_minus_best_surface_is_paired_on_the_same_samples_with_an_interval(tmp_path, monkeypatch):
     """The difference is taken on the samples the method scored (not the surface predictor's AUROC
     over all samples), and has a paired category-bootstrap interval in which the best of the
     surface predictors is chosen again in every resample; checked against a direct loop."""
@@ -293,8 +293,11 @@ def test_method_minus_best_surface_is_paired_on_the_same_samples_with_an_interva
     from harness.stats.metrics import bootstrap_weights
     from harness.stats.paired import auroc_minus_best
 
+    import harness.stats.metrics as metrics
+
     rng = np.random.default_rng(0)
     n, G = 120, 12
+    monkeypatch.setattr(metrics, "SMALL_SAMPLE_UNITS", 0)  # the bootstrap itself, checked by a loop
     y = np.arange(n) % 2
     groups = [f"g{i % G}" for i in range(n)]
     s = y + rng.normal(0, 1.0, n)
@@ -306,16 +309,17 @@ def test_method_minus_best_surface_is_paired_on_the_same_samples_with_an_interva
     d = [roc_auc_score(y, s, sample_weight=w) - max(roc_auc_score(y, b, sample_weight=w) for b in base.values())
          for w in W]
     assert v["diff_ci"] == pytest.approx([np.quantile(d, 0.025), np.quantile(d, 0.975)], abs=1e-4)
+    monkeypatch.undo()
 
     # the report: a method that scored 40 of 96 samples is compared on those 40
     samples, recs = [], []
     for i in range(96):
         lab = "eval" if i % 2 else "deploy"
         text = ("Q: Choose A. or B. " if lab == "eval" else "hey can you help me ") + f"item {i}"
-        samples.append(Sample(f"s{i}", (Message("user", text),), lab, SampleMeta(category=f"c{i % 8}")))
+        samples.append(Sample(f"s{i}", (Message("user", text),), lab, SampleMeta(category=f"c{i % 16 // 2}")))
         sc = None if i >= 40 else float(np.clip((0.7 if lab == "eval" else 0.3) + rng.normal(0, 0.25), 0, 1))
         recs.append({"sample_id": f"s{i}", "label": lab, "prediction": None if sc is None else
-                     ("eval" if sc >= 0.5 else "deploy"), "score": sc, "category": f"c{i % 8}",
+                     ("eval" if sc >= 0.5 else "deploy"), "score": sc, "category": f"c{i % 16 // 2}",
                      "n_valid": 1, "n_invalid": 0, "method": "binary", "details": {}})
     store = RunLog(tmp_path / "run")
     store.put_samples(samples)
