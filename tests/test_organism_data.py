@@ -125,3 +125,23 @@ def test_verbalized_is_an_exact_match():
 def test_unknown_cue_is_one_line():
     with pytest.raises(EvalAwareError, match="unknown cue 'nope'"):
         get_cue("nope")
+
+
+def test_paired_auroc_intervals_stay_in_range_with_few_categories():
+    """With few categories the intervals are cluster-jackknife t ones; an AUROC near 1 (the
+    organism) or near 0 (an inverted method) keeps its interval inside [0, 1], and the
+    difference's inside [-1, 1], and each interval holds its estimate."""
+    import numpy as np
+
+    from harness.stats.paired import paired_auroc
+
+    rng = np.random.default_rng(0)
+    G, per = 10, 4
+    groups = [f"c{i // per}" for i in range(G * per)]
+    y = np.array([i % 2 for i in range(G * per)])
+    near_one = y + rng.normal(0, 0.25, len(y))  # AUROC ~0.98
+    inverted = -y + rng.normal(0, 0.25, len(y))  # AUROC ~0.02
+    r = paired_auroc(y, inverted, near_one, groups, n_boot=200, seed=0)
+    for k, lo_b, hi_b in (("auroc_a", 0, 1), ("auroc_b", 0, 1), ("diff", -1, 1)):
+        lo, hi = r[f"{k}_ci"]
+        assert lo_b <= lo <= r[k] <= hi <= hi_b, (k, r[k], r[f"{k}_ci"])

@@ -31,6 +31,7 @@ from harness.organisms.measure import first_token_kl, verbalizations
 from harness.organisms.train import Recipe, build_organism, describe
 from harness.run.loop import check_methods, needs_judge, run_methods
 from harness.runlog import RunLog
+from harness.stats.metrics import interval_method
 from harness.stats.paired import mean_with_ci, paired_auroc, rate_with_ci, within_pair_differences
 
 DEFAULT_METHODS = "binary,probability,logprob,logprob_question"
@@ -307,7 +308,7 @@ def _probe_records(run_dir: Path, layers: str, dtype: str, seed: int, progress: 
 
 def sensitivity(out: Path, methods: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
     """Per method: paired AUROC base vs organism (category clusters) and within-pair differences."""
-    res: dict[str, Any] = {"methods": {}, "ci": "95% percentile bootstrap over categories (same resamples for both models)"}
+    res: dict[str, Any] = {"methods": {}, "ci": None}
     stores = {n: RunLog(out / n, create=False) for n in ("base", "organism")}
     try:
         cards = stores["organism"].get_meta("manifest", {}).get("model", {}).get("organism")
@@ -330,6 +331,8 @@ def sensitivity(out: Path, methods: Sequence[str], n_boot: int, seed: int) -> di
                 cat_of = {pair_of[i]: c for i, c in zip(ids, cats)}
                 row[f"pair_diff_{name}"] = mean_with_ci(d, [cat_of[p] for p in pids], n_boot, seed)
             res["methods"][m] = row
+            res["ci"] = res["ci"] or (f"95%, whole categories resampled (the same for both models): "
+                                      f"{interval_method(row['n_groups'])}" if ids else None)
     finally:
         for st in stores.values():
             st.close()
@@ -346,5 +349,5 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
         out.append(f"| {m} | {r['n']} ({r['n_unscored']} unscored) | {f(r['auroc_a'])} {_fmt_ci(r['auroc_a_ci'])} | "
                    f"{f(r['auroc_b'])} {_fmt_ci(r['auroc_b_ci'])} | {f(r['diff'])} {_fmt_ci(r['diff_ci'])} | "
                    f"{f(pb['mean'])} {_fmt_ci(pb['ci'])} | {f(po['mean'])} {_fmt_ci(po['ci'])} |")
-    out.append(f"\nintervals: {table['ci']}")
+    out.append(f"\nintervals: {table['ci'] or '-'}")
     return out

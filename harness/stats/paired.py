@@ -31,11 +31,14 @@ def paired_auroc(y: Sequence[int], s_a: Sequence[float], s_b: Sequence[float], g
                            "diff": None if auc_a is None or auc_b is None else auc_b - auc_a}
     if auc_a is None or auc_b is None or not n_boot:
         return {**out, "auroc_a_ci": None, "auroc_b_ci": None, "diff_ci": None}
-    kw = dict(n=n_boot, seed=seed, groups=list(groups), strata=y)
-    out["auroc_a_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, a, W), len(y), **kw))
-    out["auroc_b_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, b, W), len(y), **kw))
+    kw: dict[str, Any] = dict(n=n_boot, seed=seed, groups=list(groups), strata=y)
+    out["auroc_a_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, a, W), len(y),
+                                               bounds=(0.0, 1.0), **kw))
+    out["auroc_b_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, b, W), len(y),
+                                               bounds=(0.0, 1.0), **kw))
     out["diff_ci"] = _ci(bootstrap_weighted(
-        lambda W: roc_auc_weighted_rows(y, b, W) - roc_auc_weighted_rows(y, a, W), len(y), **kw))
+        lambda W: roc_auc_weighted_rows(y, b, W) - roc_auc_weighted_rows(y, a, W), len(y),
+        bounds=(-1.0, 1.0), **kw))
     return out
 
 
