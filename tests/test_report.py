@@ -113,7 +113,9 @@ def test_report_two_runs(two_runs, tmp_path):
     # each method's AUROC minus the best surface predictor's
     audit = text.split("## Surface baselines (data audit)")[1].split("\n## ")[0]
     assert audit.count("| char_tfidf |") == 1 and "| first_char_case |" in audit
-    assert re.search(r"\| model-a \| binary \| 0\.\d+ \[.*\] \| \w+ \| 0\.\d+ \[.*\] \| [+-]0\.\d{3} \|", audit)
+    # (on the samples the method scored, with a paired interval: issue 24 item 11)
+    assert re.search(r"\| model-a \| binary \| 0\.\d+ \[.*\] \| \d+ \| \w+ \| 0\.\d{3} \| "
+                     r"[+-]0\.\d{3} \[[+-]\d\.\d\d, [+-]\d\.\d\d\] \|", audit)
     assert "| model-b | probe |" in audit and "| model-a | human (two test raters) |" in audit
     assert "model-b: 40 samples carry a `human_eval_probability` without a `human_eval_source`" in summary
     kappa = text.split("## Agreement between methods")[1].split("\n## ")[0]
@@ -194,13 +196,13 @@ def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):
     md, _ = write_report(two_runs[:1], tmp_path / "cat", n_boot=200)
     cat = md.read_text()
     n_cats = len({s.metadata.category for s in load_dataset("demo")[::2][:40]})
-    assert f"resamples of whole categories ({n_cats} categories)" in cat
+    assert f"over whole categories ({n_cats} categories): cluster-jackknife t" in cat
     assert "cluster-robust slope" in cat.split("## Error vs number of turns")[1].split("\n## ")[0]
     res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "smp"),
                                    "--bootstrap", "200", "--ci-by", "sample", "--base-rate", "0.05"])
     assert res.exit_code == 0, res.output
     smp = (tmp_path / "smp" / "report.md").read_text()
-    assert "resamples of samples (40)" in smp and "pearson (independent samples)" in smp
+    assert "over samples (40): cluster-jackknife t" in smp and "pearson (independent samples)" in smp
     assert "## Low base rate (evaluations = 5% of traffic)" in smp and "precision @0.05 (own)" in smp
 
     def width(text: str, method: str) -> float:
