@@ -77,9 +77,10 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: st
 
 def summary_lines(res: dict) -> list[str]:
     c = res["cost"]
-    out = [f"{res['n_samples']} samples, {res['n_variants']} variants; {c['model_calls']} model calls, "
-           f"{c['cache_hits']} cache hits; {c['seconds']:.1f} s ({c['seconds_per_pair']:.2f} s per "
-           f"sample-factor pair; CPU {c['cpu_seconds_per_pair']:.2f} s)"]
+    last = c["invocations"][-1]
+    per = "-" if c["seconds_per_pair"] is None else f"{c['seconds_per_pair']:.2f} s ({c['cpu_seconds_per_pair']:.2f} s CPU)"
+    out = [f"{res['n_samples']} samples, {res['n_variants']} variants; this invocation: {last['model_calls']} "
+           f"model calls, {last['cache_hits']} cache hits, {last['seconds']:.1f} s; per sample-factor pair: {per}"]
     for m, rows in res["effects"].items():
         out.append(f"{m}:")
         for r in rows:
