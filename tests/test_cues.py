@@ -259,9 +259,9 @@ def test_scripted_model_ranks_its_one_factor_first(tmp_path, tokenizer):
     # every variant is a sample of the run directory with its pair and factor
     from harness.runlog import RunLog
     with RunLog(out, create=False) as log:
-        samples = log.samples()
+        stored = log.samples()
         assert log.manifest()["cues"]["report"]["settings"]["factors"][0] == "lettered_options"
-    variants = [s for s in samples if "~" in s.id]
+    variants = [s for s in stored if "~" in s.id]
     assert len(variants) == res["n_variants"] and all(
         {"pair", "factor", "direction"} <= set(s.metadata.extra) for s in variants)
     # resumable: the same call again makes no model call
@@ -355,6 +355,14 @@ def test_cli_cues_end_to_end(tmp_path, tokenizer, monkeypatch):
     assert "1. grading" in res.output and "per sample-factor pair" in res.output
     again = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert "this invocation: 0 model calls" in again.output
+    # --report-only: the same ranking from the stored records, no model opened
+    def no_model(*a, **k):
+        raise AssertionError("--report-only opened a model")
+
+    monkeypatch.setattr(options, "open_backend", no_model)
+    only = CliRunner().invoke(cli, args + ["--report-only"], catch_exceptions=False)
+    assert only.exit_code == 0 and "(report only)" in only.output and "1. grading" in only.output
+    assert "Report only" in (tmp_path / "c" / "cues.md").read_text()
     bad = CliRunner().invoke(cli, args[:-3] + ["--factors", "nope", "--out", str(tmp_path / "d")])
     assert bad.exit_code == 2 and "unknown factor 'nope'" in bad.output
 

@@ -123,3 +123,20 @@ def run_cues(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequ
         store.add_to_manifest("cues", "report", {"files": sorted(p.name for p in paths.values()),
                                                  "settings": st, "cost": res["cost"]})
     return res
+
+
+def report_only(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequence[str],
+                out: str | Path, *, design: str = "single", turns: str = "first", n_boot: int = 1000,
+                seed: int = 0, dataset_path: str | None = None, model_name: str = "") -> dict[str, Any]:
+    """The report from the records already in `out`, without a model and without the writer's
+    lock (a run still going or interrupted: a pair whose sides are not both scored yet counts as
+    unscored; the run, when it finishes, writes its own report); cost as recorded before."""
+    plan = build_plan(samples, factors, design, turns)
+    st = settings(plan, methods, n_boot, seed, model_name, dataset_path or "(samples)")
+    res = {"settings": st, **analyze(plan, out, methods, n_boot, seed), "partial": True}
+    prev = _previous_cost(Path(out), st)
+    if prev:
+        res["cost"] = json.loads((Path(out) / JSON_NAME).read_text())["cost"]
+    res["manifest"] = base_manifest(dataset_path)
+    write_report(res, out)
+    return res

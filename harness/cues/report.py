@@ -95,6 +95,9 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
           f"is present minus when it is absent; 95% intervals resample categories, then pairs within them "
           f"({st['bootstrap']} resamples). Factors are ranked by the absolute effect; an interval that "
           f"covers 0 does not tell the factor from no effect.")
+    if result.get("partial"):
+        doc.p("**Report only** (`--report-only`): from the records in this directory when it was written; "
+              "pairs not scored yet count as unscored.")
     c = result.get("cost") or {}
     if c.get("seconds_per_pair") is not None:
         doc.p(f"Cost: {c['scored']} samples scored in {c['seconds']:.1f} s wall-clock, {c['cpu_seconds']:.1f} s CPU "
