@@ -275,7 +275,7 @@ def test_scripted_model_ranks_its_one_factor_first(tmp_path, tokenizer):
     assert res2["effects"] == res["effects"]
 
 
-def test_scripted_model_with_the_signs_flipped_is_not_ranked_by_chance(tmp_path, tokenizer):
+def test_scripted_model_that_ignores_every_factor_gives_intervals_covering_0(tmp_path, tokenizer):
     """Control: a model that ignores every factor gives no interval that excludes 0."""
     from harness.cues.attribute import run_cues
     from harness.methods import MethodConfig

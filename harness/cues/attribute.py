@@ -71,8 +71,8 @@ def _previous_cost(out: Path, st: dict[str, Any]) -> list[dict[str, Any]]:
 def cost(summary: dict[str, Any], seconds: float, cpu: float, methods: Sequence[str], n_samples: int,
          n_pairs: int, previous: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """What scoring cost, over this and earlier invocations on the same directory: wall-clock and
-    CPU seconds (this process, all threads; model loading excluded), samples scored (the most of
-    any method), their rate, and the cost per sample-factor pair of a whole run at that rate
+    CPU seconds (this process, all threads; model loading excluded) of the invocations that scored
+    something, samples scored (the most of any method), their rate, and the cost per sample-factor pair of a whole run at that rate
     (per scored sample x samples / variants: every pair needs its variant, the originals are
     shared among the factors)."""
     calls = summary["_calls"]
@@ -81,6 +81,8 @@ def cost(summary: dict[str, Any], seconds: float, cpu: float, methods: Sequence[
                              "model_calls": sum(calls["model_calls"].values()),
                              "cache_hits": sum(calls["cache_hits"].values())}]
     tot = {k: sum(i[k] for i in inv) for k in ("seconds", "cpu_seconds", "scored", "model_calls", "cache_hits")}
+    for k in ("seconds", "cpu_seconds"):  # the rate: invocations that scored something
+        tot[k] = sum(i[k] for i in inv if i["scored"])
     per = {k: (tot[k] / tot["scored"] if tot["scored"] else None) for k in ("seconds", "cpu_seconds")}
     scale = n_samples / n_pairs if n_pairs else 0.0
     return {**{k: round(v, 2) for k, v in tot.items()}, "n_pairs": n_pairs, "n_samples": n_samples,
