@@ -94,7 +94,7 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
           f"turn(s). An effect is the mean paired change of the method's score (P(eval)) when the factor "
           f"is present minus when it is absent; 95% intervals resample categories, then pairs within them "
           f"({st['bootstrap']} resamples). Factors are ranked by the absolute effect; an interval that "
-          f"covers 0 does not tell the factor from no effect.")
+          f"covers 0 does not tell the factor from no effect; fewer than 5 pairs get no interval.")
     if result.get("partial"):
         doc.p("**Report only** (`--report-only`): from the records in this directory when it was written; "
               "pairs not scored yet count as unscored.")
