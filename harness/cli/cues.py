@@ -92,7 +92,7 @@ def summary_lines(res: dict) -> list[str]:
     if c.get("invocations"):
         last = c["invocations"][-1]
         per = "-" if c["seconds_per_pair"] is None else f"{c['seconds_per_pair']:.2f} s ({c['cpu_seconds_per_pair']:.2f} s CPU)"
-        out[0] += (f"; this invocation: {last['model_calls']} model calls, {last['cache_hits']} cache hits, "
+        out[0] += (f"; {'last scoring' if res.get('partial') else 'this'} invocation: {last['model_calls']} model calls, {last['cache_hits']} cache hits, "
                    f"{last['seconds']:.1f} s; per sample-factor pair: {per}")
     for m, rows in res["effects"].items():
         out.append(f"{m}:")
