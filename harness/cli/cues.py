@@ -10,6 +10,7 @@ import click
 from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                                  verbose_option)
 from harness.core.errors import EvalAwareError
+from harness.cues import attribute
 from harness.cues.attribute import run_cues
 from harness.cues.factors import FACTORS, TURNS, resolve_factors
 from harness.cues.variants import DESIGNS, MAX_FACTORIAL
@@ -34,11 +35,14 @@ from harness.runlog.lock import run_dir_lock
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               help="Run directory: originals and variants, cues.json, cues.md/.html, forest plots.")
+@click.option("--report-only", is_flag=True,
+              help="Write the report from the records already in OUT; no model is opened (pairs not "
+                   "yet scored count as unscored).")
 @method_options()
 @progress_option
 @verbose_option
 def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: str, design: str,
-         turns: str, bootstrap: int, seed: int, out: str, progress: bool) -> None:
+         turns: str, bootstrap: int, seed: int, out: str, report_only: bool, progress: bool) -> None:
     """Which prompt features make the model say "test": switch each factor on (where absent) or
     off (where present), score original and variant, and estimate each factor's paired effect on
     P(eval) with intervals (resumable; every variant is a sample of the run directory).
@@ -55,6 +59,13 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: st
         factor_list = resolve_factors(factors)
     except EvalAwareError as e:
         raise click.BadParameter(str(e), param_hint="--factors") from None
+    if report_only:
+        res = attribute.report_only(opts.samples(), factor_list, method_list, out, design=design, turns=turns,
+                                    n_boot=bootstrap, seed=seed, dataset_path=opts.dataset_path or opts.dataset,
+                                    model_name=opts.model or "")
+        for line in summary_lines(res):
+            click.echo(line)
+        return
     opts.check_model()
     separate_judge = opts.check_judge(needs_judge(method_list))
     samples = opts.samples()
@@ -76,10 +87,13 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: st
 
 
 def summary_lines(res: dict) -> list[str]:
-    c = res["cost"]
-    out = [f"{res['n_samples']} samples, {res['n_variants']} variants; {c['model_calls']} model calls, "
-           f"{c['cache_hits']} cache hits; {c['seconds']:.1f} s ({c['seconds_per_pair']:.2f} s per "
-           f"sample-factor pair; CPU {c['cpu_seconds_per_pair']:.2f} s)"]
+    c = res.get("cost") or {}
+    out = [f"{res['n_samples']} samples, {res['n_variants']} variants" + (" (report only)" if res.get("partial") else "")]
+    if c.get("invocations"):
+        last = c["invocations"][-1]
+        per = "-" if c["seconds_per_pair"] is None else f"{c['seconds_per_pair']:.2f} s ({c['cpu_seconds_per_pair']:.2f} s CPU)"
+        out[0] += (f"; {'last scoring' if res.get('partial') else 'this'} invocation: {last['model_calls']} model calls, {last['cache_hits']} cache hits, "
+                   f"{last['seconds']:.1f} s; per sample-factor pair: {per}")
     for m, rows in res["effects"].items():
         out.append(f"{m}:")
         for r in rows:

@@ -4,6 +4,7 @@ re-run resumes and makes no repeated call), estimate the effects, write the repo
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -13,7 +14,7 @@ from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
 from harness.cues.effects import factorial_effects, scores_by_id, single_effects
 from harness.cues.factors import Factor
-from harness.cues.report import examples, write_report
+from harness.cues.report import JSON_NAME, examples, write_report
 from harness.cues.variants import Plan, build_plan
 from harness.methods import MethodConfig
 from harness.methods.prompts import PromptLibrary
@@ -57,6 +58,42 @@ def analyze(plan: Plan, run_dir: str | Path, methods: Sequence[str], n_boot: int
     return res
 
 
+def _previous_cost(out: Path, st: dict[str, Any]) -> list[dict[str, Any]]:
+    """The invocations a cues.json already in `out` (same settings) recorded."""
+    p = out / JSON_NAME
+    try:
+        old = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return []
+    return list(old.get("cost", {}).get("invocations", [])) if old.get("settings") == st else []
+
+
+def cost(summary: dict[str, Any], seconds: float, cpu: float, methods: Sequence[str], n_samples: int,
+         n_pairs: int, previous: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """What scoring cost, over this and earlier invocations on the same directory: wall-clock and
+    CPU seconds (this process, all threads; model loading excluded) of the invocations that scored
+    something, samples scored (the most of any method), their rate, and the cost per sample-factor pair of a whole run at that rate
+    (per scored sample x samples / variants: every pair needs its variant, the originals are
+    shared among the factors)."""
+    calls = summary["_calls"]
+    inv = list(previous) + [{"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
+                             "scored": max((summary[m]["computed"] for m in methods), default=0),
+                             "model_calls": sum(calls["model_calls"].values()),
+                             "cache_hits": sum(calls["cache_hits"].values())}]
+    tot = {k: sum(i[k] for i in inv) for k in ("seconds", "cpu_seconds", "scored", "model_calls", "cache_hits")}
+    for k in ("seconds", "cpu_seconds"):  # the rate: invocations that scored something
+        tot[k] = sum(i[k] for i in inv if i["scored"])
+    per = {k: (tot[k] / tot["scored"] if tot["scored"] else None) for k in ("seconds", "cpu_seconds")}
+    scale = n_samples / n_pairs if n_pairs else 0.0
+    return {**{k: round(v, 2) for k, v in tot.items()}, "n_pairs": n_pairs, "n_samples": n_samples,
+            "seconds_per_scored_sample": None if per["seconds"] is None else round(per["seconds"], 3),
+            "cpu_seconds_per_scored_sample": None if per["cpu_seconds"] is None else round(per["cpu_seconds"], 3),
+            "seconds_per_pair": None if per["seconds"] is None else round(per["seconds"] * scale, 3),
+            "cpu_seconds_per_pair": None if per["cpu_seconds"] is None else round(per["cpu_seconds"] * scale, 3),
+            "invocations": inv, "calls": calls,
+            "note": "all methods together; per pair = per scored sample x samples / variants"}
+
+
 @writes_run_dir("out")
 def run_cues(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequence[str],
              backend: Backend, out: str | Path, *, design: str = "single", turns: str = "first",
@@ -80,20 +117,28 @@ def run_cues(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequ
                           extra_manifest={"cues": {k: v for k, v in st.items() if k != "bootstrap"}})
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     res = {"settings": st, **analyze(plan, out, methods, n_boot, seed)}
-    calls = summary["_calls"]
-    n_pairs = len(plan.variants)
-    res["cost"] = {"seconds": round(seconds, 2), "n_pairs": n_pairs,
-                   "seconds_per_pair": round(seconds / n_pairs, 3), "cpu_seconds": round(cpu, 2),
-                   "cpu_seconds_per_pair": round(cpu / n_pairs, 3),
-                   "computed": {m: summary[m]["computed"] for m in methods},
-                   "model_calls": sum(calls["model_calls"].values()),
-                   "cache_hits": sum(calls["cache_hits"].values()), "calls": calls,
-                   "note": "wall-clock (and CPU time of this process, all threads) of scoring originals "
-                           "and variants in this invocation, all methods, divided by the number of "
-                           "variants (sample-factor pairs); model loading not included"}
+    res["cost"] = cost(summary, seconds, cpu, methods, len(plan.samples), len(plan.variants),
+                       _previous_cost(Path(out), st))
     res["manifest"] = base_manifest(dataset_path)
     paths = write_report(res, out)
     with RunLog(out, create=False) as store:
         store.add_to_manifest("cues", "report", {"files": sorted(p.name for p in paths.values()),
                                                  "settings": st, "cost": res["cost"]})
+    return res
+
+
+def report_only(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequence[str],
+                out: str | Path, *, design: str = "single", turns: str = "first", n_boot: int = 1000,
+                seed: int = 0, dataset_path: str | None = None, model_name: str = "") -> dict[str, Any]:
+    """The report from the records already in `out`, without a model and without the writer's
+    lock (a run still going or interrupted: a pair whose sides are not both scored yet counts as
+    unscored; the run, when it finishes, writes its own report); cost as recorded before."""
+    plan = build_plan(samples, factors, design, turns)
+    st = settings(plan, methods, n_boot, seed, model_name, dataset_path or "(samples)")
+    res = {"settings": st, **analyze(plan, out, methods, n_boot, seed), "partial": True}
+    prev = _previous_cost(Path(out), st)
+    if prev:
+        res["cost"] = json.loads((Path(out) / JSON_NAME).read_text())["cost"]
+    res["manifest"] = base_manifest(dataset_path)
+    write_report(res, out)
     return res

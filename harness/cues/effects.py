@@ -16,7 +16,7 @@ bootstrap: categories drawn with replacement, then pairs within each drawn categ
   factor's effect with the other on and off (the usual 2^k-design definition).
 
 Factors are ranked by the absolute pooled effect; one whose interval covers 0 is not told apart
-from no effect.
+from no effect. Fewer than :data:`MIN_PAIRS` pairs get no interval.
 """
 
 from __future__ import annotations
@@ -37,9 +37,15 @@ def scores_by_id(records: Iterable[Mapping[str, Any]]) -> dict[str, float | None
     return out
 
 
+MIN_PAIRS = 5  # below this many pairs no interval is given: 2 pairs in 1 category give [x, y] by luck
+
+
 def _effect(rows: Sequence[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]:
-    return paired_effect([r["delta"] for r in rows], [r["category"] for r in rows],
-                         [r["pair"] for r in rows], n_boot, seed)
+    out = paired_effect([r["delta"] for r in rows], [r["category"] for r in rows],
+                        [r["pair"] for r in rows], n_boot if len(rows) >= MIN_PAIRS else 0, seed)
+    if len(rows) < MIN_PAIRS:
+        out["ci_note"] = f"fewer than {MIN_PAIRS} pairs: no interval"
+    return out
 
 
 def _rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

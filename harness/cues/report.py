@@ -94,13 +94,16 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
           f"turn(s). An effect is the mean paired change of the method's score (P(eval)) when the factor "
           f"is present minus when it is absent; 95% intervals resample categories, then pairs within them "
           f"({st['bootstrap']} resamples). Factors are ranked by the absolute effect; an interval that "
-          f"covers 0 does not tell the factor from no effect.")
-    if result.get("cost"):
-        c = result["cost"]
-        doc.p(f"Cost of this invocation: {c['seconds']:.1f} s wall-clock ({c.get('cpu_seconds', 0):.1f} s CPU) "
-              f"for {c['n_pairs']} sample-factor pairs ({c['seconds_per_pair']:.2f} s wall-clock, "
-              f"{c.get('cpu_seconds_per_pair', 0):.2f} s CPU per pair, all methods, model loading not "
-              f"included), {c['model_calls']} model calls ({c['cache_hits']} served from the cache).")
+          f"covers 0 does not tell the factor from no effect; fewer than 5 pairs get no interval.")
+    if result.get("partial"):
+        doc.p("**Report only** (`--report-only`): from the records in this directory when it was written; "
+              "pairs not scored yet count as unscored.")
+    c = result.get("cost") or {}
+    if c.get("seconds_per_pair") is not None:
+        doc.p(f"Cost: {c['scored']} samples scored in {c['seconds']:.1f} s wall-clock, {c['cpu_seconds']:.1f} s CPU "
+              f"({len(c['invocations'])} invocation(s), model loading excluded): "
+              f"{c['seconds_per_pair']:.2f} s wall-clock, {c['cpu_seconds_per_pair']:.2f} s CPU per sample-factor "
+              f"pair, all methods; {c['model_calls']} model calls, {c['cache_hits']} cache hits.")
     for m, rows in result["effects"].items():
         doc.h(2, f"{m}: ranked factor effects")
         base = result["baseline"].get(m) or {}
