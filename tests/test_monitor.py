@@ -189,7 +189,7 @@ def test_hf_prompts_sharing_a_prefix_equal_direct(hf_tiny):
     pairs = [(base[:k], [5, 6, 7][:m]) for k in (5, 17, 40) for m in (1, 2, 3)]
     pairs += [([9, 8, 7], [1, 2]), (base[:17] + [3], [4])]
     chains, alone = prefix_chains(list(dict.fromkeys(tuple(p) for p, _ in pairs)))
-    assert [len(c[0]) for c in chains] == [40] and [len(q) for q in chains[0][1]] == [40, 17, 5]
+    assert [len(c[0]) for c in chains] == [40] and [len(q) for q in chains[0][1]] == [40, 5, 17]
     assert sorted(len(p) for p in alone) == [3, 18]
     got = hf_tiny.loglikelihood(pairs)
     cs = hf_tiny.continuation_scores(pairs, [1, 2, 3])
