@@ -107,25 +107,27 @@ def test_three_conditions_and_paired_differences(hf_tiny, source_run, tmp_path):
 
 
 def test_resumes_after_an_interrupt_without_repeating_a_call(hf_tiny, source_run, tmp_path):
+    """The continuations and monitor readings (graded methods resume through run_methods, as
+    tests/test_resume.py checks; they are left out here to keep the test fast)."""
     clean = Calls(hf_tiny)
     run_a = _copy(source_run[0], tmp_path / "a")
-    intervene(run_a, clean, insert="both", at="middle", methods=["logprob_question"], batch_size=1,
+    intervene(run_a, clean, insert="both", at="middle", methods=[], batch_size=1,
               n_boot=0, progress=False)
     total = sum(clean.items.values())
     assert clean.items["generate"] == 3 * len(source_run[1])  # one continuation per sample and condition
     run_b = _copy(source_run[0], tmp_path / "b")
     done = Calls(hf_tiny, stop_after=total // 2)
     with pytest.raises(Interrupted):
-        intervene(run_b, done, insert="both", at="middle", methods=["logprob_question"], batch_size=1,
+        intervene(run_b, done, insert="both", at="middle", methods=[], batch_size=1,
                   n_boot=0, progress=False)
     rest = Calls(hf_tiny)
-    intervene(run_b, rest, insert="both", at="middle", methods=["logprob_question"], batch_size=1,
+    intervene(run_b, rest, insert="both", at="middle", methods=[], batch_size=1,
               n_boot=0, progress=False)
     assert sum(done.items.values()) > 0 and sum(rest.items.values()) > 0
     assert sum(done.items.values()) + sum(rest.items.values()) == total
     assert not set(done.keys) & set(rest.keys)
     again = Calls(hf_tiny)
-    intervene(run_b, again, insert="both", at="middle", methods=["logprob_question"], batch_size=1,
+    intervene(run_b, again, insert="both", at="middle", methods=[], batch_size=1,
               n_boot=0, progress=False)
     assert sum(again.items.values()) == 0
     a = json.loads((run_a / "intervene" / "middle_pair0" / "summary.json").read_text())

@@ -178,3 +178,25 @@ def test_report_draws_the_mean_curves(hf_tiny, tmp_path):
             {"label": "eval", "details": {"relative": [0.0, 1.0], "curve": [0.0, 0.0]}}]
     b = binned_curve(recs, "relative", "curve")
     assert b["x"] == [0.05, 0.55, 0.95] and b["mean"] == [1.0, 2.0, 2.0] and b["n"] == [2, 1, 2]
+
+
+def test_hf_prompts_sharing_a_prefix_equal_direct(hf_tiny):
+    """Teacher forcing where prompts are prefixes of each other (one forward for the chain, the
+    KV cache cropped per prefix) equals plain full forward passes, masses included."""
+    from harness.backends.hf.teacher import prefix_chains
+
+    base = list(range(100, 140))
+    pairs = [(base[:k], [5, 6, 7][:m]) for k in (5, 17, 40) for m in (1, 2, 3)]
+    pairs += [([9, 8, 7], [1, 2]), (base[:17] + [3], [4])]
+    chains, alone = prefix_chains(list(dict.fromkeys(tuple(p) for p, _ in pairs)))
+    assert [len(c[0]) for c in chains] == [40] and [len(q) for q in chains[0][1]] == [40, 5, 17]
+    assert sorted(len(p) for p in alone) == [3, 18]
+    got = hf_tiny.loglikelihood(pairs)
+    cs = hf_tiny.continuation_scores(pairs, [1, 2, 3])
+    for (p, c), g, (l2, m2) in zip(pairs, got, cs):
+        ids = list(p) + list(c)
+        with torch.no_grad():
+            lp = torch.log_softmax(hf_tiny.model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+        direct = float(sum(lp[len(p) - 1 + k, c[k]] for k in range(len(c))))
+        assert abs(g - direct) < 1e-4 and abs(l2 - direct) < 1e-4
+        assert abs(m2 - float(torch.logsumexp(lp[len(ids) - 1, [1, 2, 3]], 0))) < 1e-4

@@ -17,6 +17,11 @@ dropped). Models whose cache is not plain full attention (sliding-window or line
 layers) take :func:`_gathered`: the prompts' KV rows repeated per continuation, in chunks of
 `batch_size` (the path before issue 23's last round). Log-softmax is taken only where a
 continuation token is predicted, in float32 as in :meth:`HFBackend.next_token_logprobs`.
+
+Prompts that are prefixes of a longer prompt of the same call (the monitor reads one output at
+every sentence boundary) share one forward pass (:func:`chain_prompts`): the longest runs once,
+and each prefix's continuations start from its KV cache cropped to the prefix, so n positions
+along an output cost one prefill instead of n.
 """
 
 from __future__ import annotations
@@ -69,6 +74,42 @@ def run_prompts(model: Any, prompts: Sequence[TokenIds], batch_size: int, pad_id
             yield PromptBatch([prompts[j] for j in batch], res.past_key_values, mask, first)
 
 
+def chain_prompts(model: Any, chains: Sequence[tuple[tuple[int, ...], list[tuple[int, ...]]]],
+                  device: str) -> Iterable[PromptBatch]:
+    """Per chain (a prompt and its proper prefixes among the call's prompts, :func:`prefix_chains`)
+    one forward of the longest; then, per member, a one-row :class:`PromptBatch` whose KV cache is
+    that forward's, cropped to the member (causal attention: the keys and values of the first n
+    tokens do not depend on the tokens after them)."""
+    for longest, members in chains:
+        keep = torch.tensor([len(q) - 1 for q in members], device=device)  # only these logits
+        res = model(input_ids=torch.tensor([list(longest)], device=device), use_cache=True,
+                    logits_to_keep=keep)
+        for j, q in enumerate(members):
+            cache = copy.deepcopy(res.past_key_values)
+            if len(q) < len(longest):
+                cache.crop(len(q) - len(longest))  # drop the tokens after the prefix
+            first = torch.log_softmax(res.logits[:, j].float(), dim=-1)
+            yield PromptBatch([q], cache, torch.ones((1, len(q)), dtype=torch.long, device=device), first)
+
+
+def prefix_chains(prompts: Sequence[tuple[int, ...]]) -> tuple[list[tuple[tuple[int, ...], list[tuple[int, ...]]]],
+                                                               list[tuple[int, ...]]]:
+    """([(longest prompt, [it and the prompts that are its proper prefixes])], the other prompts):
+    a chain is formed wherever some prompt is a proper prefix of a longer one; each prefix joins
+    the first longest prompt that extends it."""
+    have = set(prompts)
+    chains: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    taken: set[tuple[int, ...]] = set()
+    for p in sorted(prompts, key=len, reverse=True):
+        if p in taken:
+            continue
+        members = [q for q in (p[:k] for k in range(1, len(p))) if q in have and q not in taken]
+        if members:
+            chains[p] = [p] + members
+            taken.update(chains[p])
+    return list(chains.items()), [p for p in prompts if p not in taken]
+
+
 Known = dict[tuple[int, ...], tuple[PromptBatch, int]]
 
 
@@ -95,10 +136,14 @@ def teacher_force(model: Any, pairs: Sequence[tuple[TokenIds, TokenIds]], mass_i
             pb, r = known[p]
             kept.setdefault(id(pb), (pb, {}))[1].setdefault(r, []).extend(idx)
     todo = [p for p in groups if p not in known]
+    chains, todo = prefix_chains(todo)
     work = list(kept.values())
     with torch.inference_mode():
         for pb, rows in work:
             _continue(model, pb, rows, conts, sel, out, mass, batch_size, pad_id, device)
+        for pb in chain_prompts(model, chains, device):
+            _continue(model, pb, {0: groups[pb.prompts[0]]}, conts, sel, out, mass, batch_size,
+                      pad_id, device)
         for pb in run_prompts(model, todo, batch_size, pad_id, device):
             rows = {r: groups[p] for r, p in enumerate(pb.prompts)}
             _continue(model, pb, rows, conts, sel, out, mass, batch_size, pad_id, device)
