@@ -48,8 +48,13 @@ def test_records_are_complete_and_strict(smol_run):
                     assert TAGGED[m].search(v["answer"]), v["answer"]
             if r["n_valid"] == 0:
                 assert r["prediction"] is None
-                if m in TAGGED:  # the graded score comes from the label probabilities, not the text
-                    assert r["score"] == pytest.approx(sum(v["label_score"] for v in votes) / len(votes))
+                if m in TAGGED:  # the graded score comes from the label probabilities, not the text,
+                    # over the votes whose options hold at least --min-label-mass at the label position
+                    kept = [v["label_score"] for v in votes if v["label_mass"] >= CFG.min_label_mass]
+                    assert all(v.get("label_withheld", False) == (v["label_mass"] < CFG.min_label_mass)
+                               for v in votes)
+                    assert r["details"]["label_votes_withheld"] == len(votes) - len(kept)
+                    assert r["score"] == (pytest.approx(sum(kept) / len(kept)) if kept else None)
                 else:
                     assert r["score"] is None
     for r in store.result_dicts("motivation"):
