@@ -67,14 +67,13 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: st
             click.echo(line)
         return
     opts.check_model()
-    separate_judge = opts.check_judge(needs_judge(method_list))
+    opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
     samples = opts.samples()
     prompts = method_opts.prompts()
     template_kwargs = opts.engine.template_kwargs
     with run_dir_lock(out, command="evalaware cues"), ExitStack() as backends:
         engine = opts.open_model(backends)
-        judge = opts.open_judge(backends) if separate_judge else (
-            engine if needs_judge(method_list) else None)
+        judge = opts.judge_for(backends, engine, method_list)
         config = method_opts.config(engine.tokenizer, template_kwargs, seed)
         res = run_cues(samples, factor_list, method_list, engine, out, design=design, turns=turns,
                        config=config, prompts=prompts, template_kwargs=template_kwargs, judge=judge,

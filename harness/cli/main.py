@@ -191,15 +191,14 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: str, out: str, se
     # Everything that can be checked without a model, before any engine starts (exit 2).
     method_list = check_methods(_methods_option(methods))
     opts.check_model()
-    separate_judge = opts.check_judge(needs_judge(method_list))
+    opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
     samples = opts.samples()
     prompts = method_opts.prompts()
     template_kwargs = opts.engine.template_kwargs
     # Every backend opened here is closed on every way out (errors, Ctrl-C).
     with run_dir_lock(out, command="evalaware run"), ExitStack() as backends:
         engine = opts.open_model(backends)
-        judge = opts.open_judge(backends) if separate_judge else (
-            engine if needs_judge(method_list) else None)
+        judge = opts.judge_for(backends, engine, method_list)
         config = method_opts.config(engine.tokenizer, template_kwargs, seed)
         summary = run_methods(samples, method_list, engine, out, config=config,
                               prompts=prompts, template_kwargs=template_kwargs,

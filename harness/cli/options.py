@@ -47,6 +47,7 @@ from harness.backends.registry import BACKENDS, ENGINE_OPTIONS, check_backend, o
 from harness.core.sample import LABELS, Sample
 from harness.data.subset import select
 from harness.methods.token_limits import default_token_limits
+from harness.run.loop import needs_judge
 from tokenization import TargetWords
 
 F = Callable[..., Any]
@@ -255,6 +256,13 @@ class RunOptions:
         return stack.enter_context(open_backend(self.judge_backend or self.backend,
                                                 str(self.judge_model or self.model), role="judge",
                                                 **self.judge_opts()))
+
+    def judge_for(self, stack: ExitStack, engine: Backend, methods: Sequence[str]) -> Backend | None:
+        """The judge of `methods`: the separate one (opened, closed with `stack`), else the model
+        under test when a method needs a judge, else None."""
+        if not needs_judge(methods):
+            return None
+        return self.open_judge(stack) if self.separate_judge else engine
 
 
 def _engine_option(o: Any) -> Callable[[F], F]:

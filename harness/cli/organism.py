@@ -340,8 +340,8 @@ def sensitivity(out: Path, methods: Sequence[str], n_boot: int, seed: int) -> di
 
 
 def sensitivity_lines(table: dict[str, Any]) -> list[str]:
-    head = (f"| method | n scored | AUROC base | AUROC organism | difference | "
-            f"within-pair score diff base | within-pair score diff organism |")
+    head = ("| method | n scored | AUROC base | AUROC organism | difference | "
+            "within-pair score diff base | within-pair score diff organism |")
     out = [head, "|---|---|---|---|---|---|---|"]
     f = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     for m, r in table["methods"].items():

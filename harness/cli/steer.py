@@ -141,12 +141,11 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
         raise EvalAwareError(f"{vector_dir}: the vector names no model; pass --model")
     opts = replace(opts, model=name)
     opts.check_model()
-    separate_judge = opts.check_judge(needs_judge(method_list))
+    opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
     samples = opts.samples(among=lambda ss: select_samples(ss, vec, which))
     with ExitStack() as backends:
         engine = opts.open_model(backends, enforce_eager=True if opts.backend == "vllm" else None)
-        judge = opts.open_judge(backends) if separate_judge else (
-            engine if needs_judge(method_list) else None)
+        judge = opts.judge_for(backends, engine, method_list)
         want, got = vec.meta.get("weights_sha256"), engine.identity.get("weights_sha256")
         if want and got and want != got and not force:
             raise EvalAwareError(f"the vector was built on weights {want[:12]}..., {name} has "
