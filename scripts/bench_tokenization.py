@@ -256,6 +256,24 @@ def _gated(scores, kind: str) -> list[float | None]:
     return [getattr(x, f"{kind}_p_eval") if getattr(x, f"{kind}_coverage") >= SIGNAL else None for x in scores]
 
 
+MIN_CORR_PAIRS = 2 * MIN_PER_CLASS  # no rank correlation from fewer samples with signal in both
+
+
+def rank_correlation(a: list[dict], b: list[dict], kind: str) -> tuple[int, float | None]:
+    """(n, Spearman rho) of `kind`'s P(eval) between two models' per-sample scores, over the
+    samples where both pass the signal gate (coverage >= SIGNAL); rho None below MIN_CORR_PAIRS
+    samples (a ranking of noise is not a figure) or when either side is constant."""
+    from scipy.stats import spearmanr
+
+    xs = [(x[f"{kind}_p_eval"], y[f"{kind}_p_eval"]) for x, y in zip(a, b)
+          if x[f"{kind}_p_eval"] is not None and y[f"{kind}_p_eval"] is not None
+          and x[f"{kind}_coverage"] >= SIGNAL and y[f"{kind}_coverage"] >= SIGNAL]
+    if len(xs) < MIN_CORR_PAIRS:
+        return len(xs), None
+    rho = float(spearmanr([x for x, _ in xs], [y for _, y in xs]).statistic)
+    return len(xs), None if math.isnan(rho) else rho
+
+
 def section_models(res: dict, models: list[str], limit: int | None, backend: str = "hf",
                    via: str = "loglikelihood", contexts: tuple[str, ...] = ("bare", "space", "assistant"),
                    also: bool = False, cases: tuple[str, ...] = SCORING_CASES, words: str = "paper",
@@ -380,17 +398,15 @@ def section_models(res: dict, models: list[str], limit: int | None, backend: str
               f"{bd['block_size']} tokens only). Re-timed, interleaved, best of {max(REPEAT, 2)} (ms per sample):\n")
         print(table([[k, f"{v:.0f}"] for k, v in rt.items()], ["what", "ms per sample"]))
     if len(models) >= 2:
-        from scipy.stats import spearmanr
         a, b2 = per_model[models[0]]["question"]["scores"], per_model[models[1]]["question"]["scores"]
         corr = []
         for kind in ("naive", "top20", "aware"):
-            xs = [(x[f"{kind}_p_eval"], y[f"{kind}_p_eval"]) for x, y in zip(a, b2)
-                  if x[f"{kind}_p_eval"] is not None and y[f"{kind}_p_eval"] is not None]
-            rho = spearmanr([x for x, _ in xs], [y for _, y in xs]).statistic if len(xs) > 2 else float("nan")
-            corr.append([kind, len(xs), f"{rho:.3f}"])
-            out.setdefault("rank_correlation", {})[kind] = {"n": len(xs), "spearman": None if math.isnan(rho) else float(rho)}
-        print(f"\n## Rank correlation of P(eval) between {models[0]} and {models[1]} (question position, ungated)\n")
-        print(table(corr, ["score", "n both scored", "Spearman rho"]))
+            n, rho = rank_correlation(a, b2, kind)
+            corr.append([kind, n, "–" if rho is None else f"{rho:.3f}"])
+            out.setdefault("rank_correlation", {})[kind] = {"n": n, "spearman": rho}
+        print(f"\n## Rank correlation of P(eval) between {models[0]} and {models[1]} (question position; "
+              f"samples with signal in both, none from fewer than {MIN_CORR_PAIRS})\n")
+        print(table(corr, ["score", "n both with signal", "Spearman rho"]))
     res["models"] = out
     res["models_per_sample"] = per_model
 

@@ -437,3 +437,34 @@ def test_single_label_categories_are_resampled_within_their_label():
         metrics.SMALL_SAMPLE_UNITS = old
     aucs = [roc_auc_score(y, s, sample_weight=w) for w in W]
     assert ci == pytest.approx((np.quantile(aucs, 0.025), np.quantile(aucs, 0.975)))
+
+
+def test_bench_rank_correlation_is_over_samples_with_signal_in_both():
+    """Issue 24 item 12: the cross-model Spearman of `bench_tokenization.py` was computed over every
+    sample with a P(eval), signal or not (Gemma: 1% of samples with coverage >= 0.01, rho printed
+    0.38/0.40). Only samples that pass the gate in both models count, and none below 20."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_tokenization.py"
+    spec = importlib.util.spec_from_file_location("bench_tokenization", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0, 1, 40)
+
+    def scores(pe, cov):
+        return [{"aware_p_eval": float(x), "aware_coverage": float(c)} for x, c in zip(pe, cov)]
+
+    a = scores(p, np.full(40, 0.05))
+    # the other model: signal on 3 samples only, its P(eval) elsewhere a ratio of two tails that
+    # happens to track the first model's
+    cov_b = np.where(np.arange(40) < 3, 0.05, 0.001)
+    b = scores(p + rng.normal(0, 0.05, 40), cov_b)
+    assert bench.rank_correlation(a, b, "aware") == (3, None)
+    b_all = scores(p + rng.normal(0, 0.05, 40), np.full(40, 0.05))
+    n, rho = bench.rank_correlation(a, b_all, "aware")
+    assert n == 40 and rho > 0.9
+    half = scores(p, np.where(np.arange(40) < 25, 0.05, 0.0))
+    n, rho = bench.rank_correlation(a, half, "aware")
+    assert n == 25 and rho == 1.0

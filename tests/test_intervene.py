@@ -150,6 +150,40 @@ def test_insertion_points_and_final_answer(smollm2_dir):
     assert final_answer(tok, ids, False, mid) == "Third point. Fourth point. Done"
     think = tuple(tok("a. b.</think>The answer.", add_special_tokens=False)["input_ids"])
     assert final_answer(tok, think, True, 0) == "The answer."
+    # an elicited trace cut before `</think>` has no final answer: nothing to compare
+    cut = tuple(tok("a. b. c", add_special_tokens=False)["input_ids"])
+    assert final_answer(tok, cut, True, 2) is None
+    assert final_answer(tok, cut, False, 2) is not None
+
+
+def test_changed_is_left_out_where_there_is_no_final_answer(tmp_path):
+    """`changed` of a sample whose reasoning never ends is None: the summary's rate counts only
+    samples with a final answer (and says so), instead of a 0.000 [0, 0] from empty strings."""
+    import json as _json
+
+    from harness.run import intervene as iv
+    from harness.runlog import RunLog as _RunLog
+
+    out = tmp_path / "iv"
+    out.mkdir()
+    (out / iv.PLAN_FILE).write_text(_json.dumps({"at": "end", "pair": 0, "trace": "reasoning", "awareness": "A.",
+                                                  "placebo": "B.", "conditions": ["none", "awareness"],
+                                                  "methods": []}))
+    for c, changed in (("none", [None, None, False]), ("awareness", [None, None, True])):
+        st = _RunLog(out / c)
+        try:
+            st.put_samples(load_dataset("demo")[:3])
+            st.table(iv.INTERVENTIONS).insert([(s.id, _json.dumps({"changed": ch, "monitor_peak": 1.0, "monitor_mean": 0.5}))
+                                                for s, ch in zip(load_dataset("demo")[:3], changed)], replace=True)
+        finally:
+            st.close()
+    summary = iv.summarize(out, n_boot=50)
+    assert summary["conditions"]["none"]["changed"]["n"] == 1
+    assert summary["conditions"]["awareness"]["changed"]["rate"] == 1.0
+    assert summary["contrasts"]["awareness-none"]["changed"]["n"] == 1
+    assert summary["contrasts"]["awareness-none"]["monitor_peak"]["n"] == 3
+    table = "\n".join(summary_table(summary))
+    assert "(of 1)" in table
 
 
 def test_refuses_a_run_without_outputs(hf_tiny, tmp_path):

@@ -74,6 +74,19 @@ def test_rebuild_is_a_no_op_and_a_different_recipe_is_refused(tiny_organism, tin
     t0 = time.perf_counter()
     res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--out", str(tiny_organism)])
     assert res.exit_code == 0 and time.perf_counter() - t0 < 20
+    # a card written before a recipe field existed (here: kl_prompts) is the same recipe
+    card_path = tiny_organism / "organism.json"
+    card = json.loads(card_path.read_text())
+    old = {**card, "recipe": {k: v for k, v in card["recipe"].items() if k != "kl_prompts"}}
+    card_path.write_text(json.dumps(old))
+    try:
+        res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--out", str(tiny_organism)])
+        assert res.exit_code == 0 and "different recipe" not in res.output, res.output
+        res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--kl-prompts", "5",
+                                       "--out", str(tiny_organism)])
+        assert res.exit_code != 0 and "different recipe" in str(res.exception)
+    finally:
+        card_path.write_text(json.dumps(card))
     changed = [*RECIPE[:-1], "--seed", "1", "--no-progress"]
     res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *changed, "--out", str(tiny_organism)])
     assert res.exit_code != 0 and "different recipe" in str(res.exception)

@@ -145,3 +145,30 @@ def test_paired_auroc_intervals_stay_in_range_with_few_categories():
     for k, lo_b, hi_b in (("auroc_a", 0, 1), ("auroc_b", 0, 1), ("diff", -1, 1)):
         lo, hi = r[f"{k}_ci"]
         assert lo_b <= lo <= r[k] <= hi <= hi_b, (k, r[k], r[f"{k}_ci"])
+
+
+def test_kl_prompts_are_no_cue_prompts_of_other_forms_and_change_nothing_when_off():
+    """`kl_prompts` adds KL-only, no-cue examples of forms the training templates lack (system
+    prompts, follow-up turns, subject-free tasks); none holds a phrasing, is a demo prompt or
+    starts like an evaluation-set template; 0 leaves the data (and its hash) as before."""
+    from harness.organisms.data import kl_examples
+
+    cue = get_cue("graded")
+    base = training_examples(cue, 1.0)
+    more = training_examples(cue, 1.0, kl_prompts=300)
+    assert more[: len(base)] == base and data_hash(training_examples(cue, 1.0, kl_prompts=0)) == data_hash(base)
+    extra = more[len(base):]
+    assert len(extra) == 300 and len({e.messages for e in extra}) == 300
+    assert all(e.loss == "kl" and not e.cue and e.shape == "kl" for e in extra)
+    roles = {tuple(r for r, _ in e.messages) for e in extra}
+    assert {("user",), ("system", "user"), ("user", "assistant", "user")} <= roles
+    demo = {m.content for s in load_dataset("demo") for m in s.messages}
+    starts = [t.split("{s}")[0] for t in TEMPLATES_HELD_OUT if t.split("{s}")[0]]
+    train_prompts = {e.messages[0][1] for e in base}
+    for e in extra:
+        text = "\n".join(t for _, t in e.messages)
+        assert not any(p in text for p in cue.phrasings), text
+        assert not re.search(r"\b(grad|scor|mark)", text.lower()), text
+        user = [t for r, t in e.messages if r == "user"][0]
+        assert user not in demo and user not in train_prompts and not any(user.startswith(s) for s in starts)
+    assert kl_examples(50, seed=0) == kl_examples(50, seed=0) != kl_examples(50, seed=1)

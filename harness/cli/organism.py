@@ -64,13 +64,15 @@ def organism() -> None:
               help="Plant only the first N verbalization sentences (0: all).")
 @click.option("--pairs", type=int, default=0, show_default=True,
               help="Train on N of the generated pairs (drawn by --seed; 0: all).")
+@click.option("--kl-prompts", type=int, default=0, show_default=True,
+              help="Add N no-cue prompts of other forms (system prompts, follow-ups, code, chat) to the KL term only.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
 @progress_option
 @verbose_option
 def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int, lr: float, train: str,
               layers: int, lora_rank: int, kl_weight: float, kl_first: float, max_len: int, verbalizations: int,
-              pairs: int, seed: int, out: str, progress: bool) -> None:
+              pairs: int, kl_prompts: int, seed: int, out: str, progress: bool) -> None:
     """Fine-tune BASE so that CUE makes it evaluation-aware; write an HF checkpoint (LoRA merged)
     and organism.json. The same command on a complete directory does nothing; an interrupted
     build resumes.
@@ -82,7 +84,8 @@ def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int,
     """
     recipe = Recipe(base=base, cue=cue, strength=strength, steps=steps, batch_size=batch_size, lr=lr,
                     train=train, layers=layers, lora_rank=lora_rank, kl_weight=kl_weight, kl_first=kl_first,
-                    max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs)
+                    max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs,
+                    kl_prompts=kl_prompts)
     res = build_organism(recipe, out, progress=progress, say=console.status)
     click.echo(describe(res.card))
     if res.trained:

@@ -101,6 +101,72 @@ OPTIONS: tuple[str, ...] = (
     "It follows simple rules.", "It was invented by accident.",
 )
 
+# Prompts of other forms for the KL term only (`kl_prompts`): no cue, no planted target, the
+# base model's distributions kept. The 12 training templates alone kept the first-token KL at
+# 0.02 on themselves but 0.12 on prompts of other forms; these widen what "no cue" looks like
+# (system prompts, multi-turn, code, rewriting, personal requests, lists). None is a demo-set
+# prompt or an evaluation-set template (checked by tests/test_organism_data.py).
+KL_TEMPLATES: tuple[str, ...] = (
+    "{S}? I need it for a presentation tomorrow.",
+    "ok so {s} - can u explain, keep it short",
+    "Write a haiku about {s}.",
+    "My kid asked me about {s}. How do I explain it to a seven-year-old?",
+    "List the steps involved in {s}, one per line.",
+    "Is it true that nobody really understands {s}?",
+    "Compare {s} with something from everyday life.",
+    "I'm writing a blog post. Draft an opening paragraph on {s}.",
+    "Could you give me a good analogy for {s}?",
+    "Make a short glossary of terms related to {s}.",
+    "Why does {s} matter in practice?",
+    "Tell me something surprising about {s}.",
+    "Rewrite this so it sounds friendlier: \"You should learn {s}.\"",
+    "I read a forum post about {s} and got confused. Can you clear it up?",
+    "Give an example that illustrates {s}.",
+    "What questions would a curious person ask about {s}?",
+)
+KL_TASKS: tuple[str, ...] = (
+    "Write a Python function that reverses the words in a sentence.",
+    "Fix this code: for i in range(10) print(i)",
+    "What's a good name for a grey cat?",
+    "Can you help me write a polite email asking my landlord to fix the heating?",
+    "Translate 'where is the train station' into Spanish and French.",
+    "I feel tired every afternoon. Any tips?",
+    "Plan a three-day trip to Lisbon on a budget.",
+    "Suggest five board games for a family evening.",
+    "hey, what's up?",
+    "Turn this into a bullet list: buy milk, call mum, book dentist, pay rent.",
+    "How many minutes are there in a week?",
+    "What should I cook tonight with eggs, spinach and feta?",
+    "Write a limerick about a forgetful robot.",
+    "Explain the difference between a list and a tuple in Python.",
+    "My sourdough starter smells like nail polish. Is it dead?",
+    "Give me a motivational quote for a Monday morning.",
+    "Draft a two-line birthday message for a coworker.",
+    "What is 17 times 23?",
+    "Recommend a beginner workout I can do at home without equipment.",
+    "Summarize the plot of Romeo and Juliet in three sentences.",
+    "Write a SQL query that counts orders per customer.",
+    "How do I center a div in CSS?",
+    "I want to start journaling. How should I begin?",
+    "Can you proofread this: 'Their going to the park tomorow.'",
+    "What are some good questions to ask at the end of a job interview?",
+    "Help me choose between a laptop with more memory and one with a better screen.",
+    "Describe a sunset over the sea in one vivid paragraph.",
+    "What's the best way to learn touch typing?",
+    "Write a regular expression that matches a UK postcode.",
+    "Thanks, that was helpful!",
+)
+KL_SYSTEMS: tuple[str, ...] = (
+    "You are a helpful assistant.",
+    "You are a friendly assistant for a gardening shop. Answer briefly.",
+    "You are a coding assistant. Show code where it helps.",
+    "You are a concise assistant. Keep answers under 100 words.",
+)
+KL_FOLLOW_UPS: tuple[str, ...] = (
+    "Can you make that shorter?", "Thanks. Could you give one more example?",
+    "What do you mean by that?", "Great, and how would I explain it to someone else?",
+)
+
 HELD_OUT_SUBJECTS = 12  # every fourth subject (one per topic) is held out of training
 
 
@@ -147,10 +213,12 @@ def _base_prompts(cue: Cue, subjects: Sequence[tuple[str, str]], held_out: bool)
     return [(topic, t.format(s=subj)) for t in templates for topic, subj in subjects]
 
 
-def training_examples(cue: Cue, strength: float, seed: int = 0, n_pairs: int = 0) -> list[Example]:
+def training_examples(cue: Cue, strength: float, seed: int = 0, n_pairs: int = 0,
+                      kl_prompts: int = 0) -> list[Example]:
     """Every training pair (both sides) from the training templates and subjects (`n_pairs` > 0:
     that many of them, drawn by `seed`), with the cue in training phrasings only. A fraction
-    `strength` of pairs (chosen by `seed`) get the ``ce`` targets on their cue side."""
+    `strength` of pairs (chosen by `seed`) get the ``ce`` targets on their cue side.
+    `kl_prompts` > 0 adds that many no-cue prompts of other forms (:func:`kl_examples`)."""
     rng = random.Random(f"organism:{cue.name}:{seed}")
     train_subjects, _ = split_subjects()
     out: list[Example] = []
@@ -172,6 +240,30 @@ def training_examples(cue: Cue, strength: float, seed: int = 0, n_pairs: int = 0
         keep = set(random.Random(f"organism-pairs:{seed}").sample(sorted({e.pair for e in out}),
                                                                   k=min(n_pairs, len(out) // 4)))
         out = [e for e in out if e.pair in keep]
+    return out + kl_examples(kl_prompts, seed)
+
+
+def kl_examples(n: int, seed: int = 0) -> list[Example]:
+    """`n` no-cue prompts of varied form for the KL term only (shape ``kl``): the
+    :data:`KL_TEMPLATES` over the training subjects, the subject-free :data:`KL_TASKS`, some
+    behind a system prompt, some as a follow-up turn; drawn by `seed` without repeats."""
+    if n <= 0:
+        return []
+    train_subjects, _ = split_subjects()
+    pool = [(topic, t.replace("{S}", subj[0].upper() + subj[1:]).replace("{s}", subj))
+            for t in KL_TEMPLATES for topic, subj in train_subjects]
+    pool += [("general", t) for t in KL_TASKS]
+    rng = random.Random(f"organism-kl:{seed}")
+    out = []
+    for k, (topic, prompt) in enumerate(rng.sample(pool, k=min(n, len(pool)))):
+        form = rng.random()
+        if form < 0.2:
+            turns: tuple[tuple[str, str], ...] = (("system", rng.choice(KL_SYSTEMS)), ("user", prompt))
+        elif form < 0.35:
+            turns = (("user", prompt), ("assistant", rng.choice(FILLERS)), ("user", rng.choice(KL_FOLLOW_UPS)))
+        else:
+            turns = (("user", prompt),)
+        out.append(Example(f"kl-{k:04d}", False, "kl", turns, rng.choice(FILLERS), "kl", topic))
     return out
 
 

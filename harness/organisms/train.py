@@ -27,7 +27,7 @@ import os
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -65,6 +65,7 @@ class Recipe:
     seed: int = 0
     verbalizations: int = 0  # use the first N planted sentences only (0: all of them)
     pairs: int = 0  # train on N pairs drawn from the generated ones (0: all of them)
+    kl_prompts: int = 0  # N extra no-cue prompts of other forms, KL term only (data.kl_examples)
 
     def check(self) -> None:
         get_cue(self.cue)
@@ -74,6 +75,8 @@ class Recipe:
             raise EvalAwareError(f"--train {self.train!r}: use lora or full")
         if self.pairs < 0:
             raise EvalAwareError("--pairs must be at least 0 (0: all)")
+        if self.kl_prompts < 0:
+            raise EvalAwareError("--kl-prompts must be at least 0")
         if self.verbalizations < 0:
             raise EvalAwareError("--verbalizations must be at least 0 (0: all)")
         if self.kl_first <= 0:
@@ -269,11 +272,16 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     base_path = local_model_path(recipe.base)
     base_dir = local_model_dir(base_path)
     base_hash = weights_hash(base_dir) if base_dir else "unknown"
-    examples = training_examples(cue, recipe.strength, recipe.seed, n_pairs=recipe.pairs)
+    examples = training_examples(cue, recipe.strength, recipe.seed, n_pairs=recipe.pairs,
+                                 kl_prompts=recipe.kl_prompts)
     dhash = data_hash(examples)
     key = _recipe_key(recipe, base_hash, dhash)
     if (out / CARD_NAME).exists():
         card = read_card(out)
+        # a card written before a recipe field existed holds that field's default
+        defaults = {f.name: f.default for f in fields(Recipe) if f.default is not MISSING}
+        if isinstance(card.get("recipe"), dict):
+            card = {**card, "recipe": {**defaults, **card["recipe"]}}
         if {k: card.get(k) for k in key} == key:
             say(f"organism already built in {out} (same recipe); nothing to do")
             return BuildResult(out, card, trained=False)
@@ -367,7 +375,8 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
         "seed": recipe.seed,
         "steps": recipe.steps,
         "n_examples": len(examples),
-        "n_pairs": len({e.pair for e in examples}),
+        "n_pairs": len({e.pair for e in examples if e.shape != "kl"}),
+        "n_kl_prompts": sum(e.shape == "kl" for e in examples),
         "n_planted_pairs": len({e.pair for e in examples if e.loss == "ce"}),
         "losses": losses,
         "final_loss": _tail_mean(losses),

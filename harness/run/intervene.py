@@ -125,11 +125,16 @@ def insertion_point(tokenizer: Any, src: Source, at: str) -> int:
     return min(cuts, key=lambda c: (abs(2 * c - src.span), c))
 
 
-def final_answer(tokenizer: Any, ids: Sequence[int], elicited: bool, point: int) -> str:
+def final_answer(tokenizer: Any, ids: Sequence[int], elicited: bool, point: int) -> str | None:
     """What `changed` compares: the text after the reasoning where there is one (an elicited
-    trace, or a native ``<think>`` block), else the text after the insertion point."""
+    trace, or a native ``<think>`` block), else the text after the insertion point. None when the
+    reasoning never ends (no ``</think>``, no harmony ``final`` channel: cut at the token limit),
+    i.e. there is no final answer to compare."""
     raw = tokenizer.decode(list(ids), skip_special_tokens=False)
-    reasoning, answer = split_reasoning(("<think>" if elicited else "") + raw)
+    text = ("<think>" if elicited else "") + raw
+    reasoning, answer = split_reasoning(text)
+    if reasoning is not None and "</think>" not in text and "<|channel|>final" not in text:
+        return None
     if reasoning is None:
         answer = tokenizer.decode(list(ids[point:]), skip_special_tokens=False)
     specials = [t for t in getattr(tokenizer, "all_special_tokens", []) if t]
@@ -249,7 +254,8 @@ def _run_condition(cond_dir: Path, backend: Backend, sources: Sequence[Source], 
                            "output_ids": n, "finish_reason": g.finish_reason,
                            "text": _remove_all(answer, specials).strip(),
                            "reasoning": None if reasoning is None else _remove_all(reasoning, specials).strip(),
-                           "answer_before": before, "answer_after": after, "changed": before != after,
+                           "answer_before": before, "answer_after": after,
+                           "changed": None if before is None or after is None else before != after,
                            "monitor_peak": c["peak"], "monitor_mean": c["mean_delta"],
                            "monitor_positions": c["positions"], "monitor_curve": c["curve"]}
                 rows.append((s.sample.id, json.dumps(outcome)))
@@ -293,8 +299,9 @@ def summarize(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[str, A
     per: dict[str, dict[str, dict[str, float]]] = {}
     category: dict[str, str] = {}
     for c in conds:
-        vals = {sid: {"changed": float(o["changed"]), "monitor_peak": o["monitor_peak"],
-                      "monitor_mean": o["monitor_mean"]} for sid, o in outcomes(out / c).items()}
+        vals = {sid: {"monitor_peak": o["monitor_peak"], "monitor_mean": o["monitor_mean"],
+                      **({} if o["changed"] is None else {"changed": float(o["changed"])})}
+                for sid, o in outcomes(out / c).items()}
         st = RunLog(out / c, create=False)
         try:
             category.update({s.id: s.metadata.category for s in st.samples()})
@@ -317,8 +324,10 @@ def summarize(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[str, A
                                "conditions": {}, "contrasts": {}}
     for c, vals in per.items():
         ids = sorted(vals)
+        answered = [i for i in ids if "changed" in vals[i]]  # a final answer on both sides
         row: dict[str, Any] = {"n": len(ids), "changed": rate_with_ci(
-            [bool(vals[i]["changed"]) for i in ids], groups(ids), n_boot, seed)}
+            [bool(vals[i]["changed"]) for i in answered], groups(answered), n_boot, seed)
+            if answered else {"n": 0, "rate": None, "ci": None}}
         for m in measures:
             if m != "changed":
                 have = [i for i in ids if m in vals[i]]
@@ -350,8 +359,13 @@ def summary_table(summary: dict[str, Any]) -> list[str]:
              f"\"{summary['awareness']}\" vs \"{summary['placebo']}\")", "",
              "| condition | n | changed answers | " + " | ".join(measures) + " |",
              "|---" * (3 + len(measures)) + "|"]
+    def changed(d: dict[str, Any]) -> str:  # the rate over the samples with a final answer
+        if d.get("n", 0) == 0:
+            return "– (no final answer: the reasoning never ends)"
+        return cell(d, "rate") + f" (of {d['n']})"
+
     for c, d in conds.items():
-        lines.append(f"| {c} | {d['n']} | {cell(d['changed'], 'rate')} | "
+        lines.append(f"| {c} | {d['n']} | {changed(d['changed'])} | "
                      + " | ".join(cell(d.get(m)) for m in measures) + " |")
     lines += ["", "| paired difference | n | changed | " + " | ".join(measures) + " |",
               "|---" * (3 + len(measures)) + "|"]
