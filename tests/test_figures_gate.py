@@ -103,7 +103,8 @@ def test_steering_compares_conditions_on_the_samples_scored_in_all(monkeypatch):
                                      ("random_+0.1", control, "random", 0.1))}
     monkeypatch.setattr(R, "load_conditions", lambda out: ({"plan": 1}, data))
     rows = {r["condition"]: r for r in R.dose_response("unused", n_boot=0)["methods"]["logprob_question"]}
-    assert all(r["n_common"] == 4 for r in rows.values())
+    assert rows["vector_+0.1"]["n_common"] == rows["random_+0.1"]["n_common"] == 4
+    assert rows["unsteered_0"]["n_common"] == 8  # alpha 0 is compared with each alpha on its own
     assert rows["random_+0.1"]["delta"] == pytest.approx(0.0)  # 0.9s are not among the common 4
     assert rows["random_+0.1"]["p_eval"] == pytest.approx(0.5)
     assert rows["vector_+0.1"]["delta"] == pytest.approx(0.1)
@@ -468,3 +469,36 @@ def test_bench_rank_correlation_is_over_samples_with_signal_in_both():
     half = scores(p, np.where(np.arange(40) < 25, 0.05, 0.0))
     n, rho = bench.rank_correlation(a, half, "aware")
     assert n == 25 and rho == 1.0
+
+
+def test_steering_common_samples_are_per_alpha(monkeypatch):
+    """At a strong alpha the random directions withheld every score, so the samples scored in
+    *every* condition were none and the whole dose-response table was empty (the demo's steering
+    report: n common 0 in every row). The comparison is per alpha: the vector, its random
+    directions and alpha 0 on the samples all of them scored."""
+    from probes.steering import report as R
+
+    def recs(scores):
+        return [{"sample_id": f"c{i % 4}:{i}", "score": s, "prediction": None if s is None else "eval"}
+                for i, s in enumerate(scores)]
+
+    groups = {f"c{i % 4}:{i}": f"c{i % 4}" for i in range(8)}
+    conds = (("unsteered_0", [0.5] * 8, "none", 0.0),
+             ("vector_+0.1", [0.7] * 6 + [None] * 2, "vector", 0.1),
+             ("random_+0.1", [0.5] * 8, "random", 0.1),
+             ("random1_+0.1", [None] + [0.6] * 7, "random", 0.1),
+             ("vector_+0.5", [0.9] * 8, "vector", 0.5),
+             ("random_+0.5", [None] * 8, "random", 0.5))  # the control breaks the answer format
+    data = {name: {"records": {"logprob_question": recs(sc)}, "groups": groups, "control": ctl,
+                   "alpha": a, "sanity": None} for name, sc, ctl, a in conds}
+    monkeypatch.setattr(R, "load_conditions", lambda out: ({"plan": 1}, data))
+    res = R.dose_response("unused", n_boot=0)
+    rows = {r["condition"]: r for r in res["methods"]["logprob_question"]}
+    assert rows["unsteered_0"]["n_common"] == 8
+    assert rows["vector_+0.1"]["n_common"] == rows["random1_+0.1"]["n_common"] == 5  # samples 1-5
+    assert rows["vector_+0.1"]["delta"] == pytest.approx(0.2)
+    assert rows["random1_+0.1"]["delta"] == pytest.approx(0.1)
+    assert rows["vector_+0.5"]["n_common"] == 0 and rows["vector_+0.5"]["delta"] is None
+    [ctl] = res["controls"]["logprob_question"]
+    assert ctl["alpha"] == 0.1 and ctl["n_common"] == 5
+    assert ctl["vector_minus_random"] == pytest.approx(0.7 - 0.55)

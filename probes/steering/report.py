@@ -50,8 +50,8 @@ def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str],
 
 
 def random_control(rows: Sequence[dict[str, Any]], scores: dict[str, dict[str, float]],
-                   common: set[str], groups: dict[str, str], n_alphas: int, n_boot: int,
-                   seed: int) -> list[dict[str, Any]]:
+                   common: set[str] | dict[float, set[str]], groups: dict[str, str], n_alphas: int,
+                   n_boot: int, seed: int) -> list[dict[str, Any]]:
     """Per alpha with a vector and random directions: the random directions' deltas, the vector's
     rank among them (by |delta|, 1 = most extreme, ties counted against the vector) and its rank p
     (rank / (N + 1)), and the paired vector − random difference on the common samples (vector
@@ -66,7 +66,7 @@ def random_control(rows: Sequence[dict[str, Any]], scores: dict[str, dict[str, f
         rd = [r["delta"] for r in rnd]
         rank = 1 + sum(abs(d) >= abs(vec["delta"]) for d in rd)
         level = 0.05 / max(n_alphas, 1)
-        ids = sorted(common)
+        ids = sorted(common[a] if isinstance(common, dict) else common)
         diffs = [(sid, scores[vec["condition"]][sid] - float(np.mean([scores[r["condition"]][sid] for r in rnd])))
                  for sid in ids]
         d, d_ci = _mean_ci(diffs, groups, n_boot, seed, alpha=level)
@@ -105,7 +105,10 @@ def load_conditions(out: str | Path) -> tuple[dict[str, Any], dict[str, dict[str
 def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """{method: [{condition, control, alpha, n, n_scored, n_common, p_eval, p_eval_ci, share_eval,
     share_eval_ci, delta, delta_ci, perplexity}]} plus the plan. P(eval) and its paired delta
-    against alpha 0 are over the `n_common` samples scored in every condition."""
+    against alpha 0 are over the `n_common` samples scored in every condition of the row's alpha
+    (the vector and each random direction) and at alpha 0: what is compared is on the same
+    samples, and an alpha at which a control withholds every score compares nothing (its
+    n_common is 0) without emptying the other alphas' rows."""
     plan, data = load_conditions(out)
     base = data.get("unsteered_0")
     methods = sorted({m for c in data.values() for m in c["records"]})
@@ -115,33 +118,39 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
         base_scores = {r["sample_id"]: r.get("score") for r in (base or {}).get("records", {}).get(m, [])}
         # compare conditions on the same samples: those scored in every condition (a gate that
         # withholds different samples under different alphas would otherwise move the mean)
-        scored = [{r["sample_id"] for r in c["records"].get(m, []) if r.get("score") is not None}
-                  for c in data.values() if c["records"].get(m)]
-        common = set.intersection(*scored) if scored else set()
+        scored = {name: {r["sample_id"] for r in c["records"].get(m, []) if r.get("score") is not None}
+                  for name, c in data.items() if c["records"].get(m)}
+        common: dict[float, set[str]] = {}
+        for a in {c["alpha"] for name, c in data.items() if name in scored}:
+            sets = [scored[name] for name, c in data.items() if name in scored and c["alpha"] == a]
+            if a != 0 and base is not None and "unsteered_0" in scored:
+                sets.append(scored["unsteered_0"])
+            common[a] = set.intersection(*sets)
         rows = []
         for name, c in data.items():
             recs = c["records"].get(m, [])
             if not recs:
                 continue
             groups = c["groups"]
+            here = common[c["alpha"]]
             p, p_ci = _mean_ci([(r["sample_id"], r.get("score")) for r in recs
-                                if r["sample_id"] in common], groups, n_boot, seed)
+                                if r["sample_id"] in here], groups, n_boot, seed)
             decided = [(r["sample_id"], float(r["prediction"] == "eval")) for r in recs
                        if r.get("prediction") in ("eval", "deploy")]
             s, s_ci = _mean_ci(decided, groups, n_boot, seed)
             diffs = [(r["sample_id"], r["score"] - base_scores[r["sample_id"]]) for r in recs
-                     if r["sample_id"] in common and base_scores.get(r["sample_id"]) is not None]
+                     if r["sample_id"] in here and base_scores.get(r["sample_id"]) is not None]
             dl, dl_ci = _mean_ci(diffs, groups, n_boot, seed) if c["control"] != "none" else (0.0, None)
             rows.append({"condition": name, "control": c["control"], "alpha": c["alpha"],
                          "n": len(recs), "n_scored": sum(r.get("score") is not None for r in recs),
-                         "n_common": len(common),
+                         "n_common": len(here),
                          "p_eval": p, "p_eval_ci": p_ci, "share_eval": s, "share_eval_ci": s_ci,
                          "delta": dl, "delta_ci": dl_ci,
                          "perplexity": (c["sanity"] or {}).get("perplexity")})
         rows.sort(key=lambda r: (r["alpha"], r["control"], r["condition"]))
         table[m] = rows
         scores = {name: {r["sample_id"]: float(r["score"]) for r in c["records"].get(m, [])
-                         if r["sample_id"] in common}
+                         if r["sample_id"] in common.get(c["alpha"], set())}
                   for name, c in data.items()}
         groups = next(iter(data.values()))["groups"] if data else {}
         n_alphas = len({r["alpha"] for r in rows if r["control"] == "vector"})
@@ -210,8 +219,11 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
           f"(clusters): percentile bootstrap ({n_boot} resamples), or, from fewer than "
           f"{SMALL_SAMPLE_UNITS} categories, the cluster-jackknife t interval (named below). P(eval) and delta (the "
           f"paired change in P(eval) against alpha = 0) are over the samples scored in every "
-          f"condition (`common`), so a gate that withholds other samples under other alphas moves "
-          f"neither. `random` rows: the mean over the random directions.")
+          f"condition of the row's alpha (the vector and every random direction) and at alpha 0 "
+          f"(`common`), so the vector and its controls are compared on the same samples and a gate "
+          f"that withholds other samples moves nothing; where a condition of an alpha withholds "
+          f"every score, that alpha compares nothing (`–`). `random` rows: the mean over the "
+          f"random directions.")
     for m, rows in res["methods"].items():
         doc.h(2, m)
         doc.table(["alpha", "control", "n (scored, common)", "P(eval) [95% CI]", "share called eval",
