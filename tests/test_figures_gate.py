@@ -502,3 +502,18 @@ def test_steering_common_samples_are_per_alpha(monkeypatch):
     [ctl] = res["controls"]["logprob_question"]
     assert ctl["alpha"] == 0.1 and ctl["n_common"] == 5
     assert ctl["vector_minus_random"] == pytest.approx(0.7 - 0.55)
+
+
+def test_share_intervals_stay_inside_zero_one():
+    """A share near 1 over few categories (23 of 24 answers changed, 12 categories): the
+    cluster-jackknife t interval on the raw scale reached 1.05 (`intervene`'s summary printed
+    0.958 [0.867, 1.050]); shares are bounded, their differences within [-1, 1]."""
+    from harness.stats.paired import mean_with_ci, rate_with_ci
+
+    hits = [True] * 23 + [False]
+    groups = [f"c{i // 2}" for i in range(24)]
+    r = rate_with_ci(hits, groups, n_boot=200)
+    lo, hi = r["ci"]
+    assert r["rate"] == pytest.approx(23 / 24) and 0.0 <= lo <= r["rate"] <= hi <= 1.0
+    d = mean_with_ci([1.0] * 22 + [0.0, -1.0], groups, n_boot=200, bounds=(-1.0, 1.0))
+    assert -1.0 <= d["ci"][0] <= d["mean"] <= d["ci"][1] <= 1.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.reasoning import split_reasoning
+from harness.core.reasoning import reasoning_ended, split_reasoning
 from harness.core.render import Renderer, format_transcript
 from harness.core.sample import Message, ToolCall
 
@@ -71,3 +71,15 @@ def test_transcript_format():
 ])
 def test_split_reasoning(text, reasoning, answer):
     assert split_reasoning(text) == (reasoning, answer)
+
+
+@pytest.mark.parametrize("text,ended", [
+    ("plain answer", True),
+    ("<think>a. b.</think>The answer.", True),
+    ("a lone close</think>answer", True),
+    ("<think>cut inside the reasoning", False),
+    ("<|channel|>analysis<|message|>thinking<|end|><|start|>assistant<|channel|>final<|message|>Hi", True),
+    ("<|channel|>analysis<|message|>thinking, cut", False),
+])
+def test_reasoning_ended(text, ended):
+    assert reasoning_ended(text) is ended

@@ -30,3 +30,12 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
         before, _, after = text.partition("<think>")
         return after.strip(), before.strip()
     return None, text.strip()
+
+
+def reasoning_ended(text: str) -> bool:
+    """False for a completion whose reasoning block was opened and never closed (``<think>``
+    without ``</think>``; harmony without a ``final`` channel): cut inside its reasoning, it has
+    no final answer. True otherwise (closed, or no reasoning at all)."""
+    if "<|channel|>" in text:
+        return any(channel == "final" for channel, _ in _HARMONY.findall(text))
+    return "</think>" in text or "<think>" not in text

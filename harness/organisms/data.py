@@ -250,7 +250,7 @@ def kl_examples(n: int, seed: int = 0) -> list[Example]:
     if n <= 0:
         return []
     train_subjects, _ = split_subjects()
-    pool = [(topic, t.replace("{S}", subj[0].upper() + subj[1:]).replace("{s}", subj))
+    pool = [(topic, t.format(s=subj, S=subj[0].upper() + subj[1:]))
             for t in KL_TEMPLATES for topic, subj in train_subjects]
     pool += [("general", t) for t in KL_TASKS]
     rng = random.Random(f"organism-kl:{seed}")

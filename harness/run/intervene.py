@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 from harness.backends.base import Backend, GenerationRequest, _remove_all
 from harness.backends.cache import CachedBackend
 from harness.core.errors import EvalAwareError
-from harness.core.reasoning import split_reasoning
+from harness.core.reasoning import reasoning_ended, split_reasoning
 from harness.core.records import ModelCall
 from harness.core.sample import Message, Sample, sample_view
 from harness.methods import MethodConfig
@@ -133,7 +133,7 @@ def final_answer(tokenizer: Any, ids: Sequence[int], elicited: bool, point: int)
     raw = tokenizer.decode(list(ids), skip_special_tokens=False)
     text = ("<think>" if elicited else "") + raw
     reasoning, answer = split_reasoning(text)
-    if reasoning is not None and "</think>" not in text and "<|channel|>final" not in text:
+    if not reasoning_ended(text):
         return None
     if reasoning is None:
         answer = tokenizer.decode(list(ids[point:]), skip_special_tokens=False)
@@ -326,8 +326,7 @@ def summarize(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[str, A
         ids = sorted(vals)
         answered = [i for i in ids if "changed" in vals[i]]  # a final answer on both sides
         row: dict[str, Any] = {"n": len(ids), "changed": rate_with_ci(
-            [bool(vals[i]["changed"]) for i in answered], groups(answered), n_boot, seed)
-            if answered else {"n": 0, "rate": None, "ci": None}}
+            [bool(vals[i]["changed"]) for i in answered], groups(answered), n_boot, seed)}
         for m in measures:
             if m != "changed":
                 have = [i for i in ids if m in vals[i]]
@@ -340,7 +339,9 @@ def summarize(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[str, A
         for m in measures:
             ids = sorted(i for i in per[a] if i in per[b] and m in per[a][i] and m in per[b][i])
             diffs = [per[a][i][m] - per[b][i][m] for i in ids]
-            row[m] = {**mean_with_ci(diffs, groups(ids), n_boot, seed), "per_sample": dict(zip(ids, diffs))}
+            row[m] = {**mean_with_ci(diffs, groups(ids), n_boot, seed,
+                                     bounds=(-1.0, 1.0) if m == "changed" else None),
+                      "per_sample": dict(zip(ids, diffs))}
         summary["contrasts"][f"{a}-{b}"] = row
     return summary
 

@@ -84,20 +84,21 @@ def within_pair_differences(pairs: Sequence[str], labels: Sequence[int], scores:
 
 
 def mean_with_ci(values: Sequence[float], groups: Sequence[Any] | None, n_boot: int = 1000,
-                 seed: int = 0) -> dict[str, Any]:
-    """Mean of `values` with a percentile bootstrap interval resampling `groups`."""
+                 seed: int = 0, bounds: tuple[float, float] | None = None) -> dict[str, Any]:
+    """Mean of `values` with an interval resampling `groups` (:func:`bootstrap_weighted`; `bounds`:
+    the mean's range, e.g. (0, 1) for a share, which the interval then respects)."""
     v = np.asarray(values, dtype=float)
     if not len(v):
         return {"n": 0, "mean": None, "ci": None}
     ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n_boot, seed,
-                            None if groups is None else list(groups)) if n_boot else None
+                            None if groups is None else list(groups), bounds=bounds) if n_boot else None
     return {"n": int(len(v)), "mean": float(v.mean()), "ci": _ci(ci)}
 
 
 def rate_with_ci(hits: Sequence[bool], groups: Sequence[Any] | None, n_boot: int = 1000,
                  seed: int = 0) -> dict[str, Any]:
-    """Share of True in `hits` with a group-bootstrap interval, and the count."""
-    out = mean_with_ci([float(h) for h in hits], groups, n_boot, seed)
+    """Share of True in `hits` with a group-resampled interval inside [0, 1], and the count."""
+    out = mean_with_ci([float(h) for h in hits], groups, n_boot, seed, bounds=(0.0, 1.0))
     out["k"] = int(sum(bool(h) for h in hits))
     out["rate"] = out.pop("mean")
     return out

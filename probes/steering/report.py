@@ -123,7 +123,7 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
         common: dict[float, set[str]] = {}
         for a in {c["alpha"] for name, c in data.items() if name in scored}:
             sets = [scored[name] for name, c in data.items() if name in scored and c["alpha"] == a]
-            if a != 0 and base is not None and "unsteered_0" in scored:
+            if a != 0 and "unsteered_0" in scored:
                 sets.append(scored["unsteered_0"])
             common[a] = set.intersection(*sets)
         rows = []
