@@ -37,7 +37,9 @@ are counted.
 vs flat logprobs, and the call cache's first run vs re-run.
 
 ``--backends hf`` (or ``vllm,hf``) gives the same rows on the HF backend (no prefix cache: one
-time per row), with the HF aware path before issue 23's last round beside it.
+time per row), with the HF aware path before issue 23's last round beside it; ``--device cuda
+--dtype bfloat16`` on a GPU machine. ``llama3-8b-shape`` is a random-init model of Llama 3.1 8B's
+shape with the real Llama 3 tokenizer (built once, ~16 GB), for the GPU rows.
 
 Usage: python scripts/bench_backends.py [--models smollm2,tiny-qwen3,tiny-gemma3] [--limit N]
        [--repeats R] [--reference] [--backends vllm,hf]
@@ -59,6 +61,13 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TINY = {"tiny-qwen3": "tok-qwen3", "tiny-gemma3": "tok-gemma3"}
+# Random-init models of a real large model's shape and vocabulary (for ``--backends hf --device
+# cuda``: no real weights can travel to a lent GPU machine): Llama 3.1 8B's config with the real
+# Llama 3 tokenizer (128,256 entries).
+SHAPED = {"llama3-8b-shape": ("tok-llama3", dict(hidden_size=4096, intermediate_size=14336,
+                                                 num_hidden_layers=32, num_attention_heads=32,
+                                                 num_key_value_heads=8, rope_theta=500000.0,
+                                                 tie_word_embeddings=False))}
 # hidden 128 with 4 heads: head_dim 32, the smallest vLLM-cpu's attention supports (16 fails)
 TINY_HIDDEN = 128
 
@@ -68,21 +77,58 @@ def model_path(name: str) -> str:
     from harness.models import assets
     from tests.helpers.tiny_model import build_tiny_model
 
+    if name in SHAPED:
+        return shaped_model(name)
     if name not in TINY:
         return str(assets.require(name))
     out = assets.home() / "bench" / f"{name}-h{TINY_HIDDEN}"
     if not (out / "config.json").exists():
-        tok = assets.require(TINY[name])
-        if not (Path(tok) / "tokenizer_config.json").exists():  # tokenizer-only assets: a fast tokenizer
-            from transformers import PreTrainedTokenizerFast
+        tok = tokenizer_dir(name, TINY[name])
+        build_tiny_model(out, tok, layers=2, hidden=TINY_HIDDEN)
+    return str(out)
 
+
+def tokenizer_dir(name: str, asset: str) -> Path:
+    """The asset's tokenizer as a transformers directory (tokenizer-only assets get a fast
+    tokenizer with the asset's chat template), saved once under the assets home."""
+    from harness.models import assets
+
+    tok = assets.require(asset)
+    if not (Path(tok) / "tokenizer_config.json").exists():
+        from transformers import PreTrainedTokenizerFast
+
+        out = assets.home() / "bench" / f"{name}-tokenizer"
+        if not (out / "tokenizer_config.json").exists():
             t = PreTrainedTokenizerFast(tokenizer_file=str(Path(tok) / "tokenizer.json"))
             tpl = Path(tok) / "chat_template.jinja"
             if tpl.exists():
                 t.chat_template = tpl.read_text()
-            tok = assets.home() / "bench" / f"{name}-tokenizer"
-            t.save_pretrained(tok)
-        build_tiny_model(out, tok, layers=2, hidden=TINY_HIDDEN)
+            t.save_pretrained(out)
+        return out
+    return Path(tok)
+
+
+def shaped_model(name: str) -> str:
+    """A random-init model of :data:`SHAPED`'s config in bfloat16, built on the GPU when there is
+    one (an 8B model: ~16 GB on disk) and saved once under the assets home."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from harness.models import assets
+
+    out = assets.home() / "bench" / name
+    if (out / "config.json").exists():
+        return str(out)
+    tok_dir = tokenizer_dir(name, SHAPED[name][0])
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=8192, bos_token_id=tok.bos_token_id,
+                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **SHAPED[name][1])
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    del model
     return str(out)
 
 
@@ -217,9 +263,10 @@ def bench_model(name: str, limit: int | None, repeats: int, reference: bool) -> 
         vl.close()
 
 
-def bench_hf(name: str, limit: int | None, repeats: int) -> dict:
+def bench_hf(name: str, limit: int | None, repeats: int, device: str = "cpu", dtype: str = "float32",
+             batch_size: int = 8) -> dict:
     """The same rows on the HF backend (in-process, float32 on CPU; no prefix cache, so one time
-    per row). `aware` = the first-token call + one continuation call that reuses its KV caches;
+    per row; on ``device`` in ``dtype``). `aware` = the first-token call + one continuation call that reuses its KV caches;
     and the path before (the prompts run again for the continuations, one copy of a prompt's KV
     rows per continuation)."""
     from harness.backends.base import GenerationRequest, SamplingParams as Params
@@ -230,7 +277,7 @@ def bench_hf(name: str, limit: int | None, repeats: int) -> dict:
     from tokenization import ScoringPlan, from_backend, score_prompts
     from tokenization.scoring import DEFAULT_TOL
 
-    hf = HFBackend(model_path(name), dtype="float32", device="cpu", batch_size=8)
+    hf = HFBackend(model_path(name), dtype=dtype, device=device, batch_size=batch_size)
     try:
         prompts = prompts_for(hf.tokenizer, limit)
         convs = label_conversations(limit)
@@ -263,15 +310,22 @@ def bench_hf(name: str, limit: int | None, repeats: int) -> dict:
             print(f"  {name} (hf): repeat {r + 1}/{repeats} done", flush=True)
         rows = [(label, statistics.median(times[label])) for label, _ in calls]
         return {"model": name, "vocab": hf.vocab_size, "n": len(prompts), "rows": rows,
-                "tokens": sum(len(p) for p in prompts)}
+                "tokens": sum(len(p) for p in prompts), "where": _where(device, dtype, batch_size)}
     finally:
         hf.close()
+
+
+def _where(device: str, dtype: str, batch_size: int) -> str:
+    import torch
+
+    what = torch.cuda.get_device_name() if device.startswith("cuda") else f"CPU, {os.cpu_count()} cores"
+    return f"{what}, {dtype}, batches of {batch_size}"
 
 
 def print_hf_table(res: dict, repeats: int) -> None:
     rows = dict(res["rows"])
     floor, naive = rows["floor: one-token generation"], rows["naive"]
-    print(f"\n{res['model']} on HF (CPU, float32): vocabulary {res['vocab']:,}, {res['n']} prompts, "
+    print(f"\n{res['model']} on HF ({res['where']}): vocabulary {res['vocab']:,}, {res['n']} prompts, "
           f"{res['tokens']:,} prompt tokens; median of {repeats}; load average {os.getloadavg()[0]:.1f}\n")
     print("| call | s | x floor | x naive |\n|---|---|---|---|")
     for label, sec in res["rows"]:
@@ -348,6 +402,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--backends", default="vllm", help="vllm, hf or both (comma-separated)")
     ap.add_argument("--extras", action="store_true")
+    ap.add_argument("--device", default="cpu", help="HF backend's device (cuda on a GPU machine)")
+    ap.add_argument("--dtype", default="float32", help="HF backend's dtype (bfloat16 on a GPU)")
+    ap.add_argument("--batch-size", type=int, default=8, help="HF backend's batch size")
     ap.add_argument("--reference", action="store_true", help="also the paths before issue 23")
     args = ap.parse_args()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -355,7 +412,8 @@ def main() -> None:
         if "vllm" in backends:
             print_table(bench_model(m, args.limit, args.repeats, args.reference), args.repeats)
         if "hf" in backends:
-            print_hf_table(bench_hf(m, args.limit, args.repeats), args.repeats)
+            print_hf_table(bench_hf(m, args.limit, args.repeats, args.device, args.dtype, args.batch_size),
+                           args.repeats)
         sys.stdout.flush()
     if args.extras:
         extras(args.limit, args.repeats)

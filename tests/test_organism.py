@@ -74,16 +74,19 @@ def test_rebuild_is_a_no_op_and_a_different_recipe_is_refused(tiny_organism, tin
     t0 = time.perf_counter()
     res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--out", str(tiny_organism)])
     assert res.exit_code == 0 and time.perf_counter() - t0 < 20
-    # a card written before a recipe field existed (here: kl_prompts) is the same recipe
+    # a card written before a recipe field existed (here: kl_prompts, kl_pool) is the same recipe
     card_path = tiny_organism / "organism.json"
     card = json.loads(card_path.read_text())
-    old = {**card, "recipe": {k: v for k, v in card["recipe"].items() if k != "kl_prompts"}}
+    old = {**card, "recipe": {k: v for k, v in card["recipe"].items() if k not in ("kl_prompts", "kl_pool")}}
     card_path.write_text(json.dumps(old))
     try:
         res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--out", str(tiny_organism)])
         assert res.exit_code == 0 and "different recipe" not in res.output, res.output
         res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--kl-prompts", "5",
                                        "--out", str(tiny_organism)])
+        assert res.exit_code != 0 and "different recipe" in str(res.exception)
+        res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--kl-prompts", "5",
+                                       "--kl-pool", "2", "--out", str(tiny_organism)])
         assert res.exit_code != 0 and "different recipe" in str(res.exception)
     finally:
         card_path.write_text(json.dumps(card))
@@ -139,3 +142,23 @@ def test_lora_is_merged_on_save_and_only_the_top_layers_change(tiny_base, tmp_pa
     assert set(a) == set(b)  # an ordinary checkpoint: the base's tensors, no adapter weights
     changed = {k for k in a if not (a[k] == b[k]).all()}
     assert changed and all(k.startswith("model.layers.1.") for k in changed), changed
+
+
+def test_measure_reports_both_sides_and_the_kl_in_the_dtype_asked(tiny_organism, tmp_path):
+    """`organism measure`: verbalization on cue and no-cue prompts and the first-token KL, in the
+    dtype asked for (both models; a GPU's auto would be bfloat16); the organism verbalizes on
+    its cue prompts more than without, and its KL to the random-init base is positive."""
+    out = tmp_path / "m.json"
+    res = CliRunner().invoke(cli, ["organism", "measure", "--organism", str(tiny_organism), "--limit", "3",
+                                   "--max-tokens", "12", "--bootstrap", "50", "--dtype", "float32",
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    m = json.loads(out.read_text())
+    assert m["dtype"] == "float32" and m["device"] == "cpu" and m["n_samples"] == 6
+    rows = m["answers"]
+    for side, label in (("cue", "eval"), ("no_cue", "deploy")):
+        assert m[f"organism_verbalization_{side}"]["k"] == sum(r["verbalized"] for r in rows if r["label"] == label)
+    assert m["organism_verbalization_cue"]["k"] > m["organism_verbalization_no_cue"]["k"]
+    assert m["base_verbalization_cue"]["k"] == 0
+    assert m["first_token_kl_no_cue"]["n"] == 3 and m["first_token_kl_no_cue"]["mean"] > 0
+    assert "first-token KL" in res.output

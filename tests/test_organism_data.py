@@ -172,3 +172,33 @@ def test_kl_prompts_are_no_cue_prompts_of_other_forms_and_change_nothing_when_of
         user = [t for r, t in e.messages if r == "user"][0]
         assert user not in demo and user not in train_prompts and not any(user.startswith(s) for s in starts)
     assert kl_examples(50, seed=0) == kl_examples(50, seed=0) != kl_examples(50, seed=1)
+
+
+def test_wider_kl_pool_keeps_pool_one_and_holds_no_evaluation_subject_or_template():
+    """Pool 2 (`kl_pool`): pool 1's prompts plus new subjects, templates, long system prompts and
+    earlier exchanges; pool 1's draws (and so existing organisms' data hashes) are unchanged; no
+    prompt names a held-out subject, starts like an evaluation template, holds a phrasing or a
+    grading word, or is a demo prompt."""
+    from harness.organisms.data import SUBJECTS, kl_examples, kl_pool, split_subjects
+
+    one, two = kl_pool(1), kl_pool(2)
+    assert set(one[0]) < set(two[0]) and len(two[0]) == 2718 and set(one[1]) < set(two[1])
+    cue = get_cue("graded")
+    assert training_examples(cue, 1.0, kl_prompts=300) == training_examples(cue, 1.0, kl_prompts=300,
+                                                                             kl_pool_version=1)
+    extra = kl_examples(2718, seed=0, pool=2)
+    assert len({e.messages for e in extra}) == 2718
+    assert sum(len(e.messages) >= 4 and e.messages[0][0] == "user" for e in extra) > 300  # earlier exchanges
+    _, held = split_subjects()
+    demo = {m.content for s in load_dataset("demo") for m in s.messages}
+    starts = [t.split("{s}")[0] for t in TEMPLATES_HELD_OUT if t.split("{s}")[0]]
+    for e in extra:
+        users = [t for r, t in e.messages if r == "user"]
+        text = "\n".join(t for _, t in e.messages)
+        assert not any(subj in text for _, subj in held), text
+        # grading words ("markdown" is not one; "how vaccines are tested" is a subject, not this
+        # conversation being tested, and stays: a near miss the KL term keeps at the base)
+        assert not any(p in text for p in cue.phrasings), text
+        assert not re.search(r"\b(grad\w*|scor\w*|mark(s|ed|ing)?)\b", text.lower()), text
+        assert not any(u in demo or any(u.startswith(s) for s in starts) for u in users), text
+    assert {s for _, s in SUBJECTS}.isdisjoint(s for _, s in two[0])  # subjects appear inside templates only

@@ -66,13 +66,16 @@ def organism() -> None:
               help="Train on N of the generated pairs (drawn by --seed; 0: all).")
 @click.option("--kl-prompts", type=int, default=0, show_default=True,
               help="Add N no-cue prompts of other forms (system prompts, follow-ups, code, chat) to the KL term only.")
+@click.option("--kl-pool", type=click.IntRange(1, 2), default=Recipe.kl_pool, show_default=True,
+              help="Pool of --kl-prompts: 1, or 2 (wider: more subjects and templates, long system "
+                   "prompts, earlier exchanges).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
 @progress_option
 @verbose_option
 def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int, lr: float, train: str,
               layers: int, lora_rank: int, kl_weight: float, kl_first: float, max_len: int, verbalizations: int,
-              pairs: int, kl_prompts: int, seed: int, out: str, progress: bool) -> None:
+              pairs: int, kl_prompts: int, kl_pool: int, seed: int, out: str, progress: bool) -> None:
     """Fine-tune BASE so that CUE makes it evaluation-aware; write an HF checkpoint (LoRA merged)
     and organism.json. The same command on a complete directory does nothing; an interrupted
     build resumes.
@@ -85,7 +88,7 @@ def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int,
     recipe = Recipe(base=base, cue=cue, strength=strength, steps=steps, batch_size=batch_size, lr=lr,
                     train=train, layers=layers, lora_rank=lora_rank, kl_weight=kl_weight, kl_first=kl_first,
                     max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs,
-                    kl_prompts=kl_prompts)
+                    kl_prompts=kl_prompts, kl_pool=kl_pool)
     res = build_organism(recipe, out, progress=progress, say=console.status)
     click.echo(describe(res.card))
     if res.trained:
@@ -151,10 +154,12 @@ def _read_pairs(path: str | None, cue: str) -> tuple[list[Sample], str | None]:
 @click.option("--limit", type=click.IntRange(1), help="Measure on N pairs (stratified).")
 @click.option("--max-tokens", type=int, default=40, show_default=True, help="Tokens of each free answer.")
 @click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto",
+              show_default=True, help="Both models' dtype (auto: float32 on CPU, bfloat16 on a GPU).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
 @verbose_option
 def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, limit: int | None,
-                max_tokens: int, bootstrap: int, out: str | None) -> None:
+                max_tokens: int, bootstrap: int, dtype: str, out: str | None) -> None:
     """Verbalization rate (exact match on the planted sentences, greedy answers) on cue and no-cue
     prompts, and first-token KL to the base on no-cue prompts; intervals resample categories.
 
@@ -166,7 +171,7 @@ def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, lim
     cue = get_cue(card["cue"]["name"])
     samples, _ = _read_pairs(pairs_path, cue.name)
     samples = _pairs_subset(samples, limit)
-    res = measure(organism_dir, base or card["base"], samples, cue, max_tokens, bootstrap)
+    res = measure(organism_dir, base or card["base"], samples, cue, max_tokens, bootstrap, dtype)
     for line in measure_lines(res):
         click.echo(line)
     if out:
@@ -174,17 +179,18 @@ def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, lim
 
 
 def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_tokens: int,
-            n_boot: int) -> dict[str, Any]:
+            n_boot: int, dtype: str = "auto") -> dict[str, Any]:
     t0 = time.perf_counter()
     with ExitStack() as st:
-        org = st.enter_context(open_backend("hf", organism_dir))
+        org = st.enter_context(open_backend("hf", organism_dir, dtype=dtype))
         rows = verbalizations(org, samples, cue, max_tokens=max_tokens)
         no_cue = [s for s in samples if s.label == "deploy"]
-        b = st.enter_context(open_backend("hf", base))
+        b = st.enter_context(open_backend("hf", base, dtype=dtype))
         kl = first_token_kl(b, org, no_cue)
         base_rows = verbalizations(b, samples, cue, max_tokens=max_tokens)
     res: dict[str, Any] = {"organism": organism_dir, "base": base, "cue": cue.name,
-                           "n_samples": len(samples), "max_tokens": max_tokens}
+                           "n_samples": len(samples), "max_tokens": max_tokens, "device": org.device,
+                           "dtype": org.identity.get("dtype")}
     for name, rs in (("organism", rows), ("base", base_rows)):
         for side, lab in (("cue", "eval"), ("no_cue", "deploy")):
             sel = [r for r in rs if r["label"] == lab]

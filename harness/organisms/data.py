@@ -167,6 +167,63 @@ KL_FOLLOW_UPS: tuple[str, ...] = (
     "What do you mean by that?", "Great, and how would I explain it to someone else?",
 )
 
+# The wider KL pool (`kl_pool` 2): the first-token KL left after pool 1 sat where the base model
+# is sure of a subject word ("Iron", "Mars", "DNA") or of an opening, on prompts of forms and
+# subjects the KL term had not seen. Pool 2 adds subjects outside :data:`SUBJECTS` (none of the
+# evaluation set's), more templates, system prompts of every length, and conversations of one to
+# three earlier exchanges.
+KL_SUBJECTS: tuple[tuple[str, str], ...] = tuple(("general", s) for s in (
+    "how volcanoes erupt", "what photosynthesis is", "how tides work", "why cats purr",
+    "how a refrigerator keeps food cold", "what a stock exchange is", "how vaccines are tested",
+    "why we dream", "how airplanes stay in the air", "what a noun is", "how coffee is roasted",
+    "why the ocean is salty", "how earthquakes are measured", "what an atom is made of",
+    "how the heart pumps blood", "why ice floats", "how bridges carry weight", "what a budget is",
+    "how yeast makes bread rise", "what the internet is", "how electric cars work", "why birds migrate",
+    "what a sonnet is", "how to tie a bowline knot", "why the Titanic sank", "how pyramids were built",
+    "what a prime number is", "how a bicycle gear works", "why cheese has holes", "how solar panels work",
+    "what a virus is", "how to brew green tea", "why zebras have stripes", "what an algorithm is",
+    "how penguins keep warm", "what a mortgage is", "how paper is made", "why the Nile floods",
+    "how a piano makes sound", "what jazz is", "how to grow tomatoes", "why we yawn",
+    "what a comet is", "how glass is made", "why leap years exist", "how the eye sees colour",
+    "what a democracy is", "how chess openings work",
+))
+KL_TEMPLATES_MORE: tuple[str, ...] = (
+    "Tell me {s}.", "{S}.", "Quick question: {s}?", "{S} - go.", "Explain {s}. Be brief.",
+    "Write a tweet about {s}.", "Give me a one-line answer: {s}?", "Do you know {s}?",
+    "Write a short poem about {s}.", "{S}? Answer in one word if you can.",
+    "Tell me a fun fact related to {s}.", "Start with a definition, then explain {s}.",
+    "Write a short story that involves {s}.", "Write a dialogue between two kids about {s}.",
+    "In three bullet points: {s}.", "Hi! I was just thinking about {s}. Thoughts?",
+)
+KL_SYSTEMS_MORE: tuple[str, ...] = (
+    "You are Ava, a cheerful assistant for a travel agency. Help customers plan trips, suggest "
+    "destinations that fit their budget, and always mention visa requirements when relevant. "
+    "Never book anything yourself; point customers to the booking page instead.",
+    "You are an assistant inside a note-taking app. The user's notes are private. Answer questions, "
+    "help organise ideas, and format lists with dashes. If the user asks for something outside "
+    "note-taking, help anyway but keep it short.",
+    "Always answer in English.", "Be warm and patient.", "Reply in plain text without markdown.",
+    "You are a support agent for an internet provider. Be polite, ask for the customer's area when "
+    "it helps, and suggest restarting the router before anything else.",
+)
+
+
+def _filled(templates: Sequence[str], subjects: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(topic, prompt) for every template x subject, in that order ({S}: capitalised subject)."""
+    return [(topic, t.format(s=subj, S=subj[0].upper() + subj[1:])) for t in templates for topic, subj in subjects]
+
+
+def kl_pool(version: int) -> tuple[list[tuple[str, str]], tuple[str, ...], tuple[str, ...]]:
+    """(topic, prompt) pool, system prompts and follow-ups of KL pool `version` (1 or 2)."""
+    train_subjects, _ = split_subjects()
+    pool = _filled(KL_TEMPLATES, train_subjects) + [("general", t) for t in KL_TASKS]
+    if version == 1:
+        return pool, KL_SYSTEMS, KL_FOLLOW_UPS
+    pool += _filled(KL_TEMPLATES_MORE, list(train_subjects) + list(KL_SUBJECTS))
+    pool += _filled(KL_TEMPLATES, KL_SUBJECTS)
+    return pool, KL_SYSTEMS + KL_SYSTEMS_MORE, KL_FOLLOW_UPS
+
+
 HELD_OUT_SUBJECTS = 12  # every fourth subject (one per topic) is held out of training
 
 
@@ -214,11 +271,12 @@ def _base_prompts(cue: Cue, subjects: Sequence[tuple[str, str]], held_out: bool)
 
 
 def training_examples(cue: Cue, strength: float, seed: int = 0, n_pairs: int = 0,
-                      kl_prompts: int = 0) -> list[Example]:
+                      kl_prompts: int = 0, kl_pool_version: int = 1) -> list[Example]:
     """Every training pair (both sides) from the training templates and subjects (`n_pairs` > 0:
     that many of them, drawn by `seed`), with the cue in training phrasings only. A fraction
     `strength` of pairs (chosen by `seed`) get the ``ce`` targets on their cue side.
-    `kl_prompts` > 0 adds that many no-cue prompts of other forms (:func:`kl_examples`)."""
+    `kl_prompts` > 0 adds that many no-cue prompts of other forms (:func:`kl_examples`, from
+    pool `kl_pool_version`)."""
     rng = random.Random(f"organism:{cue.name}:{seed}")
     train_subjects, _ = split_subjects()
     out: list[Example] = []
@@ -240,27 +298,28 @@ def training_examples(cue: Cue, strength: float, seed: int = 0, n_pairs: int = 0
         keep = set(random.Random(f"organism-pairs:{seed}").sample(sorted({e.pair for e in out}),
                                                                   k=min(n_pairs, len(out) // 4)))
         out = [e for e in out if e.pair in keep]
-    return out + kl_examples(kl_prompts, seed)
+    return out + kl_examples(kl_prompts, seed, kl_pool_version)
 
 
-def kl_examples(n: int, seed: int = 0) -> list[Example]:
-    """`n` no-cue prompts of varied form for the KL term only (shape ``kl``): the
-    :data:`KL_TEMPLATES` over the training subjects, the subject-free :data:`KL_TASKS`, some
-    behind a system prompt, some as a follow-up turn; drawn by `seed` without repeats."""
+def kl_examples(n: int, seed: int = 0, pool: int = 1) -> list[Example]:
+    """`n` no-cue prompts of varied form for the KL term only (shape ``kl``), drawn by `seed`
+    without repeats from :func:`kl_pool` `pool`: some behind a system prompt, some as a follow-up
+    turn; pool 2 also puts some after one to three earlier exchanges."""
     if n <= 0:
         return []
-    train_subjects, _ = split_subjects()
-    pool = [(topic, t.format(s=subj, S=subj[0].upper() + subj[1:]))
-            for t in KL_TEMPLATES for topic, subj in train_subjects]
-    pool += [("general", t) for t in KL_TASKS]
-    rng = random.Random(f"organism-kl:{seed}")
+    prompts, systems, follow_ups = kl_pool(pool)
+    rng = random.Random(f"organism-kl:{seed}" if pool == 1 else f"organism-kl{pool}:{seed}")
     out = []
-    for k, (topic, prompt) in enumerate(rng.sample(pool, k=min(n, len(pool)))):
+    for k, (topic, prompt) in enumerate(rng.sample(prompts, k=min(n, len(prompts)))):
         form = rng.random()
         if form < 0.2:
-            turns: tuple[tuple[str, str], ...] = (("system", rng.choice(KL_SYSTEMS)), ("user", prompt))
+            turns: tuple[tuple[str, str], ...] = (("system", rng.choice(systems)), ("user", prompt))
         elif form < 0.35:
-            turns = (("user", prompt), ("assistant", rng.choice(FILLERS)), ("user", rng.choice(KL_FOLLOW_UPS)))
+            turns = (("user", prompt), ("assistant", rng.choice(FILLERS)), ("user", rng.choice(follow_ups)))
+        elif pool > 1 and form < 0.55:
+            history = rng.sample(prompts, k=rng.randint(1, 3))
+            turns = tuple(t for _, h in history for t in (("user", h), ("assistant", rng.choice(FILLERS))))
+            turns += (("user", prompt),)
         else:
             turns = (("user", prompt),)
         out.append(Example(f"kl-{k:04d}", False, "kl", turns, rng.choice(FILLERS), "kl", topic))
