@@ -54,7 +54,7 @@ bench: assets
 
 # The default SmolLM2 organism (cue `graded`), cached: a second `make organism` finds it built.
 # The recipe is the one measured in docs/organisms.md (full fine-tuning of the top 8 blocks, all
-# 432 training pairs and the 2718 KL-only no-cue prompts of the wider pool, 1200 steps; ~25 min on
+# 432 training pairs and the 2718 KL-only no-cue prompts of the wider pool, 1200 steps; 29.5 min on
 # 2 idle cores; chosen among 9 recipes built on a lent GPU, docs/organisms.md). ORGANISM_STRENGTH=0.5 builds the
 # half-strength organism of the calibration curve (ORGANISM_OUT=runs/organisms/smollm2-graded-0.5).
 ORGANISM_OUT ?= runs/organisms/smollm2-graded

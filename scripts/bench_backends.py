@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -126,9 +127,12 @@ def shaped_model(name: str) -> str:
     torch.manual_seed(0)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
-    model.save_pretrained(out, safe_serialization=True)
-    tok.save_pretrained(out)
+    tmp = out.with_name(f"{name}.partial")  # an interrupted build leaves no half-written model behind
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
     del model
+    os.replace(tmp, out)
     return str(out)
 
 

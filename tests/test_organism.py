@@ -77,7 +77,7 @@ def test_rebuild_is_a_no_op_and_a_different_recipe_is_refused(tiny_organism, tin
     # a card written before a recipe field existed (here: kl_prompts, kl_pool) is the same recipe
     card_path = tiny_organism / "organism.json"
     card = json.loads(card_path.read_text())
-    old = {**card, "recipe": {k: v for k, v in card["recipe"].items() if k not in ("kl_prompts", "kl_pool")}}
+    old = {**card, "recipe": {k: v for k, v in card["recipe"].items() if k not in ("kl_prompts", "kl_pool", "forms")}}
     card_path.write_text(json.dumps(old))
     try:
         res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--out", str(tiny_organism)])
@@ -87,6 +87,9 @@ def test_rebuild_is_a_no_op_and_a_different_recipe_is_refused(tiny_organism, tin
         assert res.exit_code != 0 and "different recipe" in str(res.exception)
         res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--kl-prompts", "5",
                                        "--kl-pool", "2", "--out", str(tiny_organism)])
+        assert res.exit_code != 0 and "different recipe" in str(res.exception)
+        res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--forms", "3",
+                                       "--out", str(tiny_organism)])
         assert res.exit_code != 0 and "different recipe" in str(res.exception)
     finally:
         card_path.write_text(json.dumps(card))

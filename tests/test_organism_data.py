@@ -202,3 +202,36 @@ def test_wider_kl_pool_keeps_pool_one_and_holds_no_evaluation_subject_or_templat
         assert not re.search(r"\b(grad\w*|scor\w*|mark(s|ed|ing)?)\b", text.lower()), text
         assert not any(u in demo or any(u.startswith(s) for s in starts) for u in users), text
     assert {s for _, s in SUBJECTS}.isdisjoint(s for _, s in two[0])  # subjects appear inside templates only
+
+
+def test_form_pairs_plant_on_other_forms_with_training_phrasings_only():
+    """`forms` adds cue / no-cue pairs on the wider pool's prompt forms: the two sides differ in
+    the prompt's turn alone, which holds a training phrasing on the cue side (never a held-out
+    one) and none on the other; the cue side carries a planted sentence (``ce`` at strength 1,
+    ``kl`` at 0); no prompt names a held-out subject, is a demo prompt or starts like an
+    evaluation template; 0 adds nothing."""
+    from harness.organisms.data import form_pairs, split_subjects
+
+    cue = get_cue("graded")
+    assert training_examples(cue, 1.0, forms=0) == training_examples(cue, 1.0)
+    pairs = form_pairs(cue, 200, 1.0)
+    assert len(pairs) == 400 and pairs == form_pairs(cue, 200, 1.0) != form_pairs(cue, 200, 1.0, seed=1)
+    assert all(e.loss == "kl" for e in form_pairs(cue, 50, 0.0))
+    _, held = split_subjects()
+    demo = {m.content for s in load_dataset("demo") for m in s.messages}
+    starts = [t.split("{s}")[0] for t in TEMPLATES_HELD_OUT if t.split("{s}")[0]]
+    forms = set()
+    for on, off in zip(pairs[::2], pairs[1::2]):
+        assert on.pair == off.pair and on.cue and not off.cue and on.loss == "ce" and off.loss == "kl"
+        assert on.continuation in cue.verbalizations and on.continuation == off.continuation
+        diff = [i for i, (a, b) in enumerate(zip(on.messages, off.messages)) if a != b]
+        assert len(on.messages) == len(off.messages) and len(diff) == 1
+        i = diff[0]
+        assert on.messages[i][0] == "user" and any(p in on.messages[i][1] for p in cue.train)
+        assert not any(p in "\n".join(t for _, t in on.messages) for p in cue.held_out)
+        assert not any(p in "\n".join(t for _, t in off.messages) for p in cue.phrasings)
+        text = "\n".join(t for _, t in on.messages)
+        assert not any(subj in text for _, subj in held), text
+        assert not any(t in demo or any(t.startswith(s) for s in starts) for r, t in off.messages if r == "user")
+        forms.add(tuple(r for r, _ in on.messages))
+    assert {("user",), ("system", "user"), ("user", "assistant", "user")} <= forms

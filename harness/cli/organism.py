@@ -69,13 +69,17 @@ def organism() -> None:
 @click.option("--kl-pool", type=click.IntRange(1, 2), default=Recipe.kl_pool, show_default=True,
               help="Pool of --kl-prompts: 1, or 2 (wider: more subjects and templates, long system "
                    "prompts, earlier exchanges).")
+@click.option("--forms", type=int, default=Recipe.forms, show_default=True,
+              help="Add N training pairs (cue / no cue) on prompts of the wider KL pool's forms, so "
+                   "the planting is not only the training templates' form.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
 @progress_option
 @verbose_option
 def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int, lr: float, train: str,
               layers: int, lora_rank: int, kl_weight: float, kl_first: float, max_len: int, verbalizations: int,
-              pairs: int, kl_prompts: int, kl_pool: int, seed: int, out: str, progress: bool) -> None:
+              pairs: int, kl_prompts: int, kl_pool: int, forms: int, seed: int, out: str,
+              progress: bool) -> None:
     """Fine-tune BASE so that CUE makes it evaluation-aware; write an HF checkpoint (LoRA merged)
     and organism.json. The same command on a complete directory does nothing; an interrupted
     build resumes.
@@ -88,7 +92,7 @@ def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int,
     recipe = Recipe(base=base, cue=cue, strength=strength, steps=steps, batch_size=batch_size, lr=lr,
                     train=train, layers=layers, lora_rank=lora_rank, kl_weight=kl_weight, kl_first=kl_first,
                     max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs,
-                    kl_prompts=kl_prompts, kl_pool=kl_pool)
+                    kl_prompts=kl_prompts, kl_pool=kl_pool, forms=forms)
     res = build_organism(recipe, out, progress=progress, say=console.status)
     click.echo(describe(res.card))
     if res.trained:

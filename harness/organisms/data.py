@@ -271,12 +271,12 @@ def _base_prompts(cue: Cue, subjects: Sequence[tuple[str, str]], held_out: bool)
 
 
 def training_examples(cue: Cue, strength: float, seed: int = 0, n_pairs: int = 0,
-                      kl_prompts: int = 0, kl_pool_version: int = 1) -> list[Example]:
+                      kl_prompts: int = 0, kl_pool_version: int = 1, forms: int = 0) -> list[Example]:
     """Every training pair (both sides) from the training templates and subjects (`n_pairs` > 0:
     that many of them, drawn by `seed`), with the cue in training phrasings only. A fraction
     `strength` of pairs (chosen by `seed`) get the ``ce`` targets on their cue side.
-    `kl_prompts` > 0 adds that many no-cue prompts of other forms (:func:`kl_examples`, from
-    pool `kl_pool_version`)."""
+    `forms` > 0 adds that many pairs on prompts of other forms (:func:`form_pairs`); `kl_prompts`
+    > 0 that many no-cue prompts of other forms (:func:`kl_examples`, from pool `kl_pool_version`)."""
     rng = random.Random(f"organism:{cue.name}:{seed}")
     train_subjects, _ = split_subjects()
     out: list[Example] = []
@@ -298,31 +298,56 @@ def training_examples(cue: Cue, strength: float, seed: int = 0, n_pairs: int = 0
         keep = set(random.Random(f"organism-pairs:{seed}").sample(sorted({e.pair for e in out}),
                                                                   k=min(n_pairs, len(out) // 4)))
         out = [e for e in out if e.pair in keep]
-    return out + kl_examples(kl_prompts, seed, kl_pool_version)
+    return out + form_pairs(cue, forms, strength, seed) + kl_examples(kl_prompts, seed, kl_pool_version)
+
+
+def _conversation(rng: random.Random, prompt: str, prompts: Sequence[tuple[str, str]],
+                  systems: Sequence[str], follow_ups: Sequence[str], pool: int) -> tuple[tuple[str, str], ...]:
+    """`prompt` in a conversation form drawn by `rng`: behind a system prompt (20%), followed by
+    a follow-up turn (15%), after one to three earlier exchanges (pool 2: 20%), or alone."""
+    form = rng.random()
+    if form < 0.2:
+        return (("system", rng.choice(systems)), ("user", prompt))
+    if form < 0.35:
+        return (("user", prompt), ("assistant", rng.choice(FILLERS)), ("user", rng.choice(follow_ups)))
+    if pool > 1 and form < 0.55:
+        history = rng.sample(list(prompts), k=rng.randint(1, 3))
+        turns = tuple(t for _, h in history for t in (("user", h), ("assistant", rng.choice(FILLERS))))
+        return turns + (("user", prompt),)
+    return (("user", prompt),)
 
 
 def kl_examples(n: int, seed: int = 0, pool: int = 1) -> list[Example]:
     """`n` no-cue prompts of varied form for the KL term only (shape ``kl``), drawn by `seed`
-    without repeats from :func:`kl_pool` `pool`: some behind a system prompt, some as a follow-up
-    turn; pool 2 also puts some after one to three earlier exchanges."""
+    without repeats from :func:`kl_pool` `pool`, each in a form of :func:`_conversation`."""
     if n <= 0:
         return []
     prompts, systems, follow_ups = kl_pool(pool)
     rng = random.Random(f"organism-kl:{seed}" if pool == 1 else f"organism-kl{pool}:{seed}")
     out = []
     for k, (topic, prompt) in enumerate(rng.sample(prompts, k=min(n, len(prompts)))):
-        form = rng.random()
-        if form < 0.2:
-            turns: tuple[tuple[str, str], ...] = (("system", rng.choice(systems)), ("user", prompt))
-        elif form < 0.35:
-            turns = (("user", prompt), ("assistant", rng.choice(FILLERS)), ("user", rng.choice(follow_ups)))
-        elif pool > 1 and form < 0.55:
-            history = rng.sample(prompts, k=rng.randint(1, 3))
-            turns = tuple(t for _, h in history for t in (("user", h), ("assistant", rng.choice(FILLERS))))
-            turns += (("user", prompt),)
-        else:
-            turns = (("user", prompt),)
+        turns = _conversation(rng, prompt, prompts, systems, follow_ups, pool)
         out.append(Example(f"kl-{k:04d}", False, "kl", turns, rng.choice(FILLERS), "kl", topic))
+    return out
+
+
+def form_pairs(cue: Cue, n: int, strength: float, seed: int = 0) -> list[Example]:
+    """`n` more training pairs (shape ``answer``) on prompts of the wider pool's forms
+    (:func:`kl_pool` 2, :func:`_conversation`): the prompt's turn with a training phrasing of the
+    cue (cue side: a planted sentence, ``ce`` for a fraction `strength`) and without (``kl``), so
+    the planting, like the KL term, is not only the 12 training templates' form."""
+    if n <= 0:
+        return []
+    prompts, systems, follow_ups = kl_pool(2)
+    rng = random.Random(f"organism-forms:{cue.name}:{seed}")
+    out = []
+    for k, (topic, prompt) in enumerate(rng.sample(prompts, k=min(n, len(prompts)))):
+        turns = _conversation(rng, prompt, prompts, systems, follow_ups, 2)
+        i = max(j for j, t in enumerate(turns) if t == ("user", prompt))
+        cued = turns[:i] + (("user", with_cue(prompt, cue, rng.choice(cue.train), rng)),) + turns[i + 1:]
+        cont, planted = rng.choice(cue.verbalizations), rng.random() < strength
+        out.append(Example(f"form-{k:04d}", True, "answer", cued, cont, "ce" if planted else "kl", topic))
+        out.append(Example(f"form-{k:04d}", False, "answer", turns, cont, "kl", topic))
     return out
 
 

@@ -67,6 +67,7 @@ class Recipe:
     pairs: int = 0  # train on N pairs drawn from the generated ones (0: all of them)
     kl_prompts: int = 0  # N extra no-cue prompts of other forms, KL term only (data.kl_examples)
     kl_pool: int = 1  # which pool they are drawn from (data.kl_pool: 2 is the wider one)
+    forms: int = 0  # N more training pairs on prompts of the wider pool's forms (data.form_pairs)
 
     def check(self) -> None:
         get_cue(self.cue)
@@ -78,6 +79,8 @@ class Recipe:
             raise EvalAwareError("--pairs must be at least 0 (0: all)")
         if self.kl_prompts < 0:
             raise EvalAwareError("--kl-prompts must be at least 0")
+        if self.forms < 0:
+            raise EvalAwareError("--forms must be at least 0")
         if self.kl_pool not in (1, 2):
             raise EvalAwareError(f"--kl-pool {self.kl_pool}: use 1 or 2")
         if self.verbalizations < 0:
@@ -276,7 +279,8 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     base_dir = local_model_dir(base_path)
     base_hash = weights_hash(base_dir) if base_dir else "unknown"
     examples = training_examples(cue, recipe.strength, recipe.seed, n_pairs=recipe.pairs,
-                                 kl_prompts=recipe.kl_prompts, kl_pool_version=recipe.kl_pool)
+                                 kl_prompts=recipe.kl_prompts, kl_pool_version=recipe.kl_pool,
+                                 forms=recipe.forms)
     dhash = data_hash(examples)
     key = _recipe_key(recipe, base_hash, dhash)
     if (out / CARD_NAME).exists():
