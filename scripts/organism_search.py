@@ -5,7 +5,7 @@ prompts and without the cue, first-token KL to the base on no-cue prompts).
 Each recipe is `organism build` + `organism measure` as the CLI runs them, in a subprocess (its
 memory is freed before the next), into ``OUT/NAME`` and ``OUT/NAME.measure.json``; a recipe with
 its measurement present is skipped, so an interrupted search resumes (and `--budget` stops
-before a recipe that would not fit). Made for a GPU (a SmolLM2 build is ~2 min on an H100, ~25
+before a recipe that would not fit). Made for a GPU (a SmolLM2 build is ~2 min on an H100, ~30
 min on 2 CPU cores); the recipe chosen is then rebuilt where it will be used (`make organism`).
 
 A recipe chosen on the same pairs it was measured on is favoured by the choice: check it on the

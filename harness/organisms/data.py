@@ -267,7 +267,7 @@ def _base_prompts(cue: Cue, subjects: Sequence[tuple[str, str]], held_out: bool)
         templates = QUESTIONS_HELD_OUT if held_out else QUESTIONS_TRAIN
     else:
         templates = TEMPLATES_HELD_OUT if held_out else TEMPLATES_TRAIN
-    return [(topic, t.format(s=subj)) for t in templates for topic, subj in subjects]
+    return _filled(templates, subjects)
 
 
 def training_examples(cue: Cue, strength: float, seed: int = 0, n_pairs: int = 0,
