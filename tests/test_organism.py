@@ -165,3 +165,61 @@ def test_measure_reports_both_sides_and_the_kl_in_the_dtype_asked(tiny_organism,
     assert m["base_verbalization_cue"]["k"] == 0
     assert m["first_token_kl_no_cue"]["n"] == 3 and m["first_token_kl_no_cue"]["mean"] > 0
     assert "first-token KL" in res.output
+
+
+@pytest.mark.parametrize("split", [0, 1])
+def test_packed_batch_loss_equals_each_example_run_alone(tiny_base, split):
+    """The training loss runs a batch packed in one row (block-diagonal mask, positions restarting
+    per example); its CE, KL and gradients equal the same loss computed from each example run
+    alone through the whole model, within float rounding, whether the lower block is cached
+    (split 1: the top block and the final norm trained) or the whole model is trained (0)."""
+    import copy
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.organisms.train import Encoded, Split
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
+    teacher = copy.deepcopy(model).eval()
+    def trained(name: str) -> bool:  # as in training: the blocks from `split` up and the final norm
+        return split == 0 or name == "model.norm.weight" or (
+            ".layers." in name and int(name.split(".layers.")[1].split(".")[0]) >= split)
+
+    with torch.no_grad():  # the student's trained part differs from the teacher's: KL > 0
+        for n, p in model.named_parameters():
+            p.requires_grad_(trained(n))
+            if trained(n):
+                p.add_(0.02 * torch.randn_like(p))
+    lens = [7, 13, 4, 10]
+    batch = [Encoded(ids=torch.randint(5, 1000, (n,)).tolist(), positions=list(range(n - 3, n - 1)),
+                     targets=torch.randint(5, 1000, (2,)).tolist(), loss=loss)
+             for n, loss in zip(lens, ["ce", "kl", "kl", "ce"])]
+    split_obj = Split(model, teacher, split, "cpu")
+    loss, ce, kl = split_obj.loss(batch, [0, 1, 2, 3], kl_weight=2.0, kl_first=5.0)
+    loss.backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+
+    ces, kls, ws = [], [], []
+    for e in batch:  # the reference: every example alone, no mask, no packing
+        logp = torch.log_softmax(model(torch.tensor([e.ids])).logits[0, e.positions].float(), -1)
+        if e.loss == "ce":
+            ces.append(-logp[torch.arange(len(e.targets)), torch.tensor(e.targets)])
+        else:
+            with torch.no_grad():
+                base = torch.log_softmax(teacher(torch.tensor([e.ids])).logits[0, e.positions].float(), -1)
+            w = torch.tensor([5.0] + [1.0] * (len(e.positions) - 1))
+            kls.append((base.exp() * (base - logp)).sum(-1) * w)
+            ws.append(w)
+    ref_ce = torch.cat(ces).mean()
+    ref_kl = torch.cat(kls).sum() / torch.cat(ws).sum()
+    (ref_ce + 2.0 * ref_kl).backward()
+    assert ce == pytest.approx(float(ref_ce.detach()), rel=1e-5) and kl == pytest.approx(float(ref_kl.detach()), rel=1e-4)
+    assert kl > 0
+    assert set(got) == {n for n, _ in model.named_parameters() if trained(n)}
+    for n, p in model.named_parameters():
+        if n in got:  # the trained parameters get the reference's gradients
+            err = float((got[n] - p.grad).abs().max() / p.grad.abs().max())
+            assert err < 1e-4, (n, err)
