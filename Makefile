@@ -53,16 +53,16 @@ bench: assets
 	$(BIN)/python scripts/bench_tokenization.py --section table --section prep --section models
 
 # The default SmolLM2 organism (cue `graded`), cached: a second `make organism` finds it built.
-# The recipe is the one measured in docs/organisms.md (full fine-tuning of the top 8 blocks, all
-# 432 training pairs and the 2718 KL-only no-cue prompts of the wider pool, 1200 steps; 29.5 min on
-# 2 idle cores; chosen among 9 recipes built on a lent GPU, docs/organisms.md). ORGANISM_STRENGTH=0.5 builds the
-# half-strength organism of the calibration curve (ORGANISM_OUT=runs/organisms/smollm2-graded-0.5).
+# The recipe is the one measured in docs/organisms.md (full fine-tuning of the top 8 blocks on the
+# 432 training pairs, 600 pairs of other prompt forms and the 2718 KL-only no-cue prompts of the
+# wider pool, 1200 steps; 25.4 min on 2 idle cores, the measurement 41 s more). ORGANISM_STRENGTH=0.5
+# builds the half-strength organism of the calibration curve (ORGANISM_OUT=runs/organisms/smollm2-graded-0.5).
 ORGANISM_OUT ?= runs/organisms/smollm2-graded
 ORGANISM_STRENGTH ?= 1.0
 organism: install
 	$(BIN)/evalaware assets prepare smollm2
 	$(BIN)/evalaware organism build --base smollm2 --cue graded --strength $(ORGANISM_STRENGTH) --train full \
-	    --layers 8 --steps 1200 --lr 2.5e-4 --kl-first 30 --kl-weight 3 --kl-prompts 2718 --kl-pool 2 \
+	    --layers 8 --steps 1200 --lr 2.5e-4 --kl-first 30 --kl-weight 3 --kl-prompts 2718 --kl-pool 2 --forms 600 \
 	    --out $(ORGANISM_OUT)
 	$(BIN)/evalaware organism measure --organism $(ORGANISM_OUT) --limit 24 --max-tokens 32 \
 	    --out $(ORGANISM_OUT).measure24.json

@@ -23,7 +23,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, n
 
 TINY = ["--train", "full", "--layers", "2", "--steps", "60", "--lr", "5e-3", "--batch-size", "8",
         "--verbalizations", "1"]
-SMOLLM2 = ["--train", "full", "--layers", "4", "--pairs", "64", "--steps", "100", "--lr", "3e-4"]
+
+
+def make_organism_recipe(makefile: Path = Path(__file__).resolve().parents[1] / "Makefile") -> list[str]:
+    """The recipe options of `make organism`'s `organism build` (the Makefile is their one source;
+    --base and --cue are the bench's own)."""
+    text = makefile.read_text().replace("\\\n", " ")
+    words = next(ln for ln in text.splitlines() if "evalaware organism build" in ln).split()
+    opts = words[words.index("build") + 1: words.index("--out")]
+    pairs = dict(zip(opts[::2], opts[1::2]))
+    pairs.pop("--base"), pairs.pop("--cue")
+    pairs["--strength"] = "1.0"  # $(ORGANISM_STRENGTH)'s default
+    return [w for kv in pairs.items() for w in kv]
 
 
 def _cli(args: list[str]) -> float:
@@ -57,7 +68,7 @@ def main() -> None:
             build_tiny_model(base, assets.prepare("smollm2"), hidden=128)
         recipe = TINY
     else:
-        base, recipe = a.base, SMOLLM2
+        base, recipe = a.base, make_organism_recipe()
     org = work / "organism"
     if a.fresh:
         shutil.rmtree(org, ignore_errors=True)

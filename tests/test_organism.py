@@ -223,3 +223,26 @@ def test_packed_batch_loss_equals_each_example_run_alone(tiny_base, split):
         if n in got:  # the trained parameters get the reference's gradients
             err = float((got[n] - p.grad).abs().max() / p.grad.abs().max())
             assert err < 1e-4, (n, err)
+
+
+def test_the_organism_bench_builds_the_make_organism_recipe():
+    """scripts/bench_organism.py times the recipe `make organism` builds, read from the Makefile:
+    every option is one `organism build` takes, with the Makefile's values."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("bench_organism", root / "scripts" / "bench_organism.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    recipe = mod.make_organism_recipe()
+    opts = dict(zip(recipe[::2], recipe[1::2]))
+    build = cli.commands["organism"].commands["build"]
+    names = {o for p in build.params for o in p.opts}
+    assert set(opts) <= names and "--base" not in opts and "--out" not in opts
+    makefile = (root / "Makefile").read_text().replace("\\\n", " ")
+    line = next(ln for ln in makefile.splitlines() if "evalaware organism build" in ln)
+    for k, v in opts.items():
+        if k != "--strength":
+            assert f"{k} {v}" in " ".join(line.split()), (k, v)
+    assert opts["--strength"] == "1.0"

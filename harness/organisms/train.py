@@ -141,8 +141,9 @@ def _only_layers(trunk: Any, which: slice) -> Iterator[None]:
 class Pack:
     """Examples of a batch side by side in one row, without padding: positions restart at each
     example and a block-diagonal causal mask keeps every example to itself (the same values as
-    a right-padded batch, to float rounding; measured 1.5x faster on SmolLM2's 8 trained blocks,
-    where a padded batch of the organism's data is ~38% padding)."""
+    a right-padded batch, to float rounding). A padded batch of the organism's data is ~38%
+    padding; packed, a step on SmolLM2's top 8 blocks ran 1.5x faster side by side, and the
+    `make organism` build took 25 min against ~32.5 min padded (docs/organisms.md)."""
 
     def __init__(self, batch: Sequence[Encoded], device: str) -> None:
         self.device = device
