@@ -183,6 +183,7 @@ def test_packed_batch_loss_equals_each_example_run_alone(tiny_base, split):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
     teacher = copy.deepcopy(model).eval()
+
     def trained(name: str) -> bool:  # as in training: the blocks from `split` up and the final norm
         return split == 0 or name == "model.norm.weight" or (
             ".layers." in name and int(name.split(".layers.")[1].split(".")[0]) >= split)

@@ -203,27 +203,27 @@ class Split:
                 self.cache[k] = got[0][0, s:s + len(e.ids)].clone()
         return torch.cat([self.cache[k] for k in keys])[None]
 
-    def logits(self, model: Any, hidden: torch.Tensor, batch: Sequence[Encoded]) -> torch.Tensor:
-        """Logits (n_positions, vocab) of `model`'s top blocks from the packed `hidden`, at every
-        trained position of the batch, in order."""
-        pack = Pack(batch, self.device)
+    def logits(self, model: Any, hidden: torch.Tensor, batch: Sequence[Encoded], pack: Pack) -> torch.Tensor:
+        """Logits (n_positions, vocab) of `model`'s top blocks from the packed `hidden` (`pack` of
+        `batch`), at every trained position of the batch, in order."""
         trunk, head = _trunk_and_head(model)
         with _only_layers(trunk, slice(self.split, None)):
             out = trunk(inputs_embeds=hidden, attention_mask=pack.mask(), position_ids=pack.position_ids,
                         use_cache=False).last_hidden_state
         return head(out[0, torch.tensor(pack.rows(batch), device=self.device)]).float()
 
-    def embed(self, model: Any, batch: Sequence[Encoded]) -> torch.Tensor:
-        return _trunk_and_head(model)[0].get_input_embeddings()(Pack(batch, self.device).ids)
+    def embed(self, model: Any, pack: Pack) -> torch.Tensor:
+        return _trunk_and_head(model)[0].get_input_embeddings()(pack.ids)
 
     def loss(self, batch: Sequence[Encoded], keys: Sequence[int], kl_weight: float,
              kl_first: float = 1.0) -> tuple[torch.Tensor, float, float]:
         """(loss, mean ce, mean kl) of one batch (see the module's docstring)."""
+        pack = Pack(batch, self.device)
         if self.split == 0:  # the embeddings are trained too: nothing to cache
-            hidden = self.embed(self.model, batch)
+            hidden = self.embed(self.model, pack)
         else:
             hidden = self.lower(batch, keys)
-        logp = torch.log_softmax(self.logits(self.model, hidden, batch), dim=-1)
+        logp = torch.log_softmax(self.logits(self.model, hidden, batch, pack), dim=-1)
         is_ce = torch.tensor([e.loss == "ce" for e in batch for _ in e.positions], device=self.device)
         ce = kl = torch.zeros((), device=self.device)
         if is_ce.any():
@@ -232,13 +232,13 @@ class Split:
         if (~is_ce).any():
             sel = [i for i, e in enumerate(batch) if e.loss == "kl"]
             kl_batch = [batch[i] for i in sel]
+            kl_pack = Pack(kl_batch, self.device)
             with torch.no_grad():
                 if self.split == 0:
-                    th = self.embed(self.teacher, kl_batch)
+                    th = self.embed(self.teacher, kl_pack)
                 else:
-                    starts = Pack(batch, self.device).starts
-                    th = torch.cat([hidden[0, starts[i]:starts[i] + len(batch[i].ids)] for i in sel])[None]
-                base = torch.log_softmax(self.logits(self.teacher, th, kl_batch), dim=-1)
+                    th = torch.cat([hidden[0, pack.starts[i]:pack.starts[i] + pack.lengths[i]] for i in sel])[None]
+                base = torch.log_softmax(self.logits(self.teacher, th, kl_batch, kl_pack), dim=-1)
             w = torch.tensor([kl_first if j == 0 else 1.0 for e in kl_batch for j in range(len(e.positions))],
                              device=self.device)
             kl = ((base.exp() * (base - logp[~is_ce])).sum(-1) * w).sum() / w.sum()
