@@ -11,6 +11,12 @@ from harness.backends.vllm.steer import SteeringWorkerExtension
 class EvalawareWorkerExtension(SteeringWorkerExtension, ScoringWorkerExtension):
     """Mixed into every vLLM worker."""
 
+    def evalaware_threads(self) -> int:
+        """The worker's intra-op thread count (recorded in a run's manifest)."""
+        import torch
+
+        return torch.get_num_threads()
+
 
 def worker_extension_qualname() -> str:
     return f"{EvalawareWorkerExtension.__module__}.{EvalawareWorkerExtension.__qualname__}"
