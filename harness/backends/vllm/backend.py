@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -116,9 +117,6 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
             gpu_memory_utilization = 0.3 if cpu else 0.9
         if cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
-            bind = cpu_thread_binding(tensor_parallel_size * pipeline_parallel_size)
-            if bind is not None:
-                os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind
             # Small KV blocks let prefix caching hit on the short shared prefixes that
             # tokenizer-aware scoring sends (measured: aware/naive cost 18x -> 5.5x); 16 fails here.
             engine_kwargs.setdefault("block_size", 32)
@@ -138,6 +136,7 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
             self.settings["enforce_eager"] = enforce_eager
         self.device = "cpu" if cpu else "cuda"
         self._init_steering()
+        bind = None if not cpu else cpu_thread_binding(tensor_parallel_size * pipeline_parallel_size)
         hidden = self._init_hidden_states(path, hidden_state_layers, hidden_state_connector,
                                           trust_remote_code)
         if hidden:
@@ -152,9 +151,10 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
                           logits_processors=[SCORING_PROCESSOR],
                           structured_outputs_config={"backend": "xgrammar"})
         try:
-            self.llm = LLM(model=path, tokenizer=tok_path, trust_remote_code=trust_remote_code,
-                           use_tqdm_on_load=console.engine_progress(), **engine,
-                           **{k: v for k, v in self.settings.items() if k != "hidden_state_layers"})
+            with _environ("VLLM_CPU_OMP_THREADS_BIND", bind):  # read while the engine starts
+                self.llm = LLM(model=path, tokenizer=tok_path, trust_remote_code=trust_remote_code,
+                               use_tqdm_on_load=console.engine_progress(), **engine,
+                               **{k: v for k, v in self.settings.items() if k != "hidden_state_layers"})
         except Exception as e:  # engine start-up errors are many and varied
             self._close_hidden_states()
             what = " with extract_hidden_states" if hidden else ""
@@ -453,6 +453,23 @@ def _first_logprobs(out: Any) -> dict[int, float]:
     lp = out.outputs[0].logprobs
     s, e = lp.start_indices[0], lp.end_indices[0]
     return dict(zip(lp.token_ids[s:e], lp.logprobs[s:e]))
+
+
+@contextmanager
+def _environ(name: str, value: str | None) -> Iterator[None]:
+    """`name` set to `value` inside the block (nothing when `value` is None), then restored."""
+    if value is None:
+        yield
+        return
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 def _config_dtype(path: str) -> str:
