@@ -57,6 +57,10 @@ def vllm_server(model: str, extra_args: Sequence[str] = (), start_timeout: float
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(kv_cache_gib), HF_HUB_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    from harness.backends.vllm.backend import cpu_thread_binding  # as the offline engine does
+
+    if (bind := cpu_thread_binding(1)) is not None:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = bind
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(max_model_len),
            *extra_args]
