@@ -116,8 +116,10 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
         cpu = _on_cpu()
         if gpu_memory_utilization is None:
             gpu_memory_utilization = 0.3 if cpu else 0.9
+        bind = None  # VLLM_CPU_OMP_THREADS_BIND while the engine starts
         if cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+            bind = cpu_thread_binding(tensor_parallel_size * pipeline_parallel_size)
             # Small KV blocks let prefix caching hit on the short shared prefixes that
             # tokenizer-aware scoring sends (measured: aware/naive cost 18x -> 5.5x); 16 fails here.
             engine_kwargs.setdefault("block_size", 32)
@@ -137,7 +139,6 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
             self.settings["enforce_eager"] = enforce_eager
         self.device = "cpu" if cpu else "cuda"
         self._init_steering()
-        bind = None if not cpu else cpu_thread_binding(tensor_parallel_size * pipeline_parallel_size)
         hidden = self._init_hidden_states(path, hidden_state_layers, hidden_state_connector,
                                           trust_remote_code)
         if hidden:
