@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from harness.core.errors import EvalAwareError
@@ -75,25 +76,52 @@ def read_tensor_dir(path: str | Path, stem: str, fmt: str, what: str
             raise EvalAwareError(f"{d}: not a {what} directory (missing {f.name})")
     try:
         meta = json.loads(meta_file.read_text())
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise EvalAwareError(f"{meta_file}: invalid JSON ({e})") from e
+    if not isinstance(meta, dict):
+        raise EvalAwareError(f"{meta_file}: expected a JSON object, got {type(meta).__name__}")
     if meta.get("format") != fmt:
-        raise EvalAwareError(f"{meta_file}: format {meta.get('format')!r}, expected {fmt!r}")
-    return d, meta, load_file(str(tensor_file))
+        raise EvalAwareError(f"{meta_file}: field 'format': {meta.get('format')!r}, expected {fmt!r}")
+    try:
+        tensors = load_file(str(tensor_file))
+    except (SafetensorError, ValueError) as e:  # truncated, overwritten, not safetensors
+        raise EvalAwareError(f"{tensor_file}: not a readable safetensors file ({e})") from e
+    return d, meta, tensors
 
 
 def load_probe(path: str | Path) -> LinearProbe:
-    """Load from a probe directory (or either of its two files)."""
+    """Load from a probe directory (or either of its two files); checks what scoring relies on:
+    an integer `layer` and a `pooling` name in the JSON, one bias, equal-length vectors, finite
+    numbers and positive scales."""
     d, meta, t = read_tensor_dir(path, "probe", FORMAT, "probe")
-    tensor_file = d / "probe.safetensors"
+    meta_file, tensor_file = d / "probe.json", d / "probe.safetensors"
+    layer = meta.get("layer")
+    if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
+        raise EvalAwareError(f"{meta_file}: field 'layer': "
+                             + ("missing" if layer is None else f"{layer!r} is not a layer id")
+                             + " (a non-negative integer)")
+    if not isinstance(meta.get("pooling"), str) or not meta["pooling"]:
+        raise EvalAwareError(f"{meta_file}: field 'pooling': "
+                             + ("missing" if meta.get("pooling") is None
+                                else f"{meta['pooling']!r} is not a pooling name"))
     missing = [k for k in TENSORS if k not in t]
     if missing:
         raise EvalAwareError(f"{tensor_file}: missing tensor(s) {', '.join(missing)}")
-    w = t["weight"].double().numpy()
-    mean, scale = t["scaler_mean"].double().numpy(), t["scaler_scale"].double().numpy()
-    if not (w.shape == mean.shape == scale.shape) or t["bias"].numel() != 1:
-        raise EvalAwareError(f"{tensor_file}: inconsistent tensor shapes")
-    return LinearProbe(w, float(t["bias"].double()[0]), mean, scale, meta)
+    a = {k: t[k].double().numpy() for k in TENSORS}
+    w, mean, scale = a["weight"], a["scaler_mean"], a["scaler_scale"]
+    if w.ndim != 1 or not w.size or not (w.shape == mean.shape == scale.shape) or a["bias"].size != 1:
+        raise EvalAwareError(f"{tensor_file}: inconsistent tensor shapes (" + ", ".join(
+            f"{k} {list(v.shape)}" for k, v in a.items()) + "); expected equal vectors and one bias")
+    for k, v in a.items():
+        bad = np.flatnonzero(~np.isfinite(v))
+        if bad.size:
+            raise EvalAwareError(f"{tensor_file}: tensor {k!r}: {bad.size} non-finite value(s) "
+                                 f"(first at index {bad[0]}: {v[bad[0]]})")
+    bad = np.flatnonzero(scale <= 0)
+    if bad.size:
+        raise EvalAwareError(f"{tensor_file}: tensor 'scaler_scale': {bad.size} value(s) <= 0 "
+                             f"(first at index {bad[0]}: {scale[bad[0]]}); a scale divides")
+    return LinearProbe(w, float(a["bias"][0]), mean, scale, meta)
 
 
 def _json_default(o: Any) -> Any:

@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 from harness.core.errors import EvalAwareError
 from harness.runlog import RunLog
 
-from probes.activations.store import ActivationStore
+from probes.activations.store import ActivationStore, CorruptShard
 from harness.stats.baselines import BASELINES, mean_defined, evaluate_baseline, human_baseline
 from harness.stats.metrics import roc_auc
 
@@ -106,6 +106,8 @@ def evaluate(store: RunLog, capture: str = "default", cfg: EvalConfig | None = N
     for pooling in poolings:
         try:
             _evaluate_pooling(store, acts, pooling, cfg, info, out, base_cache, progress)
+        except CorruptShard:  # the store is damaged: no pooling is skipped over it
+            raise
         except EvalAwareError as e:  # e.g. evidence found in too few samples to split
             if len(poolings) == 1:
                 raise

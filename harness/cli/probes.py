@@ -110,6 +110,8 @@ def capture_cmd(run_dir, layers, pooling, store_dtype, opts: RunOptions, name, b
                f"{s.shards_written} new shard(s)")
     if s.removed_files:
         click.echo(f"removed leftovers of an interrupted capture: {', '.join(s.removed_files)}")
+    if s.repaired_shards:
+        click.echo(f"captured again the samples of corrupt shard(s): {', '.join(s.repaired_shards)}")
     absent = {p: n for p, n in s.absent.items() if n}
     if absent:
         click.echo("absent poolings (no such tokens): " +

@@ -76,6 +76,7 @@ class CaptureSummary:
     seconds: float
     shards_written: int
     removed_files: list[str] = field(default_factory=list)
+    repaired_shards: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     absent: dict[str, int] = field(default_factory=dict)
 
@@ -100,7 +101,8 @@ def capture(store: RunLog, backend: Backend, layers: Sequence[int], poolings: Se
             extra_settings: dict[str, Any] | None = None,
             subset: Callable[[list[Sample]], list[Sample]] | None = None) -> CaptureSummary:
     """Capture every sample of the run (or of `subset` of them) not yet captured under `name`;
-    commits shard by shard.
+    commits shard by shard. Existing shards are checked first: a corrupt one's samples are
+    captured again (`repaired_shards`).
 
     `backend` has the `hidden_states` capability (hf; vllm started with these layers)."""
     if not backend.capabilities.hidden_states:
@@ -122,6 +124,7 @@ def capture(store: RunLog, backend: Backend, layers: Sequence[int], poolings: Se
         "sequence": sequence, **(extra_settings or {}),
     }
     removed = acts.begin(settings)
+    repaired = acts.repair()  # corrupt shards: their samples are captured again below
     _record_in_manifest(store, name, settings)
     samples = store.samples()
     if subset is not None:
@@ -170,7 +173,8 @@ def capture(store: RunLog, backend: Backend, layers: Sequence[int], poolings: Se
     return CaptureSummary(samples_total=len(samples), samples_done_before=len(samples) - len(todo),
                           samples_captured=len(todo), tokens=tokens,
                           seconds=time.perf_counter() - t0, shards_written=shards,
-                          removed_files=removed, stats=acts.stats(), absent=absent)
+                          removed_files=removed, repaired_shards=repaired, stats=acts.stats(),
+                          absent=absent)
 
 
 def _record_in_manifest(store: RunLog, name: str, settings: dict[str, Any]) -> None:

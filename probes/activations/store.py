@@ -16,6 +16,12 @@ Crash safety: a shard is written to a temporary name, fsynced, renamed into plac
 indexed in one transaction. A crash before the transaction leaves an unindexed file, which the
 next open deletes before the samples are captured again, so a resumed capture never duplicates a
 shard or a sample.
+
+Integrity: every read of a shard first checks its size and sha256 against ``act_shards`` (a file
+is hashed once per process while its size, mtime and inode stay the same) and a mismatch, a
+missing file or an unreadable one is a :class:`CorruptShard` naming the file and the capture. A
+resumed capture checks every shard and drops a bad one's rows (:meth:`ActivationStore.repair`),
+so its samples are captured again.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from harness.core.errors import StoreError
@@ -66,6 +72,14 @@ def shard_name(number: int) -> str:
 
 def shard_number(name: str) -> int:
     return int(name.split("-")[1].split(".")[0])
+
+
+class CorruptShard(StoreError):
+    """A shard file is missing, unreadable, or not the bytes its index recorded."""
+
+
+_VERIFIED: set[tuple[str, int, int, int, str]] = set()
+"""(path, size, mtime_ns, inode, sha256) of the shard files already hashed by this process."""
 
 
 def _sha256(path: Path) -> str:
@@ -125,6 +139,61 @@ class ActivationStore:
     def shards(self) -> list[str]:
         return [r[0] for r in self.shard_rows.select(["shard"], self.where, order_by=["shard"])]
 
+    # --- integrity -----------------------------------------------------------------------
+    def shard_problems(self, names: Iterable[str] | None = None) -> dict[str, str]:
+        """{shard name: what is wrong with its file} for the shards (default: all) whose file is
+        missing, unreadable, or differs from the recorded size or sha256."""
+        recorded = {n: (size, digest) for n, size, digest in
+                    self.shard_rows.select(["shard", "bytes", "sha256"], self.where)}
+        out = {}
+        for name in (recorded if names is None else names):
+            why = (self._file_problem(name, *recorded[name]) if name in recorded
+                   else "not recorded in the index (act_shards)")
+            if why:
+                out[name] = why
+        return out
+
+    def _file_problem(self, name: str, size: int, digest: str) -> str | None:
+        path = self.dir / name
+        try:
+            st = path.stat()
+            if st.st_size != size:
+                return f"{st.st_size} bytes, {size} recorded (truncated or overwritten)"
+            key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, digest)
+            if key in _VERIFIED:
+                return None
+            got = _sha256(path)
+        except FileNotFoundError:
+            return "the file is missing"
+        except OSError as e:
+            return f"unreadable ({e.strerror or e})"
+        if got != digest:
+            return f"sha256 {got[:12]}..., {digest[:12]}... recorded (the bytes changed)"
+        _VERIFIED.add(key)
+        return None
+
+    def corrupt(self, name: str, why: str) -> CorruptShard:
+        """The one-line error for a bad shard file: which file, which capture, what to do."""
+        run = self.store.run_dir
+        again = f"`evalaware activations capture --run {run}" + (
+            f" --name {self.capture}`" if self.capture != "default" else "`")
+        return CorruptShard(f"{self.dir / name}: shard of capture {self.capture!r} is corrupt: "
+                            f"{why}; re-run {again} to capture its samples again")
+
+    def repair(self) -> list[str]:
+        """Check every shard; drop the index rows of each bad one and delete its file, so a
+        resumed capture captures its samples again. Returns "name (what was wrong)" per shard."""
+        bad = self.shard_problems()
+        for name in bad:
+            with self.store.transaction():
+                self.index.delete({**self.where, "shard": shard_number(name)})
+                self.sample_rows.delete({**self.where, "shard": name})
+                self.shard_rows.delete({**self.where, "shard": name})
+            # after the commit: a crash in between leaves an unindexed file, which cleanup removes
+            (self.dir / name).unlink(missing_ok=True)
+        return [f"{n} ({why})" for n, why in bad.items()]
+
+    # --- writing (continued) -------------------------------------------------------------
     def done_ids(self) -> set[str]:
         return {r[0] for r in self.sample_rows.select(["sample_id"], self.where)}
 
@@ -220,14 +289,21 @@ class ActivationStore:
         by_shard: dict[int, list[str]] = {}
         for sid in ids:
             by_shard.setdefault(int(loc[sid][layers[0]][0]), []).append(sid)
-        for shard, sids in by_shard.items():
-            with safe_open(str(self.dir / shard_name(shard)), framework="pt") as f:
-                for layer in layers:
-                    t = f.get_tensor(f"{pooling}/{layer}").float().numpy()
-                    if layer not in out:
-                        out[layer] = np.zeros((len(ids), t.shape[1]), dtype=np.float32)
-                    rows_idx = [loc[s][layer][1] for s in sids]
-                    out[layer][[pos[s] for s in sids]] = t[rows_idx]
+        names = [shard_name(n) for n in by_shard]
+        bad = self.shard_problems(names)
+        if bad:
+            raise self.corrupt(*next(iter(bad.items())))
+        for name, (shard, sids) in zip(names, by_shard.items()):
+            try:
+                with safe_open(str(self.dir / name), framework="pt") as f:
+                    for layer in layers:
+                        t = f.get_tensor(f"{pooling}/{layer}").float().numpy()
+                        if layer not in out:
+                            out[layer] = np.zeros((len(ids), t.shape[1]), dtype=np.float32)
+                        rows_idx = [loc[s][layer][1] for s in sids]
+                        out[layer][[pos[s] for s in sids]] = t[rows_idx]
+            except (SafetensorError, OSError, IndexError, ValueError) as e:
+                raise self.corrupt(name, f"unreadable ({e})") from e
         return ids, out
 
     def stats(self) -> dict[str, Any]:
