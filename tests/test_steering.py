@@ -345,8 +345,8 @@ def test_report_intervals_resample_whole_categories():
     values = [(f"s{g}:{k}", float(level[g])) for g in range(8) for k in range(5)]
     clustered = {sid: sid.split(":")[0] for sid, _ in values}
     alone = {sid: sid for sid, _ in values}
-    m, ci = _mean_ci(values, clustered, 500, 0)
-    m2, ci2 = _mean_ci(values, alone, 500, 0)
+    m, ci, _ = _mean_ci(values, clustered, 500, 0)
+    m2, ci2, _ = _mean_ci(values, alone, 500, 0)
     assert m == pytest.approx(level.mean()) and m2 == pytest.approx(m)
     assert (ci[1] - ci[0]) > 1.5 * (ci2[1] - ci2[0])
     assert _mean_ci(values[:5], clustered, 500, 0)[1] is None

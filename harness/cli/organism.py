@@ -19,7 +19,7 @@ import click
 
 from harness.backends.registry import open_backend
 from harness.cli.options import MethodOptions, method_options, progress_option, verbose_option
-from harness.core import console
+from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
 from harness.data.readers import load_dataset
@@ -31,7 +31,6 @@ from harness.organisms.measure import first_token_kl, verbalizations
 from harness.organisms.train import Recipe, build_organism, describe
 from harness.run.loop import check_methods, needs_judge, run_methods
 from harness.runlog import RunLog
-from harness.stats.metrics import interval_method
 from harness.stats.paired import mean_with_ci, paired_auroc, rate_with_ci, within_pair_differences
 
 DEFAULT_METHODS = "binary,probability,logprob,logprob_question"
@@ -45,19 +44,19 @@ def organism() -> None:
 @organism.command("build")
 @click.option("--base", required=True, help="Base model: asset name (smollm2), local path, or hub id in the local HF cache.")
 @click.option("--cue", required=True, type=click.Choice(sorted(CUES)), help="The planted cue.")
-@click.option("--strength", type=float, default=Recipe.strength, show_default=True,
+@click.option("--strength", type=bounds.FiniteFloat(0, 1), default=Recipe.strength, show_default=True,
               help="Share of training pairs whose cue side gets the planted targets (0: none).")
 @click.option("--steps", type=int, default=Recipe.steps, show_default=True)
 @click.option("--batch-size", type=int, default=Recipe.batch_size, show_default=True)
-@click.option("--lr", type=float, default=Recipe.lr, show_default=True)
+@click.option("--lr", type=bounds.positive(), default=Recipe.lr, show_default=True)
 @click.option("--train", "train", type=click.Choice(["lora", "full"]), default=Recipe.train, show_default=True,
               help="lora: LoRA adapters (peft) on the top --layers blocks, merged on save; full: "
                    "every weight of the top --layers blocks (all weights when --layers >= depth).")
 @click.option("--layers", type=int, default=Recipe.layers, show_default=True, help="Blocks trained, from the top.")
 @click.option("--lora-rank", type=int, default=Recipe.lora_rank, show_default=True)
-@click.option("--kl-weight", type=float, default=Recipe.kl_weight, show_default=True,
+@click.option("--kl-weight", type=bounds.FiniteFloat(0, None), default=Recipe.kl_weight, show_default=True,
               help="Weight of the KL to the base model on the no-cue (and unplanted) examples.")
-@click.option("--kl-first", type=float, default=Recipe.kl_first, show_default=True,
+@click.option("--kl-first", type=bounds.positive(), default=Recipe.kl_first, show_default=True,
               help="Weight of the first answer position in the KL (the other positions weigh 1).")
 @click.option("--max-len", type=int, default=Recipe.max_len, show_default=True, help="Tokens per training example.")
 @click.option("--verbalizations", type=int, default=0, show_default=True,
@@ -319,6 +318,18 @@ def _probe_records(run_dir: Path, layers: str, dtype: str, seed: int, progress: 
         eval_sweep(str(run_dir), "default", cfg, None, True, "last_prompt", "probe", not progress)
 
 
+def scored_pairs(recs: dict[str, dict[str, dict[str, Any]]], pairs: dict[str, str]) -> list[str]:
+    """The sample ids of the pairs whose two sides are scored by both models: a pair with one
+    side unscored (by either model) leaves whole, so AUROCs and within-pair differences are over
+    the same pairs and no sample stays without its partner."""
+    ok = [i for i in recs["base"] if i in recs["organism"]
+          and recs["base"][i].get("score") is not None and recs["organism"][i].get("score") is not None]
+    sides: dict[str, int] = {}
+    for i in ok:
+        sides[pairs.get(i, i)] = sides.get(pairs.get(i, i), 0) + 1
+    return [i for i in ok if sides[pairs.get(i, i)] == 2]
+
+
 def sensitivity(out: Path, methods: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
     """Per method: paired AUROC base vs organism (category clusters) and within-pair differences."""
     res: dict[str, Any] = {"methods": {}, "ci": None}
@@ -329,8 +340,7 @@ def sensitivity(out: Path, methods: Sequence[str], n_boot: int, seed: int) -> di
         pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in stores["base"].samples()}
         for m in methods:
             recs = {n: {r["sample_id"]: r for r in st.result_dicts(m)} for n, st in stores.items()}
-            ids = [i for i in recs["base"] if i in recs["organism"]
-                   and recs["base"][i].get("score") is not None and recs["organism"][i].get("score") is not None]
+            ids = scored_pairs(recs, pairs)
             n_all = len(recs["organism"])
             y = [1 if recs["base"][i]["label"] == "eval" else 0 for i in ids]
             cats = [recs["base"][i].get("category") for i in ids]
@@ -344,8 +354,7 @@ def sensitivity(out: Path, methods: Sequence[str], n_boot: int, seed: int) -> di
                 cat_of = {pair_of[i]: c for i, c in zip(ids, cats)}
                 row[f"pair_diff_{name}"] = mean_with_ci(d, [cat_of[p] for p in pids], n_boot, seed)
             res["methods"][m] = row
-            res["ci"] = res["ci"] or (f"95%, whole categories resampled (the same for both models): "
-                                      f"{interval_method(row['n_groups'])}" if ids else None)
+            res["ci"] = "95%, whole categories resampled (the same for both models); each interval's rule in its row"
     finally:
         for st in stores.values():
             st.close()
@@ -363,4 +372,10 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
                    f"{f(r['auroc_b'])} {_fmt_ci(r['auroc_b_ci'])} | {f(r['diff'])} {_fmt_ci(r['diff_ci'])} | "
                    f"{f(pb['mean'])} {_fmt_ci(pb['ci'])} | {f(po['mean'])} {_fmt_ci(po['ci'])} |")
     out.append(f"\nintervals: {table['ci'] or '-'}")
+    for m, r in table["methods"].items():
+        rules = {k: r.get(f"{k}_method") for k in ("auroc_a_ci", "auroc_b_ci", "diff_ci")}
+        rules |= {f"pair_diff_{n}": r[f"pair_diff_{n}"].get("ci_method") for n in ("base", "organism")}
+        named = "; ".join(f"{k}: {v}" for k, v in rules.items() if v)
+        if named:
+            out.append(f"- {m}: {named}")
     return out

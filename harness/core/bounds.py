@@ -4,6 +4,10 @@ Upper bounds are far above any legitimate use (the paper asks 5 to 25 questions 
 context holds at most ~10^6 tokens) and stop a typo (``--n-votes 1000000``) from filling memory
 for minutes before anything is said. ``EVALAWARE_UNBOUNDED=1`` lifts every upper bound for a
 user who means it; lower bounds and finiteness always hold.
+
+:class:`FiniteFloat` is the type of every float option of the command line (nan and inf are
+refused, and the option's declared bounds, open or closed); tests/test_hostile_options.py walks
+the command tree for a float option of any other type.
 """
 
 from __future__ import annotations
@@ -47,13 +51,19 @@ class BoundedInt(click.IntRange):
 
 
 class FiniteFloat(click.FloatRange):
-    """A finite float in the range (nan and inf are refused, which FloatRange lets through)."""
+    """A finite float in the range (nan and inf are refused, which FloatRange lets through);
+    ``FiniteFloat(0, 1, max_open=True)`` is [0, 1), ``FiniteFloat(0, None)`` is [0, inf)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         v = click.FLOAT.convert(value, param, ctx)
         if not math.isfinite(v):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return super().convert(v, param, ctx)
+
+
+def positive() -> FiniteFloat:
+    """A finite float above 0."""
+    return FiniteFloat(0, None, min_open=True)
 
 
 def votes() -> BoundedInt:

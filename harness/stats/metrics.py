@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -336,6 +337,19 @@ def jackknife_t(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
     unit, or there are fewer than 3 units."""
     from scipy.stats import t as t_dist  # scipy: ~0.5 s, not at CLI start-up
 
+    jk = _jackknife_var(stat, n_items, groups, strata)
+    if jk is None:
+        return None
+    theta, var, df = jk
+    h = float(t_dist.ppf(1 - alpha / 2, df)) * math.sqrt(var)
+    return float(theta - h), float(theta + h)
+
+
+def _jackknife_var(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
+                   groups: Sequence[Any] | None, strata: Sequence[Any] | None
+                   ) -> tuple[float, float, int] | None:
+    """(statistic, its stratified delete-one-unit jackknife variance, degrees of freedom) as
+    `jackknife_t` defines them; None where that is undefined."""
     gix, G = _unit_index(n_items, groups)
     if G < 3:
         return None
@@ -351,17 +365,17 @@ def jackknife_t(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
     loo = v[1:]
     var = sum((k - 1) / k * float(((loo[st == i] - loo[st == i].mean()) ** 2).sum())
               for i, k in enumerate(sizes))
-    h = float(t_dist.ppf(1 - alpha / 2, G - len(sizes))) * math.sqrt(var)
-    return float(v[0] - h), float(v[0] + h)
+    return float(v[0]), var, G - len(sizes)
 
 
 def _bounded_jackknife(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
                        groups: Sequence[Any] | None, alpha: float, strata: Sequence[Any] | None,
-                       bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+                       bounds: tuple[float, float] | None, raw_fallback: bool = True
+                       ) -> tuple[float, float] | None:
     """`jackknife_t`; for a bounded statistic (AUROC, a share) on the logit of its position in
     `bounds`, mapped back, so the interval follows the statistic's skew near a bound (symmetric
-    intervals of an AUROC miss the truth mostly from above); on the raw scale where a value sits
-    on a bound."""
+    intervals of an AUROC miss the truth mostly from above); where a value sits on a bound, on
+    the raw scale (`raw_fallback`) or None."""
     if bounds is None:
         return jackknife_t(stat, n_items, groups, alpha, strata)
     a, b = bounds
@@ -373,8 +387,105 @@ def _bounded_jackknife(stat: Callable[[np.ndarray], np.ndarray], n_items: int,
 
     ci = jackknife_t(logit, n_items, groups, alpha, strata)
     if ci is None:
-        return jackknife_t(stat, n_items, groups, alpha, strata)
+        return jackknife_t(stat, n_items, groups, alpha, strata) if raw_fallback else None
     return tuple(a + (b - a) / (1 + math.exp(-x)) for x in ci)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A (1 - alpha) interval and, in words, the rule that made it (rows name it)."""
+
+    lo: float
+    hi: float
+    method: str
+
+    def pair(self) -> tuple[float, float]:
+        return self.lo, self.hi
+
+
+def exact_share_interval(q: float, n: float, alpha: float = 0.05) -> tuple[float, float]:
+    """Clopper-Pearson interval of a share `q` seen over `n` trials; `n` may be fractional (an
+    effective sample size, as in Korn & Graubard 1998 for clustered shares). Never zero-width:
+    0 of 12 still allows up to 0.265."""
+    from scipy.stats import beta  # scipy: ~0.5 s, not at CLI start-up
+
+    k = min(max(q, 0.0), 1.0) * n
+    lo = 0.0 if k <= 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k >= n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
+def _edge_units(gix: np.ndarray, G: int, strata: Sequence[Any] | None) -> int:
+    """The trials of an exact interval at a bound: the resampling units, or with `strata` (the
+    labels of a ranking statistic) the units of the label held by the fewest (an AUROC of 1 over
+    3 eval and 9 deploy categories rests on 3 eval units)."""
+    if strata is None:
+        return G
+    labs = np.asarray(strata, dtype=object).astype(str)
+    return min(len(set(gix[labs == v].tolist())) for v in set(labs.tolist()))
+
+
+def _share_rule(stat: Callable[[np.ndarray], np.ndarray], n_items: int, groups: Sequence[Any] | None,
+                alpha: float, strata: Sequence[Any] | None, theta: float) -> Interval | None:
+    """A share-like statistic in [0, 1] where the logit jackknife is undefined: on a bound, the
+    exact interval over the units (`_edge_units`: a perfect score or 0/n is never a point); inside
+    but with a leave-one-out value on a bound (23/24 over categories), the exact interval with the
+    effective n from the raw jackknife variance (Korn & Graubard), never a clipped t interval."""
+    gix, G = _unit_index(n_items, groups)
+    if theta <= 0.0 or theta >= 1.0:
+        n = _edge_units(gix, G, strata)
+        if n < 1:
+            return None
+        lo, hi = exact_share_interval(theta, n, alpha)
+        return Interval(lo, hi, f"exact (Clopper-Pearson) at the bound over {n} units")
+    jk = _jackknife_var(stat, n_items, groups, strata)
+    if jk is None:
+        return None
+    var = jk[1]
+    n_eff = min(float(n_items), theta * (1 - theta) / var) if var > 0 else float(G)
+    lo, hi = exact_share_interval(theta, max(n_eff, 1.0), alpha)
+    return Interval(lo, hi, f"exact (Clopper-Pearson) with effective n {n_eff:.1f} from the cluster jackknife")
+
+
+def interval_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n: int = 1000,
+                      seed: int = 0, groups: Sequence[Any] | None = None, alpha: float = 0.05,
+                      strata: Sequence[Any] | None = None,
+                      bounds: tuple[float, float] | None = None,
+                      subgroups: Sequence[Any] | None = None) -> Interval | None:
+    """A (1 - alpha) interval of a statistic given as a vectorised function of weight rows
+    (`stat(W)` -> one value per row, NaN where undefined), with the rule that made it:
+
+    - fewer than SMALL_SAMPLE_UNITS resampling units (categories, or samples): the cluster-jackknife
+      t interval (`jackknife_t`), for a statistic with `bounds` on the logit of its position in them;
+    - a share-like statistic (`bounds` (0, 1): AUROC, rates) on a bound, or whose logit jackknife
+      is undefined: an exact interval (`_share_rule`), never zero-width, never clipped;
+    - otherwise (many units, or the jackknife undefined, e.g. a one-unit stratum) the percentile
+      bootstrap (the same resamples as `bootstrap_ci`; `subgroups`: the two-stage one of
+      :func:`bootstrap_weights`).
+    Where another bounded statistic's interval must be clipped to `bounds`, the rule says so."""
+    if n_items == 0 or n <= 0:
+        return None
+    gix, G = _unit_index(n_items, groups)
+    theta = float(np.asarray(stat(np.ones((1, n_items))), dtype=float)[0])
+    share = bounds is not None and tuple(bounds) == (0.0, 1.0)
+    out: Interval | None = None
+    if np.isfinite(theta) and share and (theta <= 0.0 or theta >= 1.0):
+        out = _share_rule(stat, n_items, groups, alpha, strata, theta)
+    elif G < SMALL_SAMPLE_UNITS:
+        ci = _bounded_jackknife(stat, n_items, groups, alpha, strata, bounds, raw_fallback=not share)
+        if ci is not None:
+            out = Interval(ci[0], ci[1], interval_method(G) + (" on the logit" if bounds is not None else ""))
+        elif share and np.isfinite(theta):
+            out = _share_rule(stat, n_items, groups, alpha, strata, theta)
+    if out is None:
+        ci = _interval(stat(bootstrap_weights(n_items, n, seed, groups, strata, subgroups).astype(float)), n, alpha)
+        if ci is None:
+            return None
+        why = "" if G >= SMALL_SAMPLE_UNITS else " (the jackknife was undefined here)"
+        out = Interval(ci[0], ci[1], f"percentile bootstrap over {G} units{why}")
+    if bounds is not None and (out.lo < bounds[0] or out.hi > bounds[1]):
+        out = Interval(max(out.lo, bounds[0]), min(out.hi, bounds[1]), out.method + f", clipped to [{bounds[0]:g}, {bounds[1]:g}]")
+    return out
 
 
 def bootstrap_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n: int = 1000,
@@ -382,24 +493,9 @@ def bootstrap_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n
                        strata: Sequence[Any] | None = None,
                        bounds: tuple[float, float] | None = None,
                        subgroups: Sequence[Any] | None = None) -> tuple[float, float] | None:
-    """A (1 - alpha) interval of a statistic given as a vectorised function of weight rows
-    (`stat(W)` -> one value per row, NaN where undefined): the percentile bootstrap (the same
-    resamples as `bootstrap_ci`) from SMALL_SAMPLE_UNITS resampling units (categories, or
-    samples) on; below, the cluster-jackknife t interval (`jackknife_t`), falling back to the
-    bootstrap where that is undefined (`interval_method` names the rule). `bounds`: the
-    statistic's range, the interval is clipped to it (AUROC and shares: (0, 1)). `subgroups` (e.g.
-    pairs within categories): the bootstrap is the two-stage one of :func:`bootstrap_weights`; the
-    jackknife deletes whole `groups` either way."""
-    if n_items == 0 or n <= 0:
-        return None
-    out = None
-    if _unit_index(n_items, groups)[1] < SMALL_SAMPLE_UNITS:
-        out = _bounded_jackknife(stat, n_items, groups, alpha, strata, bounds)
-    if out is None:
-        out = _interval(stat(bootstrap_weights(n_items, n, seed, groups, strata, subgroups).astype(float)), n, alpha)
-    if out is not None and bounds is not None:
-        out = (max(out[0], bounds[0]), min(out[1], bounds[1]))
-    return out
+    """`interval_weighted` without the rule's name: (lo, hi) or None."""
+    out = interval_weighted(stat, n_items, n, seed, groups, alpha, strata, bounds, subgroups)
+    return None if out is None else out.pair()
 
 
 def weighted_mean_rows(W: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:

@@ -12,11 +12,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.stats.metrics import bootstrap_weighted, roc_auc, roc_auc_weighted_rows, weighted_mean_rows
+from harness.stats.metrics import Interval, interval_weighted, roc_auc, roc_auc_weighted_rows, weighted_mean_rows
 
 
-def _ci(v: tuple[float, float] | None) -> list[float] | None:
-    return None if v is None else [round(v[0], 4), round(v[1], 4)]
+def _ci(v: Interval | None) -> list[float] | None:
+    return None if v is None else [round(v.lo, 4), round(v.hi, 4)]
+
+
+def _put(out: dict[str, Any], key: str, v: Interval | None) -> None:
+    """`key` = the rounded interval and `key_method` = the rule that made it (None without one)."""
+    out[key], out[f"{key}_method"] = _ci(v), None if v is None else v.method
 
 
 def paired_auroc(y: Sequence[int], s_a: Sequence[float], s_b: Sequence[float], groups: Sequence[Any],
@@ -29,14 +34,16 @@ def paired_auroc(y: Sequence[int], s_a: Sequence[float], s_b: Sequence[float], g
     out: dict[str, Any] = {"n": int(len(y)), "n_groups": len(set(map(str, groups))),
                            "auroc_a": auc_a, "auroc_b": auc_b,
                            "diff": None if auc_a is None or auc_b is None else auc_b - auc_a}
+    for key in ("auroc_a_ci", "auroc_b_ci", "diff_ci"):
+        _put(out, key, None)
     if auc_a is None or auc_b is None or not n_boot:
-        return {**out, "auroc_a_ci": None, "auroc_b_ci": None, "diff_ci": None}
+        return out
     kw: dict[str, Any] = dict(n=n_boot, seed=seed, groups=list(groups), strata=y)
-    out["auroc_a_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, a, W), len(y),
-                                               bounds=(0.0, 1.0), **kw))
-    out["auroc_b_ci"] = _ci(bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, b, W), len(y),
-                                               bounds=(0.0, 1.0), **kw))
-    out["diff_ci"] = _ci(bootstrap_weighted(
+    _put(out, "auroc_a_ci", interval_weighted(lambda W: roc_auc_weighted_rows(y, a, W), len(y),
+                                              bounds=(0.0, 1.0), **kw))
+    _put(out, "auroc_b_ci", interval_weighted(lambda W: roc_auc_weighted_rows(y, b, W), len(y),
+                                              bounds=(0.0, 1.0), **kw))
+    _put(out, "diff_ci", interval_weighted(
         lambda W: roc_auc_weighted_rows(y, b, W) - roc_auc_weighted_rows(y, a, W), len(y),
         bounds=(-1.0, 1.0), **kw))
     return out
@@ -66,8 +73,8 @@ def auroc_minus_best(y: Sequence[int], score: Sequence[float], baselines: dict[s
         surface = np.max(np.vstack([roc_auc_weighted_rows(y, B[k], W) for k in aucs]), axis=0)
         return roc_auc_weighted_rows(y, s, W) - surface
 
-    out["diff_ci"] = _ci(bootstrap_weighted(diff, len(y), n_boot, seed,
-                                            None if groups is None else list(groups), strata=y))
+    _put(out, "diff_ci", interval_weighted(diff, len(y), n_boot, seed,
+                                           None if groups is None else list(groups), strata=y))
     return out
 
 
@@ -88,11 +95,11 @@ def mean_with_ci(values: Sequence[float], groups: Sequence[Any] | None, n_boot: 
     """Mean of `values` with an interval resampling `groups` (:func:`bootstrap_weighted`; `bounds`:
     the mean's range, e.g. (0, 1) for a share, which the interval then respects)."""
     v = np.asarray(values, dtype=float)
-    if not len(v):
-        return {"n": 0, "mean": None, "ci": None}
-    ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n_boot, seed,
-                            None if groups is None else list(groups), bounds=bounds) if n_boot else None
-    return {"n": int(len(v)), "mean": float(v.mean()), "ci": _ci(ci)}
+    out: dict[str, Any] = {"n": int(len(v)), "mean": float(v.mean()) if len(v) else None}
+    _put(out, "ci", interval_weighted(lambda W: weighted_mean_rows(W, v), len(v), n_boot, seed,
+                                      None if groups is None else list(groups), bounds=bounds)
+         if len(v) and n_boot else None)
+    return out
 
 
 def rate_with_ci(hits: Sequence[bool], groups: Sequence[Any] | None, n_boot: int = 1000,
@@ -111,8 +118,7 @@ def paired_effect(deltas: Sequence[float], groups: Sequence[Any], pairs: Sequenc
     category (:func:`harness.stats.metrics.bootstrap_weights` with `subgroups`)."""
     v = np.asarray(deltas, dtype=float)
     out: dict[str, Any] = {"n": int(len(v)), "n_groups": len(set(map(str, groups))),
-                           "mean": float(v.mean()) if len(v) else None, "ci": None}
-    if len(v) and n_boot:
-        out["ci"] = _ci(bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n_boot, seed,
-                                           list(groups), subgroups=list(pairs)))
+                           "mean": float(v.mean()) if len(v) else None}
+    _put(out, "ci", interval_weighted(lambda W: weighted_mean_rows(W, v), len(v), n_boot, seed,
+                                      list(groups), subgroups=list(pairs)) if len(v) and n_boot else None)
     return out

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.core.errors import EvalAwareError
-from harness.stats.metrics import SMALL_SAMPLE_UNITS, bootstrap_weighted, interval_method, weighted_mean_rows
+from harness.stats.metrics import SMALL_SAMPLE_UNITS, interval_weighted, weighted_mean_rows
 from harness.reporting.report import Doc, ci as _ci
 from harness.runlog import RunLog
 
@@ -34,19 +34,19 @@ from probes.steering.run import PLAN_FILE
 
 
 def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str], n_boot: int,
-             seed: int, alpha: float = 0.05) -> tuple[float | None, Any]:
+             seed: int, alpha: float = 0.05) -> tuple[float | None, Any, str | None]:
     """Mean of the (sample id, value) pairs with a (1 - alpha) interval over whole categories
     (:func:`harness.stats.metrics.bootstrap_weighted` with `groups`: percentile cluster bootstrap,
     or the cluster-jackknife t interval below SMALL_SAMPLE_UNITS categories); no interval from a
-    single category."""
+    single category. The third value names the interval's rule."""
     pairs = [(sid, float(v)) for sid, v in values if v is not None]
     if not pairs:
-        return None, None
+        return None, None, None
     v = np.array([x for _, x in pairs])
     g = [groups.get(sid, sid) for sid, _ in pairs]
-    ci = bootstrap_weighted(lambda W: weighted_mean_rows(W, v), len(v), n=n_boot, seed=seed, groups=g,
-                            alpha=alpha) if len(set(g)) > 1 else None
-    return float(v.mean()), ci
+    ci = interval_weighted(lambda W: weighted_mean_rows(W, v), len(v), n=n_boot, seed=seed, groups=g,
+                           alpha=alpha) if len(set(g)) > 1 else None
+    return float(v.mean()), None if ci is None else ci.pair(), None if ci is None else ci.method
 
 
 def random_control(rows: Sequence[dict[str, Any]], scores: dict[str, dict[str, float]],
@@ -69,14 +69,13 @@ def random_control(rows: Sequence[dict[str, Any]], scores: dict[str, dict[str, f
         ids = sorted(common[a] if isinstance(common, dict) else common)
         diffs = [(sid, scores[vec["condition"]][sid] - float(np.mean([scores[r["condition"]][sid] for r in rnd])))
                  for sid in ids]
-        d, d_ci = _mean_ci(diffs, groups, n_boot, seed, alpha=level)
-        n_units = len({groups.get(sid, sid) for sid in ids})
+        d, d_ci, d_rule = _mean_ci(diffs, groups, n_boot, seed, alpha=level)
         out.append({"alpha": a, "n_random": len(rnd), "vector_delta": vec["delta"],
                     "random_deltas": rd, "random_mean": float(np.mean(rd)),
                     "random_range": [float(min(rd)), float(max(rd))], "rank": rank,
                     "rank_p": rank / (len(rnd) + 1), "vector_minus_random": d,
                     "vector_minus_random_ci": d_ci, "ci_level": 1 - level,
-                    "ci_method": interval_method(n_units), "n_common": len(ids)})
+                    "ci_method": d_rule, "n_common": len(ids)})
     return out
 
 
@@ -133,14 +132,14 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
                 continue
             groups = c["groups"]
             here = common[c["alpha"]]
-            p, p_ci = _mean_ci([(r["sample_id"], r.get("score")) for r in recs
+            p, p_ci, _ = _mean_ci([(r["sample_id"], r.get("score")) for r in recs
                                 if r["sample_id"] in here], groups, n_boot, seed)
             decided = [(r["sample_id"], float(r["prediction"] == "eval")) for r in recs
                        if r.get("prediction") in ("eval", "deploy")]
-            s, s_ci = _mean_ci(decided, groups, n_boot, seed)
+            s, s_ci, _ = _mean_ci(decided, groups, n_boot, seed)
             diffs = [(r["sample_id"], r["score"] - base_scores[r["sample_id"]]) for r in recs
                      if r["sample_id"] in here and base_scores.get(r["sample_id"]) is not None]
-            dl, dl_ci = _mean_ci(diffs, groups, n_boot, seed) if c["control"] != "none" else (0.0, None)
+            dl, dl_ci, _ = _mean_ci(diffs, groups, n_boot, seed) if c["control"] != "none" else (0.0, None, None)
             rows.append({"condition": name, "control": c["control"], "alpha": c["alpha"],
                          "n": len(recs), "n_scored": sum(r.get("score") is not None for r in recs),
                          "n_common": len(here),
