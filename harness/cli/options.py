@@ -14,7 +14,8 @@ and checks them the same way:
 - :func:`method_options`: the methods' settings (view, person, votes, sampling, token limits,
   ``--constrain``, the logprob methods' words and coverage gate, prompt overrides, batch size);
   the command gets one :class:`MethodOptions`, which builds the
-  :class:`~harness.methods.MethodConfig`.
+  :class:`~harness.methods.MethodConfig`. Checked as the command line is parsed: a ``--prompts``
+  directory's templates and, on a command with ``--methods``, a ``--person`` a method would not apply.
 - :func:`progress_option`: ``--no-progress``; the command gets ``progress``.
 
 - :func:`verbose_option`: ``-v/--verbose``; the engines' logs are hidden without it
@@ -41,6 +42,7 @@ from harness.core import bounds, console
 from harness.backends.base import Backend
 from harness.data.readers import read_dataset, resolve_dataset
 from harness.methods import MethodConfig
+from harness.methods.base import check_person
 from harness.methods.prompts import PromptLibrary
 from harness.methods.sentences import load_pairs
 from harness.backends.registry import BACKENDS, ENGINE_OPTIONS, check_backend, open_backend
@@ -391,6 +393,8 @@ def _check_method_options(m: MethodOptions) -> MethodOptions:
         raise click.BadParameter(str(e), param_hint="--words") from None
     if m.monitor_sentences is not None:
         load_pairs(m.monitor_sentences)  # a malformed file fails before any engine starts
+    if m.prompts_dir is not None:
+        m.prompts()  # the directory's templates are checked as it is read
     return m
 
 
@@ -417,7 +421,7 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
                           "judge verdicts follow their JSON schema (vllm: structured outputs; hf: "
                           "xgrammar; openai: a vLLM server's structured_outputs). Recorded; labelled in "
                           "reports."),
-        click.option("--min-label-mass", type=click.FloatRange(0, 1), default=MethodConfig.min_label_mass,
+        click.option("--min-label-mass", type=bounds.FiniteFloat(0, 1), default=MethodConfig.min_label_mass,
                      show_default=True,
                      help="binary/probability: a vote whose answer options get less probability than "
                           "this at the label position gives no label probability to the score "
@@ -435,11 +439,11 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
     ]
     if logprob:
         opts += [
-            click.option("--aware-tol", type=click.FloatRange(0, 1, max_open=True), default=1e-4,
+            click.option("--aware-tol", type=bounds.FiniteFloat(0, 1, max_open=True), default=1e-4,
                          show_default=True,
                          help="logprob methods: skip multi-token variants that cannot move the aware "
                               "P(eval) by more than this (0: score every variant)."),
-            click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+            click.option("--min-coverage", type=bounds.FiniteFloat(0, 1), default=0.01, show_default=True,
                          help="logprob methods: samples whose target words get less probability than "
                               "this have no prediction and no score (counted as no_signal)."),
             click.option("--words", default="paper", show_default=True,
@@ -452,4 +456,13 @@ def method_options(*, logprob: bool = True, batch_help: str = "Samples per commi
                          help="logprob methods: read (and cache) the full next-token distribution "
                               "instead of the candidate ids + top-k (same scores, slower on vLLM)."),
         ]
-    return _grouped(opts, "method_opts", lambda v: _check_method_options(MethodOptions(**v)))
+    grouped = _grouped(opts, "method_opts", lambda v: _check_method_options(MethodOptions(**v)))
+
+    def deco(f: F) -> F:
+        @functools.wraps(f)
+        def wrapper(*args: Any, method_opts: MethodOptions, **kwargs: Any) -> Any:
+            if isinstance(kwargs.get("methods"), str):  # the command's --methods, comma-separated
+                check_person([m.strip() for m in kwargs["methods"].split(",")], method_opts.person)
+            return f(*args, method_opts=method_opts, **kwargs)
+        return grouped(wrapper)
+    return deco

@@ -161,7 +161,7 @@ def _eval_options(f):
         click.option("--family-key", default="family", show_default=True,
                      help="Metadata field for leave-one-family-out (falls back to --group-key)."),
         click.option("--n-splits", type=int, default=5, show_default=True),
-        click.option("--C", "C", type=float, default=1.0, show_default=True,
+        click.option("--C", "C", type=bounds.positive(), default=1.0, show_default=True,
                      help="Inverse L2 strength of the logistic probe."),
         click.option("--n-boot", type=bounds.resamples(), default=1000, show_default=True),
         click.option("--ci-by", type=click.Choice(["category", "sample"]), default="category",

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from harness.core import errors
+from harness.core import bounds, errors
 from harness.cues.report import JSON_NAME, load_summary
 from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                            verbose_option)
@@ -52,7 +52,7 @@ METHOD = "motivation"
               help="Extra k-means++ restarts for the final fit at the chosen k.")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="CPU threads for embedding and clustering (1 is fastest on a busy machine).")
-@click.option("--artifact-threshold", type=float, default=None,
+@click.option("--artifact-threshold", type=bounds.FiniteFloat(-1, 1), default=None,
               help="Centroid similarity flagging method artifacts (default 0.6).")
 @click.option("--scope", type=click.Choice(SCOPES), default="majority", show_default=True,
               help="majority: aware votes of samples predicted eval; votes: every aware vote.")

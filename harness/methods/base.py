@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Sequence
 
+from harness.core.errors import EvalAwareError
 from harness.methods.answer_format import AnswerFormat, label_probabilities
 from harness.methods.answer_position import answer_start
 from harness.backends.base import Backend, Generation, GenerationRequest, SamplingParams
@@ -34,7 +35,8 @@ class MethodConfig:
 
     view: "first_turn" (system prompt(s) + first user message; the paper's default) or "full".
     person: "first" (the model answers, then is asked in the same conversation) or "third"
-      (the transcript, with the model's answer, is shown inside one user message).
+      (the transcript, with the model's answer, is shown inside one user message); a method
+      that asks no question about the transcript refuses "third" (:attr:`Method.persons`).
     n_votes: questions per sample (default: one per prompt variant); vote k uses variant
       k mod n_variants and seed `seed + k // n_variants` (use temperature > 0 for repeats to
       differ: the 25-vote experiment).
@@ -91,6 +93,8 @@ class MethodConfig:
             raise ValueError(f"min_coverage must be in [0, 1], got {self.min_coverage!r}")
         if not 0 <= self.min_label_mass <= 1:
             raise ValueError(f"min_label_mass must be in [0, 1], got {self.min_label_mass!r}")
+        if not 0 <= self.aware_tol < 1:
+            raise ValueError(f"aware_tol must be in [0, 1), got {self.aware_tol!r}")
 
     def params(self, max_tokens: int, seed_offset: int = 0) -> SamplingParams:
         greedy = self.temperature <= 0.0
@@ -136,8 +140,12 @@ class Method(ABC):
     needs_judge: ClassVar[bool] = False  # asks RunContext.judge (the CLI starts one only then)
     #: What the report shows for this method (order, score, sections): :mod:`harness.methods.report_spec`.
     report: ClassVar[ReportSpec] = ReportSpec()
+    #: The ``person`` settings the method applies; it refuses the others, which it would record
+    #: but not apply (:func:`check_person`).
+    persons: ClassVar[tuple[str, ...]] = ("first",)
 
     def __init__(self, ctx: RunContext) -> None:
+        check_person([type(self)], ctx.config.person)
         self.ctx = ctx
 
     @abstractmethod
@@ -158,6 +166,18 @@ class Method(ABC):
         return Record.for_sample(sample, self.name, tally.prediction, tally.score, tally.n_valid,
                                  tally.n_invalid, n_answers=len(cuts), n_cut=sum(cuts),
                                  votes=None if votes is None else tuple(votes), details=details)
+
+
+def check_person(methods: Sequence[str | type[Method]], person: str) -> None:
+    """Refuse a `person` that one of `methods` (names or classes; unknown names are left to
+    :func:`harness.run.loop.check_methods`) does not apply."""
+    classes = [REGISTRY.get(m) if isinstance(m, str) else m for m in methods]
+    bad = [c.name for c in classes if c is not None and person not in c.persons]
+    if bad:
+        raise EvalAwareError(f"--person {person}: not applied by {', '.join(bad)} (no question about "
+                             f"a transcript there; the manifest would record a setting not used); run "
+                             f"{'it' if len(bad) == 1 else 'them'} with --person first (the default), "
+                             f"e.g. as another command into the same --out")
 
 
 def judged(votes: Sequence[Vote]) -> list[Verdict]:
@@ -230,6 +250,7 @@ class QuestionVoteMethod(Method):
     #: The tagged answer format (binary, probability): with it, every vote also records the
     #: label probabilities and ``--constrain`` holds answers to its grammar.
     answer_format: ClassVar[AnswerFormat | None] = None
+    persons = PERSONS  # the question follows the conversation or a shown transcript
 
     def settings(self) -> dict[str, Any]:
         if self.answer_format is None:

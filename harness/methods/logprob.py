@@ -5,7 +5,9 @@ Two methods share this module and differ only in the scored position:
   question is added, so nothing primes the model. Coverage is usually tiny: models rarely start an
   answer with "evaluation" or "deployment", which is the paper's finding.
 - ``logprob_question``: the sample followed by a one-word question (prompt file
-  ``logprob/question``); the first answer token then usually is a target word.
+  ``logprob/question``); the first answer token then usually is a target word. With ``--person
+  third`` the sample is shown as a transcript in one user message and the question asked about it
+  (``third_person``, as binary and probability do); ``logprob`` asks nothing and refuses it.
 
 Both record the naive score (the paper's: probability mass of the target words' first tokens),
 the same restricted to the top 20 (what hosted APIs return), and the tokenizer-aware score
@@ -36,7 +38,7 @@ from harness.core.records import Record
 from harness.methods.voting import Tally
 from harness.methods.answer_position import answer_start
 from harness.methods.report_spec import Family, ReportSpec
-from harness.methods.base import Method, MethodConfig, register
+from harness.methods.base import PERSONS, Method, MethodConfig, question_messages, register
 from harness.core.sample import sample_view
 
 # Cases scored by default: lower and Title. An all-caps one-word answer is rare, and its splits
@@ -67,10 +69,9 @@ class _LogprobBase(Method):
         self._start = answer_start(ctx.renderer)
 
     def prompt_messages(self, sample: Sample) -> tuple[Message, ...]:
-        msgs = sample_view(sample, self.ctx.config.view)
-        if self.form == "question":
-            msgs = msgs + (Message("user", self.ctx.prompts.get("logprob/question").text),)
-        return msgs
+        if self.form == "question":  # no answer of the model in between, in either person
+            return question_messages(self.ctx, sample, None, self.ctx.prompts.get("logprob/question").text)
+        return sample_view(sample, self.ctx.config.view)
 
     def settings(self) -> dict[str, Any]:
         cfg = self.ctx.config
@@ -78,7 +79,14 @@ class _LogprobBase(Method):
                 "aware_tol": cfg.aware_tol, "min_coverage": cfg.min_coverage,
                 "aware_boundary": cfg.aware_boundary, "full_vocab": cfg.full_vocab,
                 "word_list": self._words.name or "custom", "answer_position": self._start.how,
-                "words": {w.word: w.label for w in self._plan.per_word}, **self._bound()}
+                "words": {w.word: w.label for w in self._plan.per_word}, **self._bound(), **self._shown()}
+
+    def _shown(self) -> dict[str, str]:
+        """``{"third_person": "transcript"}`` where the sample is shown as a transcript: runs made
+        before the third person was applied here (it was recorded and ignored) refuse to resume
+        under it instead of mixing first-person scores with third-person ones; first-person
+        settings are unchanged."""
+        return {"third_person": "transcript"} if self.ctx.config.person == "third" else {}
 
     def _bound(self) -> dict[str, str]:
         """``{"aware_bound": ...}`` where the backend's boundary mass is a lower bound (a
@@ -121,3 +129,4 @@ class LogprobQuestion(_LogprobBase):
     name = "logprob_question"
     description = "target-word probability after a one-word eval-or-deployment question"
     form = "question"
+    persons = PERSONS

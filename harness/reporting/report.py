@@ -81,7 +81,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 
 @click.option("--ci-by", type=click.Choice(S.CI_BY), default=None,
               help="Bootstrap unit for every interval: whole categories or single samples "
                    "[default: category when the dataset has categories, else sample].")
-@click.option("--base-rate", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01,
+@click.option("--base-rate", type=bounds.FiniteFloat(0, 1, min_open=True, max_open=True), default=0.01,
               show_default=True, help="Share of evaluations in the traffic for the precision column "
                                       "of the low base-rate view.")
 def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int, ci_by: str | None,
