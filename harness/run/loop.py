@@ -16,14 +16,14 @@ from tqdm.auto import tqdm
 from harness.backends.base import Backend
 from harness.backends.cache import CachedBackend
 from harness.core.errors import EvalAwareError, StoreError
-from harness.runlog.provenance import base_manifest
+from harness.runlog.provenance import base_manifest, dataset_identity
 from harness.methods import MethodConfig, RunContext, available
 from harness.methods.prompts import PromptLibrary
 from harness.core.render import Renderer
 from harness.runlog.lock import writes_run_dir
 from harness.run.monitor import RunMonitor, default_say
 from harness.core.sample import Sample, sample_view
-from harness.runlog import RunLog
+from harness.runlog import LOG_NAME, RunLog
 
 
 def check_methods(methods: Sequence[str]) -> list[str]:
@@ -45,6 +45,15 @@ def needs_judge(methods: Sequence[str]) -> bool:
     """Whether any of these methods asks a judge model (motivation, reasoning)."""
     registry = available()
     return any(m in registry and registry[m].needs_judge for m in methods)
+
+
+def check_dataset(run_dir: str | Path, dataset_path: str | Path | None) -> None:
+    """Refuse, before any model loads, a dataset other than the one `run_dir` already holds
+    results on (see :meth:`RunLog.check_dataset`); `run_methods` checks and records it again."""
+    if dataset_path is None or not (Path(run_dir) / LOG_NAME).is_file():
+        return
+    with RunLog(run_dir, readonly=True) as store:
+        store.check_dataset(dataset_identity(dataset_path))
 
 
 def _check_same(store: RunLog, key: str, value: Any, what: str) -> None:
@@ -91,6 +100,9 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
                      judge_renderer=Renderer(judge.tokenizer, {}) if judge is not None and
                      judge.tokenizer is not None else None)
     check_context(samples, renderer, config, backend.context_length)
+    dataset = dataset_identity(dataset_path) if dataset_path is not None else None
+    if dataset is not None:
+        store.claim_dataset(dataset)
     _check_same(store, "model_identity", backend.identity, "model")
     store.put_samples(samples)
     self_judged = is_self_judged(methods, backend, judge)
@@ -115,8 +127,9 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
             bar.close()
             summary[name] = {"skipped": len(samples) - len(todo), "computed": len(todo)}
     finally:
-        manifest = base_manifest(dataset_path)
+        manifest = base_manifest()
         manifest.update({
+            **({"dataset": dataset} if dataset is not None else {}),
             "model": {**getattr(backend, "model_info", {}), "identity": backend.identity,
                       "backend_settings": getattr(backend, "settings", {})},
             "renderer": renderer.info(),
@@ -128,8 +141,10 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
             "calls": _calls(cached, judge_cached),
             **(extra_manifest or {}),
         })
-        store.write_manifest(manifest)
-        store.close()
+        try:
+            store.write_manifest(manifest)
+        finally:
+            store.close()
     summary["_calls"] = _calls(cached, judge_cached)
     return summary
 

@@ -136,7 +136,7 @@ def _busy(path: Path, fd: int) -> RunDirBusy:
 def _open_lock_file(path: Path) -> int:
     """Open (or create) the lock file without following a link: a link planted in the run
     directory must not make us truncate its target. Refuses anything but a regular file that
-    this user owns."""
+    this user owns and that has no other name (a hard link shares its bytes with another file)."""
     lock = path / LOCK_NAME
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
@@ -147,10 +147,11 @@ def _open_lock_file(path: Path) -> int:
         raise StoreError(f"{lock}: cannot open the run's lock: {e.strerror}") from None
     st = os.fstat(fd)
     problem = ("is not a regular file" if not stat.S_ISREG(st.st_mode) else
-               f"is owned by uid {st.st_uid}, not by this user" if st.st_uid != os.geteuid() else "")
+               f"is owned by uid {st.st_uid}, not by this user" if st.st_uid != os.geteuid() else
+               f"is a hard link ({st.st_nlink} names for one file)" if st.st_nlink > 1 else "")
     if problem:
         os.close(fd)
-        raise StoreError(f"{lock}: {problem}; refusing to use it as the run's lock")
+        raise StoreError(f"{lock}: {problem}; refusing to use it as the run's lock (remove it)")
     return fd
 
 

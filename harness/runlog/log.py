@@ -9,7 +9,15 @@ Tables (see :mod:`harness.runlog.schema`)
 - tables other packages register with :meth:`RunLog.table` (activations index, embeddings).
 
 Every write is one transaction (``BEGIN IMMEDIATE``; nested transactions join the outer one),
-so a killed process leaves the log as of its last commit; WAL lets readers read while a run writes.
+so a killed process leaves the log as of its last commit; a write SQLite refuses (a full disk, an
+I/O error) rolls its transaction back and becomes a one-line :class:`StoreError`. WAL lets readers
+read while a run writes.
+
+Readers (``RunLog(dir, readonly=True)``: ``show``, ``export``, ``report``) open the file with
+SQLite's ``mode=ro``: the log is never written (no journal-mode switch, no migration, no lock);
+in a writable directory SQLite may leave its empty ``-wal``/``-shm`` index files, which the next
+writer reuses. In a read-only directory whose log was closed cleanly (no ``-wal``: no writer can
+be at work there) SQLite cannot make that index, and the file is read as ``immutable``.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -32,22 +40,50 @@ from harness.runlog.manifest import MetaAndManifest
 from harness.runlog.tables import Table, TableSpec, check_columns
 
 
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write `path` (see the module docstring)."""
+    uri = path.absolute().as_uri()
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60, isolation_level=None)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError as e:
+            db.close()
+            if "unable to open" not in str(e):  # SQLITE_CANTOPEN: no -shm, none can be made
+                raise
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise StoreError(f"{path}: cannot be read in this read-only directory: {wal.name} holds "
+                             f"writes not yet merged into the log (its run stopped mid-way); read "
+                             f"a writable copy of the directory")
+        return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path}: not a readable run log ({e})") from e
+
+
 class RunLog(MetaAndManifest):
     """The SQLite log (and manifest) of one run directory."""
 
-    def __init__(self, run_dir: str | Path, create: bool = True) -> None:
+    def __init__(self, run_dir: str | Path, create: bool = True, readonly: bool = False) -> None:
+        """`create`: make the directory and log when missing; `readonly`: a reader's view of an
+        existing log, which never writes (see the module docstring)."""
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / LOG_NAME
-        if not create and not self.path.exists():
+        self.readonly = readonly
+        if (readonly or not create) and not self.path.exists():
             raise StoreError(f"{self.run_dir}: not a run directory (no {LOG_NAME})")
         self._refuse_lost_log()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        if not readonly:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None) if not readonly \
+            else _connect_readonly(self.path)
         self._depth = 0
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self.opened_version = prepare(self._db, self.path)
+            if not readonly:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            self.opened_version = prepare(self._db, self.path, readonly)
         except sqlite3.DatabaseError as e:
             self._db.close()
             raise StoreError(f"{self.path}: not a readable run log ({e})") from e
@@ -84,15 +120,20 @@ class RunLog(MetaAndManifest):
             finally:
                 self._depth -= 1
             return
-        self._db.execute("BEGIN IMMEDIATE")
         self._depth = 1
         try:
+            self._db.execute("BEGIN IMMEDIATE")
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
             self._db.execute("COMMIT")
+        except BaseException as e:
+            if self._db.in_transaction:  # SQLite may have rolled back already (a full disk)
+                with suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            if isinstance(e, sqlite3.OperationalError):
+                raise StoreError(f"{self.path}: cannot write the run log ({e}); this write was "
+                                 f"rolled back, what was written before is kept: fix the cause "
+                                 f"(e.g. free disk space) and re-run the same command to resume") from e
+            raise
         finally:
             self._depth = 0
 
@@ -103,8 +144,11 @@ class RunLog(MetaAndManifest):
         """A package's own table (created on first use, so a reader never waits for a write lock
         on a table that exists; a different existing layout is refused)."""
         if not check_columns(self._db, spec, self.path):
-            with self.transaction() as db:
-                db.execute(spec.ddl())
+            if self.readonly:
+                self._db.execute(spec.ddl(temp=True))
+            else:
+                with self.transaction() as db:
+                    db.execute(spec.ddl())
         return Table(self, spec)
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.core.errors import StoreError
 from harness.runlog.codec import dumps
 from harness.runlog.schema import SCHEMA_VERSION
 from harness.runlog.tables import Table
@@ -50,6 +51,30 @@ class MetaAndManifest:
         tmp = self.run_dir / "manifest.json.tmp"
         tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         os.replace(tmp, self.run_dir / "manifest.json")
+
+    def dataset(self) -> dict[str, str] | None:
+        """The dataset this run directory belongs to (:func:`harness.runlog.provenance.
+        dataset_identity`); for a run made before it was recorded, the one its manifest names."""
+        return self.get_meta("dataset") or (self.get_meta("manifest") or {}).get("dataset")
+
+    def check_dataset(self, dataset: dict[str, str]) -> None:
+        """Refuse a dataset other than the run's own: a run directory belongs to one dataset
+        file (its content; the path may differ, a --limit/--first subset of it is the same)."""
+        old = self.dataset()
+        if not old or old.get("sha256") == dataset["sha256"]:
+            return
+        was = f"{old.get('path')} (sha256 {str(old.get('sha256'))[:12]}...)"
+        now = (f"that file has changed since (sha256 now {dataset['sha256'][:12]}...)"
+               if old.get("path") == dataset["path"] else
+               f"{dataset['path']} (sha256 {dataset['sha256'][:12]}...) is another dataset")
+        raise StoreError(f"{self.run_dir}: this run directory belongs to dataset {was}; {now}: "
+                         f"use a new --out directory")
+
+    def claim_dataset(self, dataset: dict[str, str]) -> None:
+        """:meth:`check_dataset`, then record `dataset` as the run's own (one transaction)."""
+        with self.transaction():
+            self.check_dataset(dataset)
+            self.set_meta("dataset", dataset)
 
     def add_to_manifest(self, section: str, name: str, entry: dict[str, Any]) -> None:
         """Record a derived artifact (a capture, a taxonomy) under ``manifest[section][name]``."""

@@ -54,6 +54,12 @@ def dataset_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def dataset_identity(path: str | Path) -> dict[str, str]:
+    """What names a run's dataset: the file (or Inspect log folder) as given and its content's
+    sha256, which alone decides whether two datasets are the same."""
+    return {"path": str(path), "sha256": dataset_sha256(path)}
+
+
 def base_manifest(dataset: str | Path | None = None) -> dict[str, Any]:
     m: dict[str, Any] = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -64,5 +70,5 @@ def base_manifest(dataset: str | Path | None = None) -> dict[str, Any]:
         "git_revision": git_revision(),
     }
     if dataset is not None:
-        m["dataset"] = {"path": str(dataset), "sha256": dataset_sha256(dataset)}
+        m["dataset"] = dataset_identity(dataset)
     return m

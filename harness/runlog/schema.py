@@ -8,7 +8,8 @@ Versions
   :class:`harness.core.records.ModelCall`); the version is also in ``meta`` (``schema_version``) and
   the manifest.
 A log with a newer version, or a version-0 file whose core tables have other columns, is refused
-with a one-line message naming the file and its version.
+with a one-line message naming the file and its version. A reader (read-only) never migrates: the
+core tables a version-0 log lacks read as empty.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def prepare(db: sqlite3.Connection, path: Path) -> int:
+def prepare(db: sqlite3.Connection, path: Path, readonly: bool = False) -> int:
     """Create, migrate or refuse the log behind `db`; returns the version it had when opened
-    (0 for a new file as well as for a pre-version one)."""
+    (0 for a new file as well as for a pre-version one). `readonly`: check only; missing core
+    tables become empty temporary ones (nothing is written to the file)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path}: run log schema version {version} is newer than this evalaware "
@@ -54,6 +56,11 @@ def prepare(db: sqlite3.Connection, path: Path) -> int:
                          f"{sorted(tables)})")
     for spec in CORE:
         check_columns(db, spec, f"{path} (schema version {version})")
+    if readonly:
+        for spec in CORE:
+            if spec.name not in tables:
+                db.execute(spec.ddl(temp=True))
+        return version
     db.execute("BEGIN IMMEDIATE")
     try:
         if db.execute("PRAGMA user_version").fetchone()[0] == version:  # not migrated meanwhile

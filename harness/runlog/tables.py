@@ -30,10 +30,12 @@ class TableSpec:
     def names(self) -> tuple[str, ...]:
         return tuple(c for c, _ in self.columns)
 
-    def ddl(self) -> str:
+    def ddl(self, temp: bool = False) -> str:
+        """``CREATE TABLE IF NOT EXISTS``; `temp`: an empty stand-in in a reader's temporary
+        schema (a read-only log that lacks the table reads as having no rows)."""
         cols = ", ".join(f"{c} {t} NOT NULL" for c, t in self.columns)
         tail = " WITHOUT ROWID" if self.without_rowid else ""
-        return (f"CREATE TABLE IF NOT EXISTS {self.name} ({cols}, "
+        return (f"CREATE {'TEMP ' if temp else ''}TABLE IF NOT EXISTS {self.name} ({cols}, "
                 f"PRIMARY KEY ({', '.join(self.key)})){tail}")
 
 
