@@ -12,7 +12,7 @@ from harness.cli.options import (MethodOptions, RunOptions, method_options, prog
 from harness.core.errors import EvalAwareError
 from harness.cues import attribute
 from harness.cues.attribute import run_cues
-from harness.cues.factors import FACTORS, TURNS, resolve_factors
+from harness.cues.factors import FACTORS, TURNS, FactorFileError, resolve_factors
 from harness.cues.variants import DESIGNS, MAX_FACTORIAL
 from harness.run.loop import check_methods, needs_judge
 from harness.runlog.lock import run_dir_lock
@@ -24,7 +24,9 @@ from harness.runlog.lock import run_dir_lock
               help="Comma-separated methods whose score (P(eval)) is compared.")
 @click.option("--factors", "factors", default="all", show_default=True,
               help=f"all, or comma-separated factors ({', '.join(FACTORS)}), and/or FILE.py files "
-                   f"defining FACTORS (user factors).")
+                   f"defining FACTORS (user factors). Each FILE.py is imported, i.e. run as Python "
+                   f"code with your rights, when the command starts (never for --help): use only "
+                   f"files you trust.")
 @click.option("--design", type=click.Choice(DESIGNS), default="single", show_default=True,
               help=f"single: one factor switched per variant; factorial: every on/off cell of "
                    f"<= {MAX_FACTORIAL} factors (interactions).")
@@ -55,8 +57,10 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: st
       evalaware cues --model smollm2 --dataset logs/ --factors all,my_factors.py --out runs/cues-inspect
     """
     method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
-    try:
+    try:  # here, after parsing: a factor file runs only when the command does
         factor_list = resolve_factors(factors)
+    except FactorFileError:
+        raise  # the file's own failure: one line naming it
     except EvalAwareError as e:
         raise click.BadParameter(str(e), param_hint="--factors") from None
     if report_only:

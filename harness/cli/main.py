@@ -28,8 +28,9 @@ from harness.stats.summaries import auroc_gate, answer_errors, per_class_accurac
 from harness.reporting.report import method_label, report
 from harness.runlog.lock import run_dir_lock
 from harness.run.monitor import tally
-from harness.run.loop import check_methods, needs_judge, run_methods
+from harness.run.loop import check_dataset, check_methods, needs_judge, run_methods
 from harness.runlog import RunLog
+from harness.runlog.codec import dumps
 from harness.cli.taxonomy import taxonomy
 from harness.cli.cues import cues
 
@@ -121,7 +122,7 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Bootstrap resamples (of groups) for the intervals.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--threshold", type=click.FloatRange(0.5, 1.0), default=0.70, show_default=True,
+@click.option("--threshold", type=bounds.FiniteFloat(0.5, 1.0), default=0.70, show_default=True,
               help="Warn when a surface predictor's AUROC reaches this.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, view: str,
@@ -193,6 +194,7 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: str, out: str, se
     opts.check_model()
     opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
     samples = opts.samples()
+    check_dataset(out, opts.dataset_path)  # a run directory belongs to one dataset
     prompts = method_opts.prompts()
     template_kwargs = opts.engine.template_kwargs
     # Every backend opened here is closed on every way out (errors, Ctrl-C).
@@ -245,7 +247,7 @@ def show(run_dir: str) -> None:
     Example:
       evalaware show runs/demo
     """
-    store = RunLog(run_dir, create=False)
+    store = RunLog(run_dir, readonly=True)
     man = store.get_meta("manifest", {})
     click.echo(f"model: {man.get('model', {}).get('model')}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")
     click.echo(f"samples: {len(store.samples())}  cached calls: {store.count_calls()}")
@@ -260,16 +262,27 @@ def show(run_dir: str) -> None:
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out", type=click.Path(dir_okay=False), help="Default: RUN_DIR/results.jsonl")
+@click.option("--out", "out", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Default: RUN_DIR/results.jsonl; '-': standard output (the count goes to stderr).")
 def export(run_dir: str, out: str | None) -> None:
     """Export a run's per-sample records as JSONL.
 
     \b
-    Example:
+    Examples:
       evalaware export runs/demo --out demo.jsonl
+      evalaware export runs/demo --out - | head -1
     """
+    if out == "-":  # the records only on stdout, UTF-8 as in the file
+        with RunLog(run_dir, readonly=True) as store:
+            recs = store.result_dicts()
+        stdout = click.get_binary_stream("stdout")
+        for r in recs:
+            stdout.write((dumps(r) + "\n").encode("utf-8"))
+        stdout.flush()
+        click.echo(f"{len(recs)} records -> standard output", err=True)
+        return
     path = out or str(Path(run_dir) / "results.jsonl")
-    n = RunLog(run_dir, create=False).export_jsonl(path)
+    n = RunLog(run_dir, readonly=True).export_jsonl(path)
     click.echo(f"{n} records -> {path}")
 
 

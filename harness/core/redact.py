@@ -1,9 +1,10 @@
-"""Secrets out of what is written or printed: URL credentials and query values.
+"""Secrets out of what is written or printed: URL credentials, query values and fragments.
 
-A server URL may carry a password (``http://user:SECRET@host``) or a key in its query
-(``?api_key=SECRET``); the command line holds it as typed. Whatever evalaware writes (manifests,
-the run lock, settings) or prints (errors, status lines) goes through :func:`redact_text` or
-:func:`redact_url`: the user-info becomes ``***@`` and each query value ``***``.
+A server URL may carry a password (``http://user:SECRET@host``), a key in its query
+(``?api_key=SECRET``, or bare: ``?SECRET``) or in its fragment (``#SECRET``); the command line
+holds it as typed. Whatever evalaware writes (manifests, the run lock, settings) or prints
+(errors, status lines) goes through :func:`redact_text` or :func:`redact_url`: the user-info
+becomes ``***@``, each query value (a bare query item whole) ``***`` and the fragment ``***``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
 
 def redact_url(url: str) -> str:
-    """`url` with its user-info and query values masked (unchanged when it has neither)."""
+    """`url` with its user-info, query values (a query item without ``=`` whole) and fragment
+    masked (unchanged when it has none of them)."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -24,9 +26,9 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
-    query = "&".join(f"{kv.split('=', 1)[0]}={MASK}" if "=" in kv else kv
+    query = "&".join(f"{kv.split('=', 1)[0]}={MASK}" if "=" in kv else MASK if kv else kv
                      for kv in parts.query.split("&")) if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, MASK if parts.fragment else ""))
 
 
 def redact_text(text: str) -> str:

@@ -476,22 +476,29 @@ BUILTIN: tuple[Factor, ...] = (LETTERED_OPTIONS, ANSWER_FORMAT, ANSWER_PREFIX, G
 FACTORS: dict[str, Factor] = {f.name: f for f in BUILTIN}
 
 
+class FactorFileError(EvalAwareError):
+    """A user's factor file is missing, fails while it runs, or defines no FACTORS."""
+
+
 def load_factor_file(path: str | Path) -> list[Factor]:
-    """The factors a user's Python file defines in ``FACTORS`` (a list of :class:`Factor`)."""
+    """The factors a user's Python file defines in ``FACTORS`` (a list of :class:`Factor`). The
+    file is imported, so its code runs, with the user's rights; whatever it raises, ``sys.exit``
+    included (not an interrupt), becomes one :class:`FactorFileError` naming the file."""
     p = Path(path)
     if not p.is_file():
-        raise EvalAwareError(f"{path}: no such factor file")
+        raise FactorFileError(f"{path}: no such factor file")
     spec = importlib.util.spec_from_file_location(f"evalaware_user_factors_{p.stem}", p)
     if spec is None or spec.loader is None:
-        raise EvalAwareError(f"{path}: cannot be loaded as a Python file")
+        raise FactorFileError(f"{path}: cannot be loaded as a Python file")
     mod = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(mod)
-    except Exception as e:  # the user's code: its error, in one line
-        raise EvalAwareError(f"{path}: {type(e).__name__}: {e}") from None
+    except (Exception, SystemExit) as e:  # the user's code: its error, in one line
+        raise FactorFileError(f"{path}: the factor file (run as Python code) raised "
+                              f"{type(e).__name__}: {e}") from None
     got = getattr(mod, "FACTORS", None)
     if not isinstance(got, (list, tuple)) or not all(isinstance(f, Factor) for f in got) or not got:
-        raise EvalAwareError(f"{path}: define FACTORS, a non-empty list of harness.cues.factors.Factor")
+        raise FactorFileError(f"{path}: define FACTORS, a non-empty list of harness.cues.factors.Factor")
     return list(got)
 
 

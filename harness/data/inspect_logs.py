@@ -22,14 +22,25 @@ Decisions:
   messages (skipped) and samples that ended in an error (kept: their first turn is intact; the
   full view stops at the error). A log inspect-ai cannot read (truncated, corrupt) is a one-line :class:`DatasetError`
   naming the file, and the sample when the failure is in one.
+- An ``.eval`` archive is checked before inspect-ai opens it: no member may unpack to more than
+  :data:`MAX_MEMBER_BYTES` (a few hundred KB of zip can hold hundreds of MB of one string, which
+  took minutes and GBs to parse). The size the archive declares is checked first, then the bytes
+  really unpacked, counted while streaming (a forged header cannot get past): a one-line error
+  names the file, the member and the cap. ``EVALAWARE_UNBOUNDED=1`` lifts it, as it lifts the
+  command-line bounds (:mod:`harness.core.bounds`).
 """
 
 from __future__ import annotations
 
+import os
+import struct
+import zipfile
+import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from harness.data.records import LoadedDataset, RecordContext, parse_messages
+from harness.data.records import LoadedDataset, RecordContext, duplicate_id, id_key, parse_messages
+from harness.core.bounds import UNBOUNDED
 from harness.core.errors import DatasetError
 from harness.core.sample import LABELS, Sample, SampleMeta
 
@@ -37,6 +48,15 @@ if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
 
 LOG_SUFFIXES = (".eval", ".json")
+
+MAX_MEMBER_BYTES = 256 * 1024 * 1024
+"""The most one member of an ``.eval`` archive may unpack to (256 MiB). Inspect writes one member
+per sample and epoch (plus the header, the sample summaries and a journal); a sample's member,
+even a long agent run with its events and attachments, is KBs to tens of MBs, so the cap is far
+above real logs and below the 320 MB member (in a 342 KB archive) that took 270 s and 1.3 GB to
+read. ``EVALAWARE_UNBOUNDED=1`` lifts it."""
+
+_CHUNK = 1 << 20  # bytes read, and at most unpacked, per step of the check
 
 
 def _inspect_log_api() -> Any:
@@ -77,6 +97,80 @@ def _unreadable(path: Path, e: Exception, where: str = "") -> DatasetError:
     msg = " ".join(str(e).split())[:200] or type(e).__name__
     return DatasetError(str(path), f"{where}not a readable Inspect log (truncated or corrupt?): "
                                    f"{type(e).__name__}: {msg}")
+
+
+_ZIP_ZSTANDARD = 93  # the zip method number of zstd, inspect-ai's default
+
+
+class _MemberBytes:
+    """The compressed bytes of one member, read from the archive file as a stream."""
+
+    def __init__(self, f: Any, start: int, size: int) -> None:
+        self.f, self.left = f, size
+        f.seek(start)
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        b = self.f.read(n) if n > 0 else b""
+        self.left = 0 if not b else self.left - len(b)
+        return b
+
+
+def _unpacked_chunks(f: Any, info: zipfile.ZipInfo, end: int) -> Iterator[int]:
+    """Sizes of the chunks a member really unpacks to (stored, deflate, zstd), each at most
+    _CHUNK bytes, from its compressed bytes on disk: the declared size is never trusted."""
+    f.seek(info.header_offset)
+    head = f.read(30)
+    if len(head) < 30 or head[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header of member {info.filename!r}")
+    name_len, extra_len = struct.unpack("<HH", head[26:30])
+    start = info.header_offset + 30 + name_len + extra_len
+    raw = _MemberBytes(f, start, max(0, min(info.compress_size, end - start)))
+    if info.compress_type == zipfile.ZIP_STORED:
+        while b := raw.read(_CHUNK):
+            yield len(b)
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        d = zlib.decompressobj(-zlib.MAX_WBITS)
+        while (b := raw.read(_CHUNK)) and not d.eof:
+            while b and not d.eof:
+                yield len(d.decompress(b, _CHUNK))
+                b = d.unconsumed_tail
+    elif info.compress_type == _ZIP_ZSTANDARD:
+        import zstandard  # inspect-ai's own dependency
+
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        while out := reader.read(_CHUNK):
+            yield len(out)
+    # another method: inspect-ai cannot read it either, and its error names the file
+
+
+def check_archive(path: Path) -> None:
+    """Refuse an ``.eval`` archive with a member that unpacks to more than
+    :data:`MAX_MEMBER_BYTES` (no cap with ``EVALAWARE_UNBOUNDED=1``): the declared size first,
+    then the bytes really unpacked. A broken zip is the usual one-line unreadable-log error."""
+    if os.environ.get(UNBOUNDED):
+        return
+    cap = MAX_MEMBER_BYTES
+
+    def too_big(info: zipfile.ZipInfo, size: str) -> DatasetError:
+        return DatasetError(str(path), f"member {info.filename!r} of the archive {size} more than "
+                                       f"{cap} bytes, the cap per member (MAX_MEMBER_BYTES in "
+                                       f"harness/data/inspect_logs.py; {UNBOUNDED}=1 lifts it)")
+    try:
+        with zipfile.ZipFile(path) as z, open(path, "rb") as f:
+            end = os.fstat(f.fileno()).st_size
+            for info in z.infolist():
+                if info.file_size > cap:
+                    raise too_big(info, f"declares {info.file_size} bytes unpacked,")
+                total = 0
+                for n in _unpacked_chunks(f, info, end):
+                    total += n
+                    if total > cap:
+                        raise too_big(info, "unpacks to")
+    except DatasetError:
+        raise
+    except Exception as e:  # BadZipFile, zlib.error, zstandard.ZstdError, OSError
+        raise _unreadable(path, e) from None
 
 
 def _label(s: EvalSample, label: str, label_field: str | None, explicit: bool, sid: str,
@@ -155,6 +249,8 @@ def read_log(path: Path, label: str = "eval", label_field: str | None = None,
              explicit_label: bool = False) -> LoadedDataset:
     """Samples of one Inspect log; see the module docstring for the decisions."""
     api = _inspect_log_api()
+    if path.suffix == ".eval":
+        check_archive(path)
     try:
         header = api.read_eval_log(str(path), header_only=True)
     except Exception as e:  # inspect raises zip, JSON and validation errors alike
@@ -198,14 +294,16 @@ def read_logs(path: Path, label: str = "eval", label_field: str | None = None,
     """Samples of an Inspect log or of every log under a directory; ids must be unique across
     logs (two logs of the same task collide: pass one of them, or a directory per run)."""
     out = LoadedDataset([], [])
-    first: dict[str, Path] = {}
+    first: dict[str, tuple[Path, str]] = {}
     for f in log_files(path):
         got = read_log(f, label, label_field, explicit_label)
         for s in got.samples:
-            if s.id in first:
-                raise DatasetError(str(f), f"duplicate id (also in {first[s.id]}): logs of the same "
+            other, other_id = first.setdefault(id_key(s.id), (f, s.id))
+            if other_id != s.id:  # in one log or two: the same id after NFC, spelled apart
+                raise DatasetError(str(f), duplicate_id(other_id, f"in {other}", s.id), record_id=s.id)
+            if other != f:
+                raise DatasetError(str(f), f"duplicate id (also in {other}): logs of the same "
                                            "task in one directory", record_id=s.id)
-            first[s.id] = f
         out.samples += got.samples
         out.notes += got.notes
     if not out.samples:

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.data.records import LoadedDataset, RecordContext, parse_messages
+from harness.data.records import LoadedDataset, RecordContext, duplicate_id, id_key, parse_messages
 from harness.core.errors import DatasetError
 from harness.data.inspect_logs import is_inspect_log, read_logs
 from harness.core.sample import LABELS, Message, Sample, SampleMeta
@@ -139,11 +139,14 @@ def _parse_any(rec: Any, ctx: RecordContext) -> Sample:
 
 
 def _check_unique(samples: list[Sample], path: Path) -> None:
-    seen: dict[str, int] = {}
+    """Refuse two records whose ids are one under :func:`~harness.data.records.id_key` (equal, or
+    equal after Unicode NFC normalization), naming both."""
+    seen: dict[str, tuple[int, str]] = {}
     for i, s in enumerate(samples):
-        if s.id in seen:
-            raise DatasetError(str(path), f"duplicate id (first at record {seen[s.id]})", i, s.id, "id")
-        seen[s.id] = i
+        first = seen.setdefault(id_key(s.id), (i, s.id))
+        if first[0] != i:
+            raise DatasetError(str(path), duplicate_id(first[1], f"record {first[0] + 1}", s.id),
+                               i, s.id, "id")
 
 
 UNLABELLED_DEFAULT = "eval"

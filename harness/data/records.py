@@ -4,6 +4,7 @@ where a record is (for one-line errors), chat-message validation, and the loaded
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,22 @@ class RecordContext:
 
     def fail(self, message: str, field: str | None = None) -> DatasetError:
         return DatasetError(str(self.path), message, self.index, self.record_id, field)
+
+
+def id_key(sample_id: str) -> str:
+    """The form in which two sample ids are one: Unicode NFC. Ids that differ only in how an
+    accent is encoded (``é`` as one code point or as ``e`` + a combining accent) look the same in
+    every report, export and join, so a dataset may not hold both: the readers refuse it rather
+    than rewrite ids (a normalized id would no longer match the source it came from)."""
+    return unicodedata.normalize("NFC", sample_id)
+
+
+def duplicate_id(first_id: str, first_where: str, sample_id: str) -> str:
+    """The message for `sample_id` meeting `first_id` (at `first_where`) under :func:`id_key`."""
+    if first_id == sample_id:
+        return f"duplicate id (first at {first_where})"
+    return (f"id {ascii(sample_id)} is the same as {ascii(first_id)} ({first_where}) after Unicode "
+            "NFC normalization (they differ only in how characters are encoded); rename one")
 
 
 def _reasoning_block(block: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 
 from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
-from harness.reporting.doc import ci, slug
+from harness.reporting.doc import ci, lit, slug
 from harness.reporting.runs import human_name
 
 MIN_VOTES_EXPERIMENT = 25
@@ -47,7 +47,7 @@ def kappa_section(ctx: ReportContext) -> None:
                     v = pairs[tuple(sorted((a, b)))]
                     mat[i, j] = mat[j, i] = np.nan if v["kappa"] is None else v["kappa"]
                     rows.append([a, b, ci(v["kappa"], v["ci"]), v["n"]])
-        d.h(3, f"All pairs: {r.label}")
+        d.h(3, f"All pairs: {lit(r.label)}")
         d.table(["method", "method", "kappa [95% CI]", "n"], rows)
         path = ctx.plots.kappa_heatmap(ctx.out / f"kappa_{slug(r.label)}.png", names, mat,
                                        f"Cohen's kappa: {r.label}")

@@ -11,7 +11,7 @@ from harness.stats import summaries as S
 from harness.stats.metrics import MIN_AUROC_PER_CLASS, Y
 from harness.stats.paired import auroc_minus_best
 from harness.reporting.context import ReportContext
-from harness.reporting.doc import ci, label_mass_cell
+from harness.reporting.doc import ci, label_mass_cell, lit
 
 
 def versus_surface(records: Sequence[dict[str, Any]], res: Any, n_boot: int, seed: int,
@@ -59,15 +59,15 @@ def audit_section(ctx: ReportContext) -> None:
                 done[key] = str(e)
             res = done[key]
             if isinstance(res, str):
-                d.p(f"{r.label}: audit not run: {res}")
+                d.p(f"{lit(r.label)}: audit not run: {lit(res)}")
                 continue
-            d.p(f"{r.label}: " + res.lines()[0] + ".")
+            d.p(f"{lit(r.label)}: {lit(res.lines()[0])}.")
             d.table(["predictor", "AUROC [95% CI]", "eval with cue", "deploy with cue",
                      f">= {res.threshold:.2f}", "what"], res.table_rows())
             for w in res.warnings:
-                d.p("**Warning:** " + w + ".")
+                d.p(f"**Warning:** {lit(w)}.")
             for n in res.notes:
-                d.p("Note: " + n + ".")
+                d.p(f"Note: {lit(n)}.")
         res = done[key]
         best = None if isinstance(res, str) else res.best()
         if best is None:
@@ -76,7 +76,7 @@ def audit_section(ctx: ReportContext) -> None:
         for m, s in [(m, ctx.summ[(m, r.label)]) for m in ctx.present(r)] + list(human.items()):
             recs = ctx.human[r.label] if m in human else r.records[m]
             v = None if s["auroc"] is None else versus_surface(recs, res, ctx.n_boot, ctx.seed, ctx.ci_by)
-            if v is None:
+            if v is None or v["diff"] is None:  # gated, or no surface AUROC on these samples
                 rows.append([r.label, m, ci(s["auroc"], s["auroc_ci"]), "–", "–", "–", "–",
                              label_mass_cell(s.get("label_mass"))])
                 continue
@@ -87,6 +87,7 @@ def audit_section(ctx: ReportContext) -> None:
     if rows:
         d.table(["model", "method", "AUROC [95% CI]", "n", "best surface predictor (same samples)",
                  "its AUROC", "method − best surface [95% CI]", "label mass"], rows)
-        d.p(f"`–`: no AUROC (fewer than {MIN_AUROC_PER_CLASS} scored samples per class), so no "
-            "difference. `label mass`: for label-probability scores, the options' share of the "
-            "probability at the label position (median [10th–90th percentile]) and the votes withheld.")
+        d.p(f"`–`: no AUROC (fewer than {MIN_AUROC_PER_CLASS} scored samples per class), or no "
+            "surface predictor with one on those samples, so no difference. `label mass`: for "
+            "label-probability scores, the options' share of the probability at the label "
+            "position (median [10th–90th percentile]) and the votes withheld.")

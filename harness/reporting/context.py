@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from harness.stats import metrics as M
 from harness.stats import summaries as S
-from harness.reporting.doc import Doc, ci, label_mass_cell
+from harness.reporting.doc import Doc, ci, code, label_mass_cell, lit
 from harness.reporting.runs import RunData, human_name, human_records, method_specs
 from harness.methods.report_spec import ReportSpec
 
@@ -49,7 +49,7 @@ class ReportContext:
     def label_mass_note(self, pairs: Sequence[tuple[str, RunData]]) -> str:
         """For a figure drawn from label probabilities: the label-mass distribution of each
         (method, run) that has one, as a clause for the caption ("" when none has)."""
-        parts = [f"`{m}` on {r.label}: {label_mass_cell(lm)}" for m, r in pairs
+        parts = [f"{code(m)} on {lit(r.label)}: {lit(label_mass_cell(lm))}" for m, r in pairs
                  for lm in [self.summ[(m, r.label)].get("label_mass")] if lm]
         return ("; label mass (the options' share of the probability at the label position, median "
                 "[10th–90th percentile]) " + "; ".join(parts)) if parts else ""

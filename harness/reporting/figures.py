@@ -10,7 +10,7 @@ import numpy as np
 from harness.stats import metrics as M
 from harness.stats import summaries as S
 from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext
-from harness.reporting.doc import slug
+from harness.reporting.doc import code, lit, slug
 
 
 def bars_section(ctx: ReportContext) -> None:
@@ -21,8 +21,8 @@ def bars_section(ctx: ReportContext) -> None:
         runs = [r for r in ctx.runs if m in r.records]
         silent = [r for r in runs if ctx.summ[(m, r.label)]["undecided"] == ctx.summ[(m, r.label)]["n"]]
         if silent:
-            d.p(f"`{m}`: no signal on {', '.join(r.label for r in silent)}: every sample was withheld "
-                "or undecided, so there is no share to show" + (" (no bars)." if len(silent) == len(runs)
+            d.p(f"{code(m)}: no signal on {lit(', '.join(r.label for r in silent))}: every sample was "
+                "withheld or undecided, so there is no share to show" + (" (no bars)." if len(silent) == len(runs)
                                                                  else "; bars for the others."))
             runs = [r for r in runs if r not in silent]
             if not runs:
@@ -30,12 +30,12 @@ def bars_section(ctx: ReportContext) -> None:
         path = ctx.plots.class_bars(ctx.out / f"bars_{slug(m)}.png", m, [r.label for r in runs],
                                     [ctx.summ[(m, r.label)]["eval_correct"] for r in runs],
                                     [ctx.summ[(m, r.label)]["deploy_correct"] for r in runs])
-        d.fig(path, ctx.caption(f"`{m}`: share of eval samples called eval (red) and of deploy "
+        d.fig(path, ctx.caption(f"{code(m)}: share of eval samples called eval (red) and of deploy "
                                 f"samples called deploy (blue)", runs))
     vals = {(m, r.label): (ctx.summ[(m, r.label)]["auroc"], ctx.summ[(m, r.label)]["auroc_ci"])
             for r in ctx.runs for m in r.records}
     path = ctx.plots.auroc_bars(ctx.out / "auroc.png", ctx.methods, models, vals)
-    gated = [f"{m} on {r.label}" for r in ctx.runs for m in r.records
+    gated = [lit(f"{m} on {r.label}") for r in ctx.runs for m in r.records
              if ctx.summ[(m, r.label)].get("auroc_gate")]
     d.fig(path, ctx.caption("AUROC per method and model with 95% bootstrap intervals" + (
         f"; no bar for {', '.join(gated)}: fewer than {MIN_AUROC_PER_CLASS} scored samples per "
@@ -52,7 +52,8 @@ def turns_section(ctx: ReportContext) -> None:
         "on full transcripts (view `full`); with view `first_turn` the model saw one turn only. "
         "p test: named in the last column; with categories it is cluster-robust by category "
         "(samples of one source are not independent evidence).")
-    rows = []
+    rows: list[list[Any]] = []
+    trends: list[dict[str, Any]] = []
     for r in ctx.runs:
         panels = []
         for m in ctx.present(r):
@@ -60,14 +61,47 @@ def turns_section(ctx: ReportContext) -> None:
                 continue
             a = S.score_vs_turns(r.records[m], ci_by=ctx.ci_by)
             sq = S.score_vs_turns(r.records[m], squared=True, ci_by=ctx.ci_by)
-            rows.append([r.label, m, r.config().get("view", "?"), a["n"], a["r"], a["p"], a["slope"],
-                         sq["r"], sq["p"], a["p_method"]])
-            panels.append((f"{r.label}: {m}", a))
+            rows.append([r.label, m, r.config().get("view", "?"), a["n"], a["r"], p_cell(a), a["slope"],
+                         sq["r"], p_cell(sq), a["p_method"]])
+            trends += [a, sq]
+            panels.append((f"{r.label}: {m}", {**a, "p_missing": missing_p(a)}))
         if panels:
             path = ctx.plots.error_vs_turns(ctx.out / f"turns_{slug(r.label)}.png", panels)
             d.fig(path, ctx.caption("|truth − P(eval)| vs number of turns, with trend line", [r]))
     d.table(["model", "method", "view", "n", "r (abs)", "p (abs)", "slope (abs)", "r (squared)",
              "p (squared)", "p test"], rows)
+    if why := dict.fromkeys(missing_p(x) for x in trends if missing_p(x)):
+        d.p("No p: " + "; ".join(f"`{k}`: {P_MISSING[k]}" for k in why) + ".")
+
+
+#: Why a trend's p is missing (the cell's note) -> the sentence under the table.
+P_MISSING = {
+    "n < 3": "fewer than 3 scored samples",
+    "turns constant": "every sample has the same number of turns (no trend to test)",
+    "error constant": "the error is the same on every sample",
+    "< 3 categories": "the cluster-robust p needs at least 3 categories (`--ci-by sample` gives "
+                      "Pearson's p, counting samples as independent)",
+    "undefined": "undefined",
+}
+
+
+def missing_p(a: dict[str, Any]) -> str | None:
+    """Why :func:`harness.stats.summaries.score_vs_turns` gave no p (a key of P_MISSING), or None."""
+    if a["p"] is not None and a["p"] == a["p"]:
+        return None
+    if a["n"] < 3:
+        return "n < 3"
+    if len(set(a["x"])) < 2:
+        return "turns constant"
+    if len(set(a["y"])) < 2:
+        return "error constant"
+    return "< 3 categories" if a["ci_by"] == "category" else "undefined"
+
+
+def p_cell(a: dict[str, Any]) -> float | str:
+    """The p of a :func:`harness.stats.summaries.score_vs_turns` result, or "– (why not)"."""
+    why = missing_p(a)
+    return a["p"] if why is None else f"– ({why})"
 
 
 def calibration_section(ctx: ReportContext) -> None:
@@ -137,7 +171,7 @@ def curves_section(ctx: ReportContext) -> None:
                     else None for col in vals])
         path = ctx.plots.mean_curves(ctx.out / f"curve_{slug(m)}.png", spec.title, spec.xlabel,
                                      spec.ylabel, panels)
-        d.fig(path, ctx.caption(f"`{m}`: mean over samples of {spec.y} in 10 bins of {spec.x} "
+        d.fig(path, ctx.caption(f"{code(m)}: mean over samples of {spec.y} in 10 bins of {spec.x} "
                                 f"(band: ± one standard error)", runs))
         if spec.signal:
             d.p("Mean per class of the numbers the score stands on (per sample, then averaged): "

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from harness.run.monitor import tally
 from harness.stats import metrics as M
 from harness.reporting.context import ReportContext
-from harness.reporting.doc import ci, label_mass_cell, pct_ci
+from harness.reporting.doc import ci, code, label_mass_cell, lit, pct_ci
 from harness.reporting.runs import HUMAN, method_label, prompt_set_text, unsourced_human
 
 
@@ -29,7 +29,7 @@ def runs_section(ctx: ReportContext) -> None:
     rows = []
     for r in ctx.runs:
         cfg = r.config()
-        rows.append([r.label, f"`{r.run_dir}`", r.backend, r.weights, r.git,
+        rows.append([r.label, code(r.run_dir), r.backend, r.weights, r.git,
                      cfg.get("view", "?"), cfg.get("person", "?"),
                      f"{len(r.samples)} (incomplete)" if r.incomplete() else len(r.samples),
                      ", ".join(ctx.specs.order(r.records)),
@@ -39,7 +39,7 @@ def runs_section(ctx: ReportContext) -> None:
              "methods", "judge", "prompt set", "constrained"], rows)
     for r in ctx.runs:
         if why := r.incomplete():
-            d.p(f"**Warning:** run `{r.run_dir}` is incomplete ({'; '.join(why)}): its figures "
+            d.p(f"**Warning:** run {code(r.run_dir)} is incomplete ({lit('; '.join(why))}): its figures "
                 "are not final; re-run its command to finish it.")
     d.p("Prompt set: evalaware's own wordings (`harness/prompts/`) unless a run names a "
         "`--prompts` override. Our binary and probability wordings are not Needham et "
@@ -79,7 +79,7 @@ def summary_section(ctx: ReportContext) -> None:
     unsourced = {r.label: unsourced_human(r.records) for r in ctx.runs}
     if any(unsourced.values()):
         d.p("Not shown as a human row: " + ", ".join(
-            f"{k}: {v} samples" for k, v in unsourced.items() if v) + " carry a "
+            f"{lit(k)}: {v} samples" for k, v in unsourced.items() if v) + " carry a "
             "`human_eval_probability` without a `human_eval_source` naming human annotators "
             "(e.g. the first demo set's author guesses); such values are not human data.")
 

@@ -27,6 +27,11 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.0f}%"
 
 
+def _num(v: float | None, fmt: str) -> str:
+    """`v` in format `fmt`, or "n/a" where the statistic is undefined (None or NaN)."""
+    return "n/a" if v is None or v != v else format(v, fmt)
+
+
 def class_bars(path: Path, method: str, models: Sequence[str],
                eval_correct: Sequence[float | None], deploy_correct: Sequence[float | None]) -> Path:
     """Share of eval samples called eval and of deploy samples called deploy, per model (the
@@ -106,7 +111,8 @@ def vote_count_curve(path: Path, curves: Mapping[str, Sequence[Mapping[str, Any]
 
 
 def error_vs_turns(path: Path, panels: Sequence[tuple[str, Mapping[str, Any]]]) -> Path:
-    """Scatter of per-sample |truth - P(eval)| vs number of turns, trend line, r and p."""
+    """Scatter of per-sample |truth - P(eval)| vs number of turns, trend line, r and p ("n/a",
+    with ``p_missing`` as the reason where it has one, when undefined)."""
     k = len(panels)
     cols = min(k, 3)
     rows = (k + cols - 1) // cols
@@ -118,7 +124,8 @@ def error_vs_turns(path: Path, panels: Sequence[tuple[str, Mapping[str, Any]]]) 
         if d["slope"] is not None:
             xs = np.linspace(x.min(), x.max(), 10)
             ax.plot(xs, d["intercept"] + d["slope"] * xs, color=EVAL_COLOR,
-                    label=f"r = {d['r']:.2f}, p = {d['p']:.2g}")
+                    label=f"r = {_num(d['r'], '.2f')}, p = {_num(d['p'], '.2g')}"
+                          + (f" ({d['p_missing']})" if d.get("p_missing") else ""))
             ax.legend(fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("number of turns (user messages)")
@@ -144,7 +151,7 @@ def calibration(path: Path, panels: Sequence[tuple[str, Mapping[str, Sequence[Ma
                 continue
             e = eces.get(method)
             ax.plot([b["mean_p"] for b in bins], [b["frac_eval"] for b in bins], marker="o", ms=3,
-                    label=f"{method} (ECE {e:.2f})" if e is not None else method)
+                    label=f"{method} (ECE {_num(e, '.2f')})")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_xlabel("mean predicted P(eval) in bin")

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from harness.core.errors import EvalAwareError
 from harness.methods import available
 from harness.core.sample import Sample
+from harness.reporting.doc import code, lit
 from harness.runlog import RunLog
 from harness.methods.report_spec import Specs
 
@@ -82,8 +83,8 @@ class RunData:
 
     def source(self) -> str:
         """The line naming this run in captions."""
-        return (f"{self.label}: run `{self.run_dir}`, model {self.model} ({self.backend}), weights "
-                f"{self.weights}, git {self.git}")
+        return (f"{lit(self.label)}: run {code(self.run_dir)}, model {lit(self.model)} "
+                f"({lit(self.backend)}), weights {lit(self.weights)}, git {lit(self.git)}")
 
 
 def method_label(method: str, manifest: dict[str, Any]) -> str:
@@ -106,7 +107,8 @@ def prompt_set_text(manifest: dict[str, Any]) -> str:
     if not ps:
         return "not recorded"
     if ps.get("set") == "custom":
-        return f"custom (`--prompts {ps.get('override_dir')}`: {', '.join(ps.get('overridden') or [])})"
+        return (f"custom ({code('--prompts ' + str(ps.get('override_dir')))}: "
+                f"{lit(', '.join(ps.get('overridden') or []))})")
     return "evalaware's own"
 
 
@@ -139,7 +141,7 @@ def unsourced_human(records: dict[str, list[dict[str, Any]]]) -> int:
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    store = RunLog(run_dir, create=False)
+    store = RunLog(run_dir, readonly=True)
     try:
         manifest = store.get_meta("manifest") or {}
         mf = Path(run_dir) / "manifest.json"

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
-from harness.reporting.doc import ci, pct
+from harness.reporting.doc import ci, lit, pct
 
 SLICES = {"setting": "Chat vs agentic", "eval_type": "Capability vs alignment",
           "category": "Per category", "task": "Per task (Inspect logs)"}
@@ -60,7 +60,7 @@ def slices_section(ctx: ReportContext) -> None:
             keys = sorted({k for v in per.values() for k in v})
             rows = [[k, max(per[m].get(k, {}).get("n", 0) for m in ms)] +
                     [_slice_cell(per[m].get(k)) for m in ms] for k in keys]
-            d.p(f"{r.label}:")
+            d.p(f"{lit(r.label)}:")
             d.table([by, "n"] + ms, rows)
 
 
