@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -30,7 +32,7 @@ from harness.runlog.lock import run_dir_lock
 from harness.run.monitor import tally
 from harness.run.loop import check_dataset, check_methods, needs_judge, run_methods
 from harness.runlog import RunLog
-from harness.runlog.codec import dumps
+from harness.runlog.export import FORMATS, format_for, write_records
 from harness.cli.taxonomy import taxonomy
 from harness.cli.cues import cues
 
@@ -263,26 +265,35 @@ def show(run_dir: str) -> None:
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Default: RUN_DIR/results.jsonl; '-': standard output (the count goes to stderr).")
-def export(run_dir: str, out: str | None) -> None:
-    """Export a run's per-sample records as JSONL.
+              help="Default: RUN_DIR/results.jsonl (results.csv with --format csv); '-': standard "
+                   "output (the count goes to stderr).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="jsonl: every field as stored; csv: one row per sample x method with the main "
+                   "fields [default: csv for a .csv --out, else jsonl].")
+def export(run_dir: str, out: str | None, fmt: str | None) -> None:
+    """Export a run's per-sample records as JSONL or CSV.
 
     \b
     Examples:
       evalaware export runs/demo --out demo.jsonl
-      evalaware export runs/demo --out - | head -1
+      evalaware export runs/demo --out demo.csv
+      evalaware export runs/demo --out - --format csv | head -3
     """
+    fmt = format_for(out, fmt)
+    with RunLog(run_dir, readonly=True) as store:
+        recs = store.result_dicts()
     if out == "-":  # the records only on stdout, UTF-8 as in the file
-        with RunLog(run_dir, readonly=True) as store:
-            recs = store.result_dicts()
-        stdout = click.get_binary_stream("stdout")
-        for r in recs:
-            stdout.write((dumps(r) + "\n").encode("utf-8"))
+        stdout = io.TextIOWrapper(click.get_binary_stream("stdout"), encoding="utf-8", newline="")
+        n = write_records(recs, stdout, fmt)
         stdout.flush()
-        click.echo(f"{len(recs)} records -> standard output", err=True)
+        stdout.detach()
+        click.echo(f"{n} records -> standard output", err=True)
         return
-    path = out or str(Path(run_dir) / "results.jsonl")
-    n = RunLog(run_dir, readonly=True).export_jsonl(path)
+    path = out or str(Path(run_dir) / f"results.{fmt}")
+    tmp = Path(path).with_name(Path(path).name + ".partial")
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        n = write_records(recs, f, fmt)
+    os.replace(tmp, path)
     click.echo(f"{n} records -> {path}")
 
 

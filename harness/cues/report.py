@@ -67,6 +67,17 @@ def examples(plan: Plan, per_factor: int = 2) -> dict[str, list[dict[str, str]]]
     return out
 
 
+def factor_verdict(method: str, rows: list[dict[str, Any]]) -> str:
+    """Which factors move this readout: those whose effect's interval excludes 0, largest first."""
+    moved = [r for r in rows if r.get("ci") and (r["ci"][0] > 0 or r["ci"][1] < 0)]
+    if not moved:
+        return (f"{method}: no factor moves it (none of {len(rows)} factors' intervals excludes 0"
+                + (f"; largest effect {rows[0]['factor']} {rows[0]['mean']:+.3f})" if rows and rows[0].get("mean") is not None else ")"))
+    return f"{method}: moved by " + ", ".join(
+        f"{r['factor']} ({r['mean']:+.3f} [{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}])" for r in moved) + \
+        f" ({len(moved)} of {len(rows)} factors)"
+
+
 def _fmt(e: dict[str, Any] | None) -> str:
     if not e or e.get("mean") is None:
         return "–"
@@ -92,8 +103,9 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
     doc.p(f"Model `{st['model']}`, dataset `{st['dataset']}` ({result['n_samples']} samples, "
           f"{result['n_variants']} variants), design `{st['design']}`, edits on the `{st['turns']}` user "
           f"turn(s). An effect is the mean paired change of the method's score (P(eval)) when the factor "
-          f"is present minus when it is absent; 95% intervals resample categories, then pairs within them "
-          f"({st['bootstrap']} resamples). Factors are ranked by the absolute effect; an interval that "
+          f"is present minus when it is absent; 95% intervals over categories (fewer than 50: the "
+          f"cluster jackknife deleting whole categories; from 50 on the two-stage bootstrap of categories, "
+          f"then pairs within them, {st['bootstrap']} resamples; each figure names its rule). Factors are ranked by the absolute effect; an interval that "
           f"covers 0 does not tell the factor from no effect; fewer than 5 pairs get no interval.")
     if result.get("partial"):
         doc.p("**Report only** (`--report-only`): from the records in this directory when it was written; "
@@ -104,6 +116,8 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
               f"({len(c['invocations'])} invocation(s), model loading excluded): "
               f"{c['seconds_per_pair']:.2f} s wall-clock, {c['cpu_seconds_per_pair']:.2f} s CPU per sample-factor "
               f"pair, all methods; {c['model_calls']} model calls, {c['cache_hits']} cache hits.")
+    doc.h(2, "Verdicts")
+    doc.ul([factor_verdict(m, rows) for m, rows in result["effects"].items()])
     for m, rows in result["effects"].items():
         doc.h(2, f"{m}: ranked factor effects")
         base = result["baseline"].get(m) or {}
@@ -128,7 +142,9 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
              "parts": {} if factorial else r["by_direction"]} for r in rows],
             "score with the factor − score without (paired)")
         paths[fig.name] = fig
-        doc.fig(fig, f"{m}: factor effects (black: all pairs; squares: add / remove variants).")
+        rules = sorted({r["ci_method"] for r in rows if r.get("ci_method")})
+        doc.fig(fig, f"{m}: factor effects (black: all pairs; squares: add / remove variants; 95% "
+                     f"intervals: {'; '.join(rules) or 'none'}).")
         inter = result.get("interactions", {}).get(m)
         if inter:
             doc.h(3, f"{m}: interactions")

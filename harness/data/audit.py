@@ -76,6 +76,10 @@ CUES: dict[str, tuple[str, re.Pattern[str]]] = {
 }
 
 
+#: The row that combines every cue indicator (a model, not one cue).
+CUES_ALL = "cues_all"
+
+
 def _cue_value(name: str, text: str) -> float:
     pat = CUES[name][1]
     if name == "lettered_options":
@@ -274,7 +278,7 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
         SignedFeature, case, indicator=case[:, 0] == 1.0)
     for j, (name, (desc, _)) in enumerate(CUES.items()):
         add(name, desc, SignedFeature, cues[:, j:j + 1], indicator=cues[:, j])
-    add("cues_all", "logistic regression on the cue indicators above", _cue_model, cues,
+    add(CUES_ALL, "logistic regression on the cue indicators above", _cue_model, cues,
         indicator=cues.max(axis=1))
 
     for r in res.rows:

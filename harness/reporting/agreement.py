@@ -88,4 +88,5 @@ def vote_count_section(ctx: ReportContext) -> None:
         d.table(["model", "votes", "mean kappa", "95% interval", "samples"], rows)
         name = "vote_count.png" if len(pairs) == 1 else f"vote_count_{slug(a)}_{slug(b)}.png"
         path = ctx.plots.vote_count_curve(ctx.out / name, curves)
-        d.fig(path, ctx.caption(f"Cohen's kappa between {a} and {b} vs number of votes", used))
+        d.fig(path, ctx.caption(f"Cohen's kappa between {a} and {b} vs number of votes (band: "
+                                "2.5–97.5 percentiles over 100 seeded draws of the votes)", used))

@@ -6,7 +6,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.core.errors import EvalAwareError
 from harness.stats import summaries as S
 from harness.stats.metrics import MIN_AUROC_PER_CLASS, Y
 from harness.stats.paired import auroc_minus_best
@@ -45,19 +44,12 @@ def audit_section(ctx: ReportContext) -> None:
         "categories weighs the method and every predictor alike and picks the best predictor "
         "again, so choosing the best of several predictors is inside the interval. Near or below "
         "0, the method shows nothing beyond what the prompt's surface gives away.")
-    from harness.data.audit import audit  # scikit-learn (~1.4 s): kept out of the CLI's start-up
-
-    done: dict[tuple[Any, ...], Any] = {}
+    shown: set[int] = set()
     rows = []
     for r in ctx.runs:
-        view = r.config().get("view", "first_turn")
-        key = (tuple(s.id for s in r.samples), view)
-        if key not in done:
-            try:
-                done[key] = audit(r.samples, view=view, n_boot=ctx.n_boot, seed=ctx.seed)
-            except EvalAwareError as e:
-                done[key] = str(e)
-            res = done[key]
+        res = ctx.audit(r)
+        if id(res) not in shown:
+            shown.add(id(res))
             if isinstance(res, str):
                 d.p(f"{lit(r.label)}: audit not run: {lit(res)}")
                 continue
@@ -68,14 +60,12 @@ def audit_section(ctx: ReportContext) -> None:
                 d.p(f"**Warning:** {lit(w)}.")
             for n in res.notes:
                 d.p(f"Note: {lit(n)}.")
-        res = done[key]
         best = None if isinstance(res, str) else res.best()
         if best is None:
             continue
         human = dict(ctx.human_row(r))
         for m, s in [(m, ctx.summ[(m, r.label)]) for m in ctx.present(r)] + list(human.items()):
-            recs = ctx.human[r.label] if m in human else r.records[m]
-            v = None if s["auroc"] is None else versus_surface(recs, res, ctx.n_boot, ctx.seed, ctx.ci_by)
+            v = ctx.versus(m, r)
             if v is None or v["diff"] is None:  # gated, or no surface AUROC on these samples
                 rows.append([r.label, m, ci(s["auroc"], s["auroc_ci"]), "–", "–", "–", "–",
                              label_mass_cell(s.get("label_mass"))])

@@ -25,6 +25,39 @@ class ReportContext:
         self.methods = self.specs.order({m for r in runs for m in r.records})
         self.summ = {(m, r.label): self.summary(r.records[m]) for r in runs for m in r.records}
         self.human = {r.label: human_records(r.records) for r in runs}
+        self._audits: dict[tuple[Any, ...], Any] = {}
+        self._versus: dict[tuple[str, str], dict[str, Any] | None] = {}
+
+    def audit(self, r: RunData) -> Any:
+        """The surface audit of the run's samples and view (`harness.data.audit.audit`: an
+        AuditResult, or why it could not run as a string); computed once per sample set and view."""
+        from harness.core.errors import EvalAwareError
+        from harness.data.audit import audit  # scikit-learn (~1.4 s): kept out of the CLI's start-up
+
+        view = r.config().get("view", "first_turn")
+        key = (tuple(s.id for s in r.samples), view)
+        if key not in self._audits:
+            try:
+                self._audits[key] = audit(r.samples, view=view, n_boot=self.n_boot, seed=self.seed)
+            except EvalAwareError as e:
+                self._audits[key] = str(e)
+        return self._audits[key]
+
+    def versus(self, method: str, r: RunData) -> dict[str, Any] | None:
+        """The method's (or the run's human row's) AUROC minus the best surface predictor's on
+        the samples it scored (:func:`harness.reporting.audit_section.versus_surface`); None where
+        there is no audit, no valid surface predictor, or no AUROC."""
+        from harness.reporting.audit_section import versus_surface
+
+        key = (method, r.label)
+        if key not in self._versus:
+            res = self.audit(r)
+            human = dict(self.human_row(r))
+            s = human[method] if method in human else self.summ[key]
+            recs = self.human[r.label] if method in human else r.records[method]
+            ok = not isinstance(res, str) and res.best() is not None and s["auroc"] is not None
+            self._versus[key] = versus_surface(recs, res, self.n_boot, self.seed, self.ci_by) if ok else None
+        return self._versus[key]
 
     @property
     def plots(self) -> Any:

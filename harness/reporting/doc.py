@@ -22,6 +22,10 @@ class Doc:
     def p(self, text: str) -> None:
         self.blocks.append(("p", text))
 
+    def ul(self, items: Sequence[str]) -> None:
+        """A bulleted list, each item one line of inline text."""
+        self.blocks.append(("ul", list(items)))
+
     def table(self, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         self.blocks.append(("table", ([_literal_cell(h) for h in header],
                                       [[_literal_cell(c) for c in r] for r in rows])))
@@ -40,6 +44,8 @@ class Doc:
                 out.append("#" * v[0] + " " + _render_md(v[1], md_line, "inline"))
             elif kind == "p":
                 out.append(_render_md(v, md_paragraph, "block"))
+            elif kind == "ul":
+                out.append("\n".join("- " + _render_md(t, md_line, "inline") for t in v))
             elif kind == "table":
                 head, rows = v
                 esc = lambda c: _render_md(c, lambda t: md_line(t).replace("|", "\\|"), "table")  # noqa: E731
@@ -66,11 +72,21 @@ class Doc:
                "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f3f3f3}"
                "figure{margin:1.5em 0}img{max-width:100%}figcaption{font-size:85%;color:#555}"
                "code{background:#f5f5f5;padding:0 3px}</style></head><body>"]
-        for kind, v in self.blocks:
+        sections = [(i, v[1]) for i, (kind, v) in enumerate(self.blocks) if kind == "h" and v[0] == 2]
+        toc = ("<nav style='font-size:85%;color:#555'>Contents: " + " · ".join(
+            f"<a href='#s{i}'>{inline(t)}</a>" for i, t in sections) + "</nav>"
+               if len(sections) > 2 else "")  # one line, so the findings stay on the first screen
+        for i, (kind, v) in enumerate(self.blocks):
             if kind == "h":
-                out.append(f"<h{v[0]}>{inline(v[1])}</h{v[0]}>")
+                anchor = f" id='s{i}'" if v[0] == 2 else ""
+                out.append(f"<h{v[0]}{anchor}>{inline(v[1])}</h{v[0]}>")
+                if v[0] == 1 and toc:
+                    out.append(toc)
+                    toc = ""
             elif kind == "p":
                 out.append(f"<p>{inline(v)}</p>")
+            elif kind == "ul":
+                out.append("<ul>" + "".join(f"<li>{inline(t)}</li>" for t in v) + "</ul>")
             elif kind == "table":
                 head, rows = v
                 out.append("<table><tr>" + "".join(f"<th>{inline(h)}</th>" for h in head) + "</tr>" +

@@ -37,7 +37,9 @@ def bars_section(ctx: ReportContext) -> None:
     path = ctx.plots.auroc_bars(ctx.out / "auroc.png", ctx.methods, models, vals)
     gated = [lit(f"{m} on {r.label}") for r in ctx.runs for m in r.records
              if ctx.summ[(m, r.label)].get("auroc_gate")]
-    d.fig(path, ctx.caption("AUROC per method and model with 95% bootstrap intervals" + (
+    rules = sorted({ctx.summ[(m, r.label)].get("auroc_ci_method") for r in ctx.runs for m in r.records} - {None})
+    d.fig(path, ctx.caption("AUROC per method and model with 95% intervals (" + (
+        "; ".join(rules) if rules else "none drawn") + ")" + (
         f"; no bar for {', '.join(gated)}: fewer than {MIN_AUROC_PER_CLASS} scored samples per "
         "class" if gated else "") + ctx.label_mass_note([(m, r) for r in ctx.runs for m in ctx.present(r)]),
         ctx.runs))

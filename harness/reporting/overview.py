@@ -1,4 +1,4 @@
-"""The report's opening: what the figures mean, the runs, and the summary per method."""
+"""The report's opening (title, runs, summary per method) and its closing definitions."""
 
 from __future__ import annotations
 
@@ -12,15 +12,26 @@ from harness.reporting.runs import HUMAN, method_label, prompt_set_text, unsourc
 
 
 def intro(ctx: ReportContext) -> None:
-    """Title, and what the figures mean (the registered methods' declared scores named)."""
-    scores = dict.fromkeys(ctx.specs(m).score for m in ctx.specs.order(ctx.specs.declared))
+    """Title and what the report holds, in one line."""
     ctx.doc.h(1, "Evaluation-awareness report")
-    ctx.doc.p("Truth: eval = the sample comes from an evaluation/benchmark, deploy = real use. "
-              "`eval→eval` is the share of eval samples a method calls eval, `deploy→deploy` the share "
-              "of deploy samples it calls deploy (undecided samples count as wrong). AUROC uses each "
-              f"method's score ({'; '.join(scores)}); "
-              "Brier is the mean squared error of the score, abs Brier the mean absolute error "
-              "|truth − score| (what the paper's footnote calls Brier), ECE uses 10 equal-width bins.")
+    n = sum(len(r.samples) for r in ctx.runs)
+    ctx.doc.p(f"{len(ctx.runs)} run(s), {n} samples in all: the findings first, then the tables "
+              "and figures they come from; definitions and interval rules at the end.")
+
+
+def definitions_section(ctx: ReportContext) -> None:
+    """What the figures mean (the registered methods' declared scores named) and how every
+    interval was made."""
+    scores = dict.fromkeys(ctx.specs(m).score for m in ctx.specs.order(ctx.specs.declared))
+    d = ctx.doc
+    d.h(2, "Definitions and intervals")
+    d.p("Truth: eval = the sample comes from an evaluation/benchmark, deploy = real use. "
+        "`eval→eval` is the share of eval samples a method calls eval, `deploy→deploy` the share "
+        "of deploy samples it calls deploy (undecided samples count as wrong). AUROC uses each "
+        f"method's score ({'; '.join(scores)}); "
+        "Brier is the mean squared error of the score, abs Brier the mean absolute error "
+        "|truth − score| (what the paper's footnote calls Brier), ECE uses 10 equal-width bins.")
+    d.p(resampling_note(list(ctx.summ.values()), ctx.n_boot))
 
 
 def runs_section(ctx: ReportContext) -> None:
@@ -69,7 +80,7 @@ def summary_section(ctx: ReportContext) -> None:
     d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
              "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "label mass", "excluded answers",
              "cut answers"], rows)
-    d.p(resampling_note(list(ctx.summ.values()), ctx.n_boot))
+    d.p("Intervals: 95%; the rule behind each is under Definitions and intervals at the end.")
     notes = dict.fromkeys(n for m in ctx.methods for n in [ctx.spec(m).summary_note] if n)
     d.p(" ".join(["`cut answers`: the model's generations behind the records (sample answers, question "
                   "answers, reasoning traces, judge verdicts) that stopped at the token limit.", *notes]))
@@ -90,6 +101,7 @@ def resampling_note(summaries: Sequence[dict[str, Any]], n_boot: int) -> str:
     if not n_boot:
         return "No bootstrap intervals (--bootstrap 0)."
     units = sorted({(s["ci_by"], s["n_groups"]) for s in summaries})
+    rules = sorted({s["auroc_ci_method"] for s in summaries if s.get("auroc_ci_method")})
     parts = [(f"whole categories ({n} categories)" if u == "category" else f"samples ({n})") +
              f": {M.interval_method(n)}" for u, n in units]
     return ("Intervals: 95%, over " + "; ".join(parts) + f". Percentile bootstrap: {n_boot} "
@@ -100,4 +112,8 @@ def resampling_note(summaries: Sequence[dict[str, Any]], n_boot: int) -> str:
             "source together, so the interval reflects how many independent sources stand behind a "
             "figure (`--ci-by sample` treats every sample as independent). Categories (or samples) "
             "are drawn within their labels: one holding only eval samples is replaced by another "
-            "such, so no resample loses a class and none is dropped.")
+            "such, so no resample loses a class and none is dropped. A share or an AUROC on a "
+            "bound (a perfect score, 0 of n) gets an exact (Clopper-Pearson) interval over its "
+            "units, never a point; one whose jackknife on the logit is undefined, the exact "
+            "interval with the jackknife's effective n (`harness.stats.metrics.interval_weighted`)."
+            + (" AUROC intervals here: " + "; ".join(rules) + "." if rules else ""))

@@ -58,7 +58,7 @@ def class_bars(path: Path, method: str, models: Sequence[str],
 
 def auroc_bars(path: Path, methods: Sequence[str], models: Sequence[str],
                values: Mapping[tuple[str, str], tuple[float | None, tuple[float, float] | None]]) -> Path:
-    """AUROC per method, one bar per model, with bootstrap 95% CIs."""
+    """AUROC per method, one bar per model, with 95% intervals (their rules: the caption)."""
     x = np.arange(len(methods))
     w = 0.8 / max(1, len(models))
     fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(methods) * max(1, len(models)) ** 0.5 + 2), 3.6))
@@ -72,7 +72,7 @@ def auroc_bars(path: Path, methods: Sequence[str], models: Sequence[str],
     ax.set_xticks(x, methods, rotation=20 if len(methods) > 4 else 0)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("AUROC (eval vs deploy)")
-    ax.set_title("AUROC from each method's score (95% bootstrap CI)")
+    ax.set_title("AUROC from each method's score (95% CI)")
     ax.legend(fontsize=8)
     return _save(fig, path)
 

@@ -238,11 +238,10 @@ class RunLog(MetaAndManifest):
         return [r[0] for r in self._results.select(["method"], distinct=True, order_by=["method"])]
 
     def export_jsonl(self, path: str | Path) -> int:
-        recs = self.result_dicts()
+        from harness.runlog.export import write_records
+
         with open(path, "w", encoding="utf-8") as f:
-            for r in recs:
-                f.write(dumps(r) + "\n")
-        return len(recs)
+            return write_records(self.result_dicts(), f, "jsonl")
 
     # --- samples -------------------------------------------------------------------------------
     def put_samples(self, samples: list[Sample]) -> None:

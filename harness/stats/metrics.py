@@ -531,17 +531,24 @@ def kappa_weighted_rows(a: Sequence[Any], b: Sequence[Any], W: np.ndarray) -> np
     return out
 
 
-def bootstrap_auroc(y: Sequence[int], s: Sequence[float], n: int = 1000, seed: int = 0,
-                    groups: Sequence[Any] | None = None, alpha: float = 0.05
-                    ) -> tuple[float, float] | None:
-    """Percentile bootstrap CI of AUROC, vectorised; the same resamples as `bootstrap_ci` with the
-    same seed, groups and strata = `y` (groups drawn within their labels, so every resample holds
-    both classes: none is dropped). None if undefined (one class)."""
+def auroc_interval(y: Sequence[int], s: Sequence[float], n: int = 1000, seed: int = 0,
+                   groups: Sequence[Any] | None = None, alpha: float = 0.05) -> Interval | None:
+    """The AUROC's (1 - alpha) interval and its rule (:func:`interval_weighted`; resamples as
+    `bootstrap_ci` with the same seed, groups and strata = `y`, groups drawn within their
+    labels so every resample holds both classes). None if undefined (one class)."""
     y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
     if len(y) == 0 or n <= 0 or y.min() == y.max():
         return None
-    return bootstrap_weighted(lambda W: roc_auc_weighted_rows(y, s, W), len(y), n, seed, groups, alpha,
-                              strata=y, bounds=(0.0, 1.0))
+    return interval_weighted(lambda W: roc_auc_weighted_rows(y, s, W), len(y), n, seed, groups, alpha,
+                             strata=y, bounds=(0.0, 1.0))
+
+
+def bootstrap_auroc(y: Sequence[int], s: Sequence[float], n: int = 1000, seed: int = 0,
+                    groups: Sequence[Any] | None = None, alpha: float = 0.05
+                    ) -> tuple[float, float] | None:
+    """:func:`auroc_interval` without its rule: (lo, hi) or None."""
+    iv = auroc_interval(y, s, n, seed, groups, alpha)
+    return None if iv is None else iv.pair()
 
 
 def tpr_at_fpr(y: Sequence[int], s: Sequence[float], fpr: float) -> float | None:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.core.parsing import error_kind
-from harness.stats.metrics import (MIN_AUROC_PER_CLASS, Record, Y, abs_brier, bootstrap_auroc,
+from harness.stats.metrics import (MIN_AUROC_PER_CLASS, Record, Y, abs_brier, auroc_interval,
                                    bootstrap_weighted, brier, cluster_robust_slope, cohen_kappa, ece,
                                    ece_weighted_rows, kappa_weighted_rows, pearson, precision_at,
                                    precision_ci, roc_auc, tpr_at_fpr_weighted_rows, tpr_fpr_at,
@@ -171,7 +171,8 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
     out["n_scored"] = int(len(y))
     out["auroc_gate"] = auroc_gate(y)
     out["auroc"] = None if out["auroc_gate"] else roc_auc(y, p)
-    out["auroc_ci"] = bootstrap_auroc(y, p, n=n_boot, seed=seed, groups=g) if n_boot and out["auroc"] is not None else None
+    iv = auroc_interval(y, p, n=n_boot, seed=seed, groups=g) if n_boot and out["auroc"] is not None else None
+    out["auroc_ci"], out["auroc_ci_method"] = (iv.pair(), iv.method) if iv else (None, None)
     probs = (p >= 0).all() and (p <= 1).all() if len(p) else False
     rows = {"brier": lambda W: weighted_mean_rows(W, (p - y) ** 2), "abs_brier": lambda W: weighted_mean_rows(W, np.abs(p - y)),
             "ece": lambda W: ece_weighted_rows(y, p, W)}

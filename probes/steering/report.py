@@ -132,11 +132,11 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
                 continue
             groups = c["groups"]
             here = common[c["alpha"]]
-            p, p_ci, _ = _mean_ci([(r["sample_id"], r.get("score")) for r in recs
-                                if r["sample_id"] in here], groups, n_boot, seed)
+            p, p_ci, p_rule = _mean_ci([(r["sample_id"], r.get("score")) for r in recs
+                                       if r["sample_id"] in here], groups, n_boot, seed)
             decided = [(r["sample_id"], float(r["prediction"] == "eval")) for r in recs
                        if r.get("prediction") in ("eval", "deploy")]
-            s, s_ci, _ = _mean_ci(decided, groups, n_boot, seed)
+            s, s_ci, s_rule = _mean_ci(decided, groups, n_boot, seed)
             diffs = [(r["sample_id"], r["score"] - base_scores[r["sample_id"]]) for r in recs
                      if r["sample_id"] in here and base_scores.get(r["sample_id"]) is not None]
             dl, dl_ci, _ = _mean_ci(diffs, groups, n_boot, seed) if c["control"] != "none" else (0.0, None, None)
@@ -144,6 +144,7 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
                          "n": len(recs), "n_scored": sum(r.get("score") is not None for r in recs),
                          "n_common": len(here),
                          "p_eval": p, "p_eval_ci": p_ci, "share_eval": s, "share_eval_ci": s_ci,
+                         "ci_rules": sorted({x for x in (p_rule, s_rule) if x}),
                          "delta": dl, "delta_ci": dl_ci,
                          "perplexity": (c["sanity"] or {}).get("perplexity")})
         rows.sort(key=lambda r: (r["alpha"], r["control"], r["condition"]))
@@ -252,9 +253,10 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
         fig = plot(rd / f"dose_response_{m}.png",
                    [(f"{m}: mean P(eval)", "P(eval)", _series(rows, "p_eval")),
                     (f"{m}: share called eval", "share", _series(rows, "share_eval"))], sanity)
+        rules = sorted({x for r in rows for x in r.get("ci_rules", [])})
         doc.fig(fig, f"{m}: P(eval) and share called eval against alpha, steering vector vs "
-                     f"random direction of the same norm (95% category-bootstrap CIs); right: perplexity "
-                     f"of a fixed neutral text.")
+                     f"random direction of the same norm (95% intervals over categories: "
+                     f"{'; '.join(rules) or 'none'}); right: perplexity of a fixed neutral text.")
     (rd / "steering.md").write_text(doc.markdown())
     (rd / "steering.html").write_text(doc.html("Steering dose-response"))
     (rd / "steering.json").write_text(json.dumps(res, indent=1, sort_keys=True, default=float))
