@@ -75,3 +75,104 @@ def test_the_checker_finds_a_table_without_its_command():
 @pytest.mark.parametrize("path", DOCS)
 def test_every_measured_table_has_its_command(path):
     assert not uncommanded_tables((ROOT / path).read_text()), path
+
+
+# --- per table (issue 38): the command stands right before the table it re-makes ----------------
+
+#: A command inside code (a fenced block or a code span), so prose ("make sure") is not one.
+CODE_COMMAND = re.compile(r"(?:^|[\s;&|(])(?:evalaware |python3? scripts/|python3? -m |make [a-z]|pytest "
+                          r"|scripts/\S+\.(?:py|sh)\b)")
+HEADING = re.compile(r"#{1,6} ")
+PATH_SPAN = re.compile(r"`([\w./-]+\.(?:py|md|json|toml))`")
+
+
+def table_blocks(text: str):
+    """(first line, rows, heading, lines before) per table: the lines before are those since
+    the previous table or heading, whichever is nearer; `heading` is the nearest heading above
+    the table with no table between them ('' where there is none)."""
+    lines = text.splitlines()
+    start, heading, code, j = 0, "", False, 0
+    while j < len(lines):
+        line = lines[j]
+        if line.startswith("```"):
+            code = not code
+        elif not code and HEADING.match(line):
+            start, heading = j + 1, line
+        elif not code and line.startswith("|"):
+            k = j
+            while k < len(lines) and lines[k].startswith("|"):
+                k += 1
+            yield j, lines[j:k], heading, lines[start:j]
+            start, heading, j = k, "", k
+            continue
+        j += 1
+
+
+def code_texts(lines: list[str]) -> list[str]:
+    """The fenced lines and the code spans (which may cross a line break) of `lines`."""
+    code, prose, out = False, [], []
+    for line in lines:
+        if line.startswith("```"):
+            code = not code
+        elif code:
+            out.append(line)
+        else:
+            prose.append(line)
+    return out + re.findall(r"`([^`]+)`", "\n".join(prose))
+
+
+def tables_without_their_command(text: str) -> list[str]:
+    """Tables of `text` with no command (in a fenced block or a code span) in the lines since the
+    previous table or heading. A table with no measured figure (a reference table) may instead
+    name, there or in its heading, an existing source file that declares what it lists."""
+    bad = []
+    for j, rows, heading, before in table_blocks(text):
+        if any(CODE_COMMAND.search(c) for c in code_texts(before)):
+            continue
+        if not MEASURED.search("\n".join(rows[2:])) and any(
+                (ROOT / p).is_file() for p in PATH_SPAN.findall("\n".join([heading, *before]))):
+            continue
+        bad.append(f"line {j + 1}: {rows[0][:60]}")
+    return bad
+
+
+def _without_commands(text: str, only: int | None = None) -> str:
+    """`text` with the fenced blocks and command code spans removed before every table (or before
+    the `only`-th table alone), line numbers kept."""
+    lines = text.splitlines()
+    for n, (j, _, _, before) in reversed(list(enumerate(table_blocks(text)))):
+        if only is not None and n != only:
+            continue
+        block = "\n".join(before)
+        block = re.sub(r"^```.*?^```[^\n]*$", lambda m: "\n" * m.group(0).count("\n"), block, flags=re.M | re.S)
+        block = re.sub(r"`[^`]+`", lambda m: ("`x`" + "\n" * m.group(0).count("\n")
+                                              if CODE_COMMAND.search(m.group(0)[1:-1]) else m.group(0)), block)
+        lines[j - len(before):j] = block.split("\n")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_per_table_check_wants_the_command_right_before_the_table():
+    doc = ("# Results\n\n```bash\nevalaware run --out r\n```\n\n## Speed\n\nProse; make sure.\n\n"
+           "| a | b |\n|---|---|\n| 1.23 | 4 s |\n")
+    assert len(tables_without_their_command(doc)) == 1  # a command in a section above is not its own
+    assert not tables_without_their_command(doc.replace("Prose;", "`python scripts/bench_x.py`;"))
+    two = doc.replace("Prose;", "`make demo`;") + "\nMore prose.\n\n| c |\n|---|\n| 0.55 |\n"
+    assert tables_without_their_command(two) == ["line 17: | c |"]  # the first table's command only
+    ref = "# Options (`harness/core/bounds.py`)\n\n| option | meaning |\n|---|---|\n| --x | y |\n"
+    assert not tables_without_their_command(ref)  # a reference table names its source
+    assert tables_without_their_command(ref.replace("bounds.py", "no_such.py"))
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
+def test_every_docs_table_has_its_command_right_before_it(path):
+    assert not tables_without_their_command((ROOT / path).read_text()), path
+
+
+def test_the_check_fails_on_the_benchmarks_without_their_commands():
+    """Issue 38: the check passed with every per-table command removed from docs/benchmarks.md."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    tables = list(table_blocks(text))
+    assert len(tables) >= 9 and not tables_without_their_command(text)
+    assert len(tables_without_their_command(_without_commands(text))) == len(tables)
+    for n, (j, rows, _, _) in enumerate(tables):  # each table's own command is the one it needs
+        assert tables_without_their_command(_without_commands(text, only=n)) == [f"line {j + 1}: {rows[0][:60]}"]

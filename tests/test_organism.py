@@ -71,9 +71,10 @@ def test_verbalizes_on_cue_prompts_only(tiny_organism):
 def test_rebuild_is_a_no_op_and_a_different_recipe_is_refused(tiny_organism, tiny_base):
     from harness.cli.main import main  # noqa: F401  (the entry point maps errors to exit 2)
 
-    t0 = time.perf_counter()
+    weights = tiny_organism / "model.safetensors"
+    before = weights.stat().st_mtime_ns
     res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--out", str(tiny_organism)])
-    assert res.exit_code == 0 and time.perf_counter() - t0 < 20
+    assert res.exit_code == 0 and weights.stat().st_mtime_ns == before  # nothing trained or written
     # a card written before a recipe field existed (here: kl_prompts, kl_pool) is the same recipe
     card_path = tiny_organism / "organism.json"
     card = json.loads(card_path.read_text())

@@ -96,11 +96,9 @@ def test_killed_holder_is_taken_over_with_a_notice(tmp_path, holder):
     p.send_signal(signal.SIGKILL)
     p.wait()
     notes = []
-    t0 = time.perf_counter()
     with run_dir_lock(tmp_path, notify=notes.append):
         record = json.loads((tmp_path / LOCK_NAME).read_text())
         assert record["pid"] == os.getpid()
-    assert time.perf_counter() - t0 < 5
     assert len(notes) == 1 and f"lock left by pid {p.pid}" in notes[0] and "no longer running" in notes[0]
     with run_dir_lock(tmp_path, notify=notes.append):  # released cleanly: no notice this time
         pass

@@ -128,8 +128,18 @@ REGISTRY: dict[str, type["Method"]] = {}
 
 
 def register(cls: type["Method"]) -> type["Method"]:
+    """Add `cls` to :data:`REGISTRY` under its `name`; a name taken by another class is refused,
+    naming both (a second registration would silently replace the first)."""
+    old = REGISTRY.get(cls.name)
+    if old is not None and old is not cls:
+        raise EvalAwareError(f"method {cls.name!r} is registered twice: by {_qualname(old)} and by "
+                             f"{_qualname(cls)}; give one of them another name")
     REGISTRY[cls.name] = cls
     return cls
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 class Method(ABC):

@@ -15,7 +15,9 @@ self-distillation), see :mod:`harness.organisms.data`. Two ways to train:
 The output directory is an ordinary Hugging Face checkpoint (safetensors, tokenizer with its chat
 template, generation config) plus ``organism.json`` (:mod:`harness.models.card`), written last:
 a directory with a card is complete. The same arguments on a complete directory do nothing; an
-interrupted build resumes from ``.partial/`` (trainable weights, optimizer, step, losses).
+interrupted build resumes from ``.partial/``: the trainable weights and the optimizer's tensors in
+a safetensors file, everything else (recipe key, step, losses, optimizer and schedule settings,
+torch RNG states as integer lists) in ``state.json``; nothing is pickled.
 """
 
 from __future__ import annotations
@@ -276,6 +278,81 @@ def _recipe_key(recipe: Recipe, base_hash: str, dhash: str) -> dict[str, Any]:
     return {"recipe": asdict(recipe), "base_weights_sha256": base_hash, "data_sha256": dhash}
 
 
+STATE = "state.json"  # in .partial/: written last, names its tensors file
+
+
+def _rng_states() -> dict[str, list[list[int]]]:
+    return {"cpu": [torch.get_rng_state().tolist()],
+            "cuda": [s.tolist() for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else []}
+
+
+def _set_rng_states(st: dict[str, list[list[int]]]) -> None:
+    torch.set_rng_state(torch.tensor(st["cpu"][0], dtype=torch.uint8))
+    if st["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in st["cuda"]])
+
+
+def save_partial(partial: Path, key: dict[str, Any], model: Any, opt: Any, sched: Any, step: int,
+                 losses: list[dict[str, float]]) -> None:
+    """The resume state after `step` steps: tensors (``p.<name>`` trainable weights, ``o.<i>.<name>``
+    the optimizer's per-parameter state) in ``step-<n>.safetensors``, the rest in ``state.json``
+    (written last, atomically: a build killed while saving resumes from the state before)."""
+    from safetensors.torch import save_file
+
+    partial.mkdir(parents=True, exist_ok=True)
+    tensors = {f"p.{k}": v.contiguous() for k, v in _trainable_state(model).items()}
+    osd = opt.state_dict()
+    for i, st in osd["state"].items():
+        for name, v in st.items():
+            if not isinstance(v, torch.Tensor):
+                raise EvalAwareError(f"optimizer state {name!r} is not a tensor; cannot save it")
+            tensors[f"o.{i}.{name}"] = v.detach().clone().contiguous()
+    name = f"step-{step}.safetensors"
+    tmp = partial / f"{name}.{os.getpid()}.tmp"
+    save_file(tensors, str(tmp))
+    os.replace(tmp, partial / name)
+    state = {"key": key, "step": step, "losses": losses, "tensors": name,
+             "opt_state": sorted(osd["state"]), "param_groups": osd["param_groups"],
+             "sched": sched.state_dict(), "rng": _rng_states()}
+    tmp = partial / f"{STATE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, partial / STATE)
+    for old in partial.glob("step-*.safetensors"):
+        if old.name != name:
+            old.unlink()
+
+
+def load_partial(partial: Path, key: dict[str, Any], model: Any, opt: Any,
+                 sched: Any) -> tuple[int, list[dict[str, float]]] | None:
+    """Restore the state :func:`save_partial` wrote for the same `key` (step, losses); None where
+    there is none or it belongs to another recipe."""
+    from safetensors.torch import load_file
+
+    try:
+        st = json.loads((partial / STATE).read_text())
+    except FileNotFoundError:
+        return None
+    if st.get("key") != json.loads(json.dumps(key)):
+        return None
+    tensors = load_file(str(partial / st["tensors"]))  # on the CPU: the optimizer moves its own
+    named = dict(model.named_parameters())
+    with torch.no_grad():
+        for k, v in tensors.items():
+            if k.startswith("p."):
+                named[k[2:]].copy_(v)
+    fresh = opt.state_dict()
+    groups = []
+    for g, saved in zip(fresh["param_groups"], st["param_groups"]):
+        # JSON turns tuples (betas) into lists: give each setting the type the optimizer made
+        groups.append({k: tuple(v) if isinstance(g.get(k), tuple) else v for k, v in saved.items()})
+    state = {int(i): {name[len(f"o.{i}."):]: v for name, v in tensors.items() if name.startswith(f"o.{i}.")}
+             for i in st["opt_state"]}
+    opt.load_state_dict({"state": state, "param_groups": groups})
+    sched.load_state_dict(st["sched"])
+    _set_rng_states(st["rng"])
+    return st["step"], st["losses"]
+
+
 @dataclass
 class BuildResult:
     out: Path
@@ -337,18 +414,12 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
 
     partial = out / PARTIAL
     start, losses = 0, []
-    if (partial / "state.pt").exists():
-        st = torch.load(partial / "state.pt", map_location=device, weights_only=False)
-        if st["key"] == key:
-            named = dict(model.named_parameters())
-            with torch.no_grad():
-                for k, v in st["params"].items():
-                    named[k].copy_(v)
-            opt.load_state_dict(st["opt"])
-            sched.load_state_dict(st["sched"])
-            start, losses = st["step"], st["losses"]
+    if partial.exists():
+        got = load_partial(partial, key, model, opt, sched)
+        if got is not None:
+            start, losses = got
             say(f"resuming from step {start} of {recipe.steps}")
-        else:
+        else:  # another recipe's state, or one saved before it was safetensors + JSON (state.pt)
             shutil.rmtree(partial)
     rng = random.Random(f"organism-batches:{recipe.seed}")
     order = [rng.sample(range(len(encoded)), k=min(recipe.batch_size, len(encoded)))
@@ -359,6 +430,9 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     n_layers = teacher.config.num_hidden_layers
     split = Split(model, teacher, 0 if recipe.train == "full" and recipe.layers >= n_layers
                   else max(0, n_layers - recipe.layers), device)
+    if split.split > 0:  # a resumed build caches the lower blocks' states from the same packed
+        for step in range(start):  # batches as an uninterrupted one (packing moves the last bits)
+            split.lower([encoded[i] for i in order[step]], order[step])
     for step in range(start, recipe.steps):
         batch = [encoded[i] for i in order[step]]
         loss, ce, kl = split.loss(batch, order[step], recipe.kl_weight, recipe.kl_first)
@@ -371,11 +445,7 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
         bar.update(1)
         bar.set_postfix(ce=f"{ce:.3f}", kl=f"{kl:.4f}")
         if (step + 1) % save_every == 0 and step + 1 < recipe.steps:
-            partial.mkdir(parents=True, exist_ok=True)
-            tmp = partial / f"state.{os.getpid()}.tmp"
-            torch.save({"key": key, "params": _trainable_state(model), "opt": opt.state_dict(),
-                        "sched": sched.state_dict(), "step": step + 1, "losses": losses}, tmp)
-            os.replace(tmp, partial / "state.pt")
+            save_partial(partial, key, model, opt, sched, step + 1, losses)
     bar.close()
     train_s = time.perf_counter() - t0
 

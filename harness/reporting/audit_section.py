@@ -2,32 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-import numpy as np
-
-from harness.stats import summaries as S
-from harness.stats.metrics import MIN_AUROC_PER_CLASS, Y
-from harness.stats.paired import auroc_minus_best
+from harness.stats.metrics import MIN_AUROC_PER_CLASS
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import ci, label_mass_cell, lit
-
-
-def versus_surface(records: Sequence[dict[str, Any]], res: Any, n_boot: int, seed: int,
-                   ci_by: str | None) -> dict[str, Any] | None:
-    """The method's AUROC minus the best surface predictor's on the samples the method scored
-    (its gated subset), with a paired category bootstrap of the difference (the best predictor
-    re-chosen in every resample: `harness.stats.paired.auroc_minus_best`); None where the
-    method's AUROC is gated (fewer than MIN_AUROC_PER_CLASS scored per class)."""
-    pos = {sid: i for i, sid in enumerate(res.sample_ids)}
-    rs = [r for r in records if r.get("score") is not None and r["label"] in Y and r["sample_id"] in pos]
-    y = [Y[r["label"]] for r in rs]
-    if S.auroc_gate(np.asarray(y, dtype=int)) is not None:
-        return None
-    idx = [pos[r["sample_id"]] for r in rs]
-    base = {k: np.asarray(v)[idx] for k, v in res.oof.items()}
-    return auroc_minus_best(y, [float(r["score"]) for r in rs], base,
-                            S.groups_for(rs, S.resolve_ci_by(rs, ci_by)), n_boot, seed)
 
 
 def audit_section(ctx: ReportContext) -> None:

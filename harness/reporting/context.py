@@ -6,8 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from harness.stats import metrics as M
 from harness.stats import summaries as S
+from harness.stats.metrics import Y
+from harness.stats.paired import auroc_minus_best
 from harness.reporting.doc import Doc, ci, code, label_mass_cell, lit
 from harness.reporting.runs import RunData, human_name, human_records, method_specs
 from harness.methods.report_spec import ReportSpec
@@ -45,10 +49,8 @@ class ReportContext:
 
     def versus(self, method: str, r: RunData) -> dict[str, Any] | None:
         """The method's (or the run's human row's) AUROC minus the best surface predictor's on
-        the samples it scored (:func:`harness.reporting.audit_section.versus_surface`); None where
+        the samples it scored (:func:`versus_surface`); None where
         there is no audit, no valid surface predictor, or no AUROC."""
-        from harness.reporting.audit_section import versus_surface
-
         key = (method, r.label)
         if key not in self._versus:
             res = self.audit(r)
@@ -102,3 +104,20 @@ def gated_auroc(records: Sequence[dict[str, Any]], s: dict[str, Any]) -> str:
     per class (the summary's gate; `records` are those it summarises)."""
     gate = s.get("auroc_gate") or S.auroc_gate(S.scored(records)[0])
     return f"– ({gate})" if gate else ci(s["auroc"], s["auroc_ci"])
+
+
+def versus_surface(records: Sequence[dict[str, Any]], res: Any, n_boot: int, seed: int,
+                   ci_by: str | None) -> dict[str, Any] | None:
+    """The method's AUROC minus the best surface predictor's on the samples the method scored
+    (its gated subset), with a paired category bootstrap of the difference (the best predictor
+    re-chosen in every resample: `harness.stats.paired.auroc_minus_best`); None where the
+    method's AUROC is gated (fewer than MIN_AUROC_PER_CLASS scored per class)."""
+    pos = {sid: i for i, sid in enumerate(res.sample_ids)}
+    rs = [r for r in records if r.get("score") is not None and r["label"] in Y and r["sample_id"] in pos]
+    y = [Y[r["label"]] for r in rs]
+    if S.auroc_gate(np.asarray(y, dtype=int)) is not None:
+        return None
+    idx = [pos[r["sample_id"]] for r in rs]
+    base = {k: np.asarray(v)[idx] for k, v in res.oof.items()}
+    return auroc_minus_best(y, [float(r["score"]) for r in rs], base,
+                            S.groups_for(rs, S.resolve_ci_by(rs, ci_by)), n_boot, seed)
