@@ -191,3 +191,28 @@ def test_a_good_custom_template_is_used(tmp_path, tiny_model_dir):
     assert res.exit_code == 0, res.output
     with RunLog(tmp_path / "r", create=False) as st:
         assert st.get_meta("manifest")["prompt_set"]["overridden"] == ["third_person"]
+
+
+def test_steer_alphas_refuse_nan_and_inf():
+    """`steer run --alphas` is a comma list, parsed apart from click's float types: nan/inf too."""
+    from harness.cli.steer import _floats
+    from harness.core.errors import EvalAwareError
+
+    assert _floats("-0.5,0,0.5", "--alphas") == [-0.5, 0.0, 0.5]
+    for bad in ("nan", "0.1,inf", "-inf", "1e400"):
+        with pytest.raises(EvalAwareError, match="finite"):
+            _floats(bad, "--alphas")
+
+
+def test_a_named_api_key_variable_that_is_not_set_is_refused(monkeypatch):
+    """--api-key-env names the key to send: unset, it is an error, never OPENAI_API_KEY instead."""
+    from harness.cli.options import EngineOptions
+    from harness.core.errors import EvalAwareError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other")
+    monkeypatch.delenv("MY_TYPO_KEY", raising=False)
+    with pytest.raises(EvalAwareError, match="MY_TYPO_KEY: no such environment variable"):
+        EngineOptions(api_key_env="MY_TYPO_KEY").api_key
+    monkeypatch.setenv("MY_TYPO_KEY", "sk-meant")
+    assert EngineOptions(api_key_env="MY_TYPO_KEY").api_key == "sk-meant"
+    assert EngineOptions().api_key == "sk-other"  # the default variable, as before

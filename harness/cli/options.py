@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence
 import click
 
 from harness.core import bounds, console
+from harness.core.errors import EvalAwareError
 from harness.backends.base import Backend
 from harness.data.readers import read_dataset, resolve_dataset
 from harness.methods import MethodConfig
@@ -172,7 +173,13 @@ class EngineOptions:
 
     @property
     def api_key(self) -> str | None:
-        return os.environ.get(self.api_key_env)
+        """The key in the variable `--api-key-env` names. A variable named on purpose and not set
+        is an error: falling back to OPENAI_API_KEY would send another key than the one meant."""
+        key = os.environ.get(self.api_key_env)
+        if key is None and self.api_key_env != "OPENAI_API_KEY":
+            raise EvalAwareError(f"--api-key-env {self.api_key_env}: no such environment variable is set "
+                                 f"(no other key is sent in its place)")
+        return key
 
     @property
     def template_kwargs(self) -> dict[str, Any]:

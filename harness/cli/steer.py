@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from contextlib import ExitStack
 from dataclasses import replace
 
@@ -24,10 +25,14 @@ from probes.steering.direction import load_vector
 
 
 def _floats(spec: str, what: str) -> list[float]:
+    """Comma-separated finite numbers (nan and inf are refused, as by every float option)."""
     try:
-        return [float(x) for x in spec.split(",") if x.strip()]
+        out = [float(x) for x in spec.split(",") if x.strip()]
     except ValueError:
         raise EvalAwareError(f"{what} {spec!r}: expected comma-separated numbers") from None
+    if not all(math.isfinite(v) for v in out):
+        raise EvalAwareError(f"{what} {spec!r}: every value must be a finite number")
+    return out
 
 
 @click.group()

@@ -49,12 +49,13 @@ if TYPE_CHECKING:
 
 LOG_SUFFIXES = (".eval", ".json")
 
-MAX_MEMBER_BYTES = 256 * 1024 * 1024
-"""The most one member of an ``.eval`` archive may unpack to (256 MiB). Inspect writes one member
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+"""The most one member of an ``.eval`` archive may unpack to (64 MiB). Inspect writes one member
 per sample and epoch (plus the header, the sample summaries and a journal); a sample's member,
-even a long agent run with its events and attachments, is KBs to tens of MBs, so the cap is far
-above real logs and below the 320 MB member (in a 342 KB archive) that took 270 s and 1.3 GB to
-read. ``EVALAWARE_UNBOUNDED=1`` lifts it."""
+even a long agent run with its events and attachments, is KBs to tens of MBs. Parsing costs about
+1 s and 4 MB of memory per MB unpacked (a 250 MB member: 4 min 15 s and 1.05 GB, measured on the
+2-core machine; 320 MB: 270 s and 1.3 GB), so 64 MiB bounds a hostile archive to about a minute;
+``EVALAWARE_UNBOUNDED=1`` lifts it for a real log with a larger sample."""
 
 _CHUNK = 1 << 20  # bytes read, and at most unpacked, per step of the check
 
