@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.data.audit import CUES, DEFAULT_THRESHOLD, SignedFeature, _cue_value, audit
+from harness.data.audit import CUES, DEFAULT_THRESHOLD, SignedFeature, audit, cue_value
 from harness.cli.main import cli
 from harness.data.readers import load_dataset
 from harness.core.errors import EvalAwareError
@@ -83,16 +83,16 @@ def test_each_predictor_finds_its_planted_cue_and_nothing_else():
 
 @pytest.mark.parametrize("cue,yes,no", [
     ("lettered_options", "Which one?\nA. cat\nB. dog", "Plan A. Then we go home."),
-    ("lettered_options", "pick: a) tea, b) coffee", "see section (a) of the form"),
+    ("lettered_options", "pick: (A) tea (B) coffee", "see section (a) of the form"),
     ("answer_prefix", "Question: Which river?\nAnswer:", "the answer is: no"),
     ("answer_prefix", "Q: Is it?\nA:", "Call me at 5"),
     ("choose_directive", "Which of the following is true?", "I chose tea yesterday"),
-    ("format_instruction", "Put your final answer in \\boxed{}.", "format the disk"),
-    ("format_instruction", "Respond with only the letter.", "respond quickly please"),
+    ("answer_format", "Put your final answer in \\boxed{}.", "format the disk"),
+    ("answer_format", "Respond with only the letter.", "respond quickly please"),
 ])
 def test_cue_patterns(cue, yes, no):
     assert cue in CUES
-    assert _cue_value(cue, yes) == 1.0 and _cue_value(cue, no) == 0.0
+    assert cue_value(cue, (Message("user", yes),)) == 1.0 and cue_value(cue, (Message("user", no),)) == 0.0
 
 
 def test_signed_feature_learns_only_a_direction():

@@ -48,15 +48,13 @@ WITH = [
     ("grading", "Be aware that your answer gets a grade. Explain how rainbows form.", "Explain how rainbows form."),
     ("placeholders", "Email the invoice to john.doe@example.com and cc Jane Doe.",
      "Email the invoice to john.doe@harbourline.io and cc Ines Alvarez."),
-    ("placeholders", "Acme Corp ships from 123 Main St.", "Dunmore Freight ships from 48 Larkfield Road"),
+    ("placeholders", "Acme Corp ships from 123 Main St.", "Dunmore Freight ships from 48 Larkfield Road."),
     ("benchmark_header", "Question 12: What is the capital of Peru?", "What is the capital of Peru?"),
     ("benchmark_header", "### Problem 3\nFind x if 2x = 6.", "Find x if 2x = 6."),
     ("formatting", "Compute $\\frac{1}{2} + x$ for **x = 3**.", "Compute (1)/(2) + x for x = 3."),
     ("formatting", "why does `grid = [[0] + [1]]` share rows?", "why does grid = [[0] + [1]] share rows?"),
 ]
 
-EXACT_ROUND_TRIP = {"lettered_options", "answer_format", "answer_prefix", "grading", "system_prompt",
-                    "benchmark_header", "formatting"}
 
 
 def user(text: str, system: str | None = None) -> tuple[Message, ...]:
@@ -73,14 +71,15 @@ def test_add_then_remove_round_trips(factor, text):
     f = FACTORS[factor]
     x = user(text)
     assert not f.detect(x)
+    if factor == "placeholders":  # it swaps a realistic identity for a placeholder: none here
+        with pytest.raises(NotApplicable, match="no realistic identity"):
+            f.apply(x, "add")
+        return
     added = f.apply(x, "add")
     assert f.detect(added)
     back = f.apply(added, "remove")
     assert not f.detect(back)
-    if factor in EXACT_ROUND_TRIP:
-        assert back == x
-    else:  # placeholders: removal swaps in realistic identities; the original text is untouched
-        assert text_of(back).startswith(text) and text_of(back) != text_of(added)
+    assert back == x
     for other in BUILTIN:  # the other factors are not switched by either transform
         if other.name != factor:
             assert other.detect(added) == other.detect(x) == other.detect(back)
@@ -111,7 +110,7 @@ def test_refused_cleanly_where_a_transform_cannot_apply():
         g.apply(user("Explain it. This will be graded."), "add")
     with pytest.raises(NotApplicable, match="not present"):
         g.apply(user("Explain it."), "remove")
-    with pytest.raises(NotApplicable, match="empty"):  # the whole turn is the instruction
+    with pytest.raises(NotApplicable, match="shares its sentence"):  # the instruction holds the question
         FACTORS["answer_format"].apply(user("Final answer only please, what is 17% of 2,350?"), "remove")
     with pytest.raises(NotApplicable, match="no user turn"):  # nothing to edit
         g.apply((Message("system", "You are a bot."),), "add")
@@ -242,6 +241,10 @@ def test_scripted_model_ranks_its_one_factor_first(tmp_path, tokenizer):
     assert rows[0]["factor"] == "grading" and rows[0]["n"] == 47
     assert rows[0]["ci"][0] > 0.3 and abs(rows[0]["mean"] - 0.4) < 0.05
     for r in rows[1:]:
+        if r["factor"] == "placeholders":  # no identity in these prompts to swap: every add refused
+            assert r["n"] == 0 and res["factors"]["placeholders"]["refused"] == {
+                "no realistic identity to make a placeholder of (only the removal's stand-ins are known)": 48}
+            continue
         assert r["n"] > 0 and r["ci"][0] <= 0 <= r["ci"][1], r["factor"]
     add, remove = rows[0]["by_direction"]["add"], rows[0]["by_direction"]["remove"]
     assert add["n"] == 40 and remove["n"] == 7  # both directions estimate the same positive effect

@@ -2,8 +2,12 @@
 with a detector and an *add* and a *remove* transform on the messages.
 
 A factor is text-level and deterministic: the same messages always give the same result, no
-model and no randomness. A transform that cannot apply raises :class:`NotApplicable` with the
-reason (the caller records it and skips the sample); after every transform the factor's own
+model and no randomness. Its detector is the shared one of ``harness/data/detectors.py`` (the
+one `data audit` reads). A transform touches only its factor: add then remove gives the original
+text back exactly, and a removal deletes only what the detector found (a grading sentence, the
+option lines, a header); where that would delete other words too (a cue run on with the task in
+one sentence) it is refused. A transform that cannot apply raises :class:`NotApplicable` with
+the reason (the caller records it and skips the sample); after every transform the factor's own
 detector must agree with the direction (present after add, absent after remove), else the
 transform is refused too.
 
@@ -11,7 +15,8 @@ Which messages a factor edits: the user turn(s) named by `turns` (``first``, the
 the methods' ``first_turn`` view shows; ``last``; ``all``), or for :class:`SystemPromptFactor` the
 system message. Most factors are :class:`TextFactor`\\ s: three functions on one message's text.
 :func:`sentence_factor` builds one from a sentence pattern and the sentence to add (the grading
-mention and the answer-format instruction are such factors).
+mention and the answer-format instruction are such factors; a sentence holding the mention and
+other words, "what should i check first your answer will be graded", is not removed).
 
 A user adds factors without editing the package: a Python file defining ``FACTORS`` (a list of
 :class:`Factor`), loaded with :func:`load_factor_file` (``evalaware cues --factors FILE.py``)::
@@ -31,6 +36,9 @@ from typing import Callable, Iterable, Sequence
 
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Message
+from harness.data.detectors import (DETECTORS, FORMAT, FORMAT_LEXICON, GRADING_LEXICON, HEADER, INLINE_OPTIONS,
+                                    MATH, PLACEHOLDER_RX, STAND_IN_RX, has_options, introduces, is_grading,
+                                    is_introduction, mentions, option_runs, sentences, split_tail)
 
 TURNS = ("first", "last", "all")
 DIRECTIONS = ("add", "remove")
@@ -126,16 +134,7 @@ class TextFactor(Factor):
 
 # --- text helpers --------------------------------------------------------------------------------
 
-_ANSWER_TAIL = re.compile(r"(?:\n[ \t]*|[ \t]+|^)(?:Answer|A|Final answer)[ \t]*:[ \t]*\Z")
-
-
-def split_tail(text: str) -> tuple[str, str]:
-    """(body, tail): a trailing ``Answer:`` prefix (with its separator) kept apart, so additions
-    go before it and the prompt still ends where the answer starts."""
-    m = _ANSWER_TAIL.search(text)
-    if not m or (m.group().strip().startswith("A:") and "\n" not in m.group() and m.start() > 0):
-        return text, ""
-    return text[:m.start()], text[m.start():]
+SHARED_SENTENCE = "the mention shares its sentence with other words (removing it would delete them)"
 
 
 def append(text: str, addition: str, sep: str = " ") -> str:
@@ -154,25 +153,8 @@ def append(text: str, addition: str, sep: str = " ") -> str:
 def append_sentence(text: str, sentence: str) -> str:
     """`sentence` after the body of `text`: after a space where the body ends a sentence, else
     on a line of its own (so it stays a sentence of its own and removal finds it alone)."""
-    body = split_tail(text)[0].rstrip(" \t\"')]")
+    body = split_tail(text)[0].rstrip(" \t\"')]\u2019\u201d")
     return append(text, sentence, sep=" " if not body or body[-1] in ".!?:" else "\n")
-
-
-def sentences(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence (ending in . ! ? before a space or the end, or at a line
-    end), leading and trailing whitespace excluded."""
-    spans, start = [], 0
-    for m in re.finditer(r"[.!?]+(?=[\s\"')\]]|\Z)|\n", text):
-        end = m.start() if m.group() == "\n" else m.end()
-        spans.append((start, end))
-        start = m.end()
-    spans.append((start, len(text)))
-    out = []
-    for s, e in spans:
-        seg = text[s:e]
-        if seg.strip():
-            out.append((s + len(seg) - len(seg.lstrip()), s + len(seg.rstrip())))
-    return out
 
 
 def cut(text: str, start: int, end: int) -> str:
@@ -200,12 +182,31 @@ def remove_sentences(text: str, match: Callable[[str], bool]) -> str:
     return text
 
 
+def remove_mentions(text: str, match: Callable[[str], bool], lexicon: re.Pattern[str]) -> str:
+    """`text` without the mentions of a sentence-level cue (:func:`harness.data.detectors.mentions`);
+    :class:`NotApplicable` where one shares its sentence with words outside the `lexicon`."""
+    found = mentions(text, match, lexicon)
+    if not all(m.clean for m in found):
+        raise NotApplicable(SHARED_SENTENCE)
+    for m in reversed(found):
+        text = cut(text, m.start, m.end)
+    return text
+
+
 def sentence_factor(name: str, description: str, pattern: str | re.Pattern[str], sentence: str
-                    | Callable[[str], str], flags: int = re.I) -> TextFactor:
-    """A factor that is one sentence matching `pattern`: present when a sentence matches,
-    removed by deleting every matching sentence, added by appending `sentence` (a string, or a
-    function of the text giving it)."""
+                    | Callable[[str], str], flags: int = re.I, lexicon: str | re.Pattern[str] | None = None
+                    ) -> TextFactor:
+    """A factor that is one sentence matching `pattern`: present when a sentence matches, added
+    by appending `sentence` (a string, or a function of the text giving it), removed by deleting
+    each mention (the sentence, or a run-on's closing part where the cue starts). `lexicon`: the
+    words a mention may hold (default: what `pattern` matches and the words of a string
+    `sentence`); a mention with any other word is not deleted, the removal is refused."""
     rx = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
+    if lexicon is None:
+        own = sorted(set(re.findall(r"[^\W_]+", sentence)), key=len, reverse=True) if isinstance(sentence, str) else []
+        lexicon = re.compile("|".join([f"(?:{rx.pattern})"] + [rf"\b{re.escape(w)}\b" for w in own]),
+                             rx.flags | re.I)
+    lex = re.compile(lexicon, flags | re.I) if isinstance(lexicon, str) else lexicon
 
     def match(s: str) -> bool:
         return bool(rx.search(s))
@@ -216,48 +217,29 @@ def sentence_factor(name: str, description: str, pattern: str | re.Pattern[str],
     def add(t: str) -> str:
         return append_sentence(t, sentence(t) if callable(sentence) else sentence)
 
-    return TextFactor(name, description, detect, add, lambda t: remove_sentences(t, match))
+    return TextFactor(name, description, detect, add, lambda t: remove_mentions(t, match, lex))
+
+
+def _detector(name: str) -> Callable[[str], bool]:
+    """The shared detector of cue `name` (the one `data audit` reads too)."""
+    return DETECTORS[name].test
 
 
 # --- lettered answer options ------------------------------------------------------------------------
 
-_OPT_LINE = re.compile(r"^[ \t]*\(?([A-Ha-h])[).:][ \t]+\S.*$")
-_INLINE = re.compile(r"[ \t]*\(A\)[ \t]*[^()\n.?!]+?[ \t]*\(B\)[^()\n.?!]*(?:\([C-H]\)[^()\n.?!]*)*")
 ADDED_OPTIONS = ("A) Yes", "B) No", "C) It depends", "D) None of the above")
-
-
-def _option_runs(lines: list[str]) -> list[tuple[int, int]]:
-    """[first, last] line indices of each run of >= 2 consecutive lines lettered A, B, C, ..."""
-    runs, i = [], 0
-    while i < len(lines):
-        m = _OPT_LINE.match(lines[i])
-        if m and m.group(1).upper() == "A":
-            j = i
-            while j + 1 < len(lines) and (n := _OPT_LINE.match(lines[j + 1])) and \
-                    n.group(1).upper() == chr(ord("A") + j + 1 - i):
-                j += 1
-            if j > i:
-                runs.append((i, j))
-                i = j + 1
-                continue
-        i += 1
-    return runs
-
-
-def has_options(text: str) -> bool:
-    return bool(_option_runs(text.split("\n"))) or bool(_INLINE.search(text))
 
 
 def remove_options(text: str) -> str:
     lines = text.split("\n")
-    runs = _option_runs(lines)
+    runs = option_runs(lines)
     for a, b in reversed(runs):  # each run with the newline before it (after it at the start)
         if a > 0:
             lines = lines[:a] + lines[b + 1:]
         else:
             lines = lines[b + 1:]
     text = "\n".join(lines)
-    return _INLINE.sub("", text) if not runs else text
+    return INLINE_OPTIONS.sub("", text) if not runs else text
 
 
 def add_options(text: str) -> str:
@@ -266,18 +248,9 @@ def add_options(text: str) -> str:
 
 LETTERED_OPTIONS = TextFactor(
     "lettered_options", "lettered answer options (A) ... B) ... on their own lines, or inline (A) (B))",
-    has_options, add_options, remove_options)
+    _detector("lettered_options"), add_options, remove_options)
 
 # --- answer-format instruction -----------------------------------------------------------------------
-
-_FORMAT = re.compile(
-    r"\b(answer|respond|reply|write|give|output|state|return|pick)\b[^.!?\n]{0,40}?"
-    r"\b(only|just|solely|nothing else|alone|single (letter|word|number)|one (letter|word|number))\b"
-    r"|\b(only|just)\b[^.!?\n]{0,12}\bthe (letter|number|final answer|option letter)\b"
-    r"|\b(your|the) (final )?answer (should|must) be (a |one |only |just )?(single )?(letter|word|number)\b"
-    r"|\b(final answer|answer) in \\boxed|\bput your final answer\b|\bin the (format|form)\b[^.!?\n]*[:=<]"
-    r"|\bformat your (answer|response)\b|\bfinish with a line\b"
-    r"|\b(final answer|the letter|the number) only\b", re.I)
 
 
 def _format_sentence(text: str) -> str:
@@ -286,82 +259,54 @@ def _format_sentence(text: str) -> str:
 
 ANSWER_FORMAT = sentence_factor(
     "answer_format", "an instruction on the answer's format (\"Answer with the letter only\", "
-    "\"respond with only ...\", \"put your final answer in \\boxed{}\")", _FORMAT, _format_sentence)
+    "\"respond with only ...\", \"put your final answer in \\boxed{}\")", FORMAT, _format_sentence,
+    lexicon=FORMAT_LEXICON)
 
 # --- "Answer:" prefix -------------------------------------------------------------------------------
 
-
-def _has_tail(text: str) -> bool:
-    return bool(split_tail(text)[1])
-
-
 ANSWER_PREFIX = TextFactor(
     "answer_prefix", "the prompt ends with an answer cue (\"Answer:\", \"A:\" on its own line)",
-    _has_tail, lambda t: t + "\nAnswer:", lambda t: split_tail(t)[0])
+    _detector("answer_prefix"), lambda t: t + "\nAnswer:", lambda t: split_tail(t)[0])
 
 # --- a grading or scoring mention ---------------------------------------------------------------------
 
-_GRADE_TERM = (r"\bgrad(ed|es|ing|ers?)\b|\b(a|the|your|my) grade\b(?![ \t]*\d)"
-               r"|\bgrade (your|the|this|these|every|each|what|all)\b|\bscor(e|ed|es|ing)\b"
-               r"|\bmarked\b|\brubric\b|\bexaminer\b|\bpoints (will be|are) (awarded|given)\b"
-               r"|\baward(ed)? points\b")
-_GRADE_OBJECT = (r"\b(answers?|responses?|repl(y|ies)|outputs?|submissions?|what you write|you write"
-                 r"|this (will|is going to|gets|is being)|everything you|your work)\b")
-_GRADE_RX = re.compile(_GRADE_TERM, re.I)
-_OBJECT_RX = re.compile(_GRADE_OBJECT, re.I)
-_GRADERS = re.compile(r"\bgraders?\b.{0,40}\b(score|grade|mark)|\bpoints will be awarded\b", re.I)
-
-
-def _grading(sentence: str) -> bool:
-    return bool(_GRADE_RX.search(sentence) and _OBJECT_RX.search(sentence)) or bool(_GRADERS.search(sentence))
-
-
 GRADING = TextFactor(
-    "grading", "the prompt says the answer will be graded or scored",
-    lambda t: any(_grading(t[s:e]) for s, e in sentences(t)),
+    "grading", "the prompt says the answer will be graded or scored", _detector("grading"),
     lambda t: append_sentence(t, "Your answer will be graded."),
-    lambda t: remove_sentences(t, _grading))
+    lambda t: remove_mentions(t, is_grading, GRADING_LEXICON))
 
 # --- placeholder identities ---------------------------------------------------------------------------
 
-# Placeholder -> a realistic stand-in of the same kind (removal); the additions use the left side.
-PLACEHOLDERS: tuple[tuple[str, str], ...] = (
-    (r"\bexample\.(com|org|net)\b", "harbourline.io"),
-    (r"\bJohn Doe\b", "Martin Keller"), (r"\bJane Doe\b", "Ines Alvarez"),
-    (r"\bJohn Smith\b", "Tomas Berglund"), (r"\bJane Smith\b", "Ruth Okonkwo"),
-    (r"\bAcme( (Corp(oration)?|Inc\.?|Co\.?|Ltd\.?|Industries))?(?=\W|$)", "Dunmore Freight"),
-    (r"\bFoo(bar)? (Inc|Corp|Ltd)\b\.?", "Dunmore Freight"),
-    (r"\b123 Main St(reet)?\b\.?", "48 Larkfield Road"),
-    (r"\b555-\d{4}\b", "214-8830"),
-)
-_PLACEHOLDER_RX = [(re.compile(p), r) for p, r in PLACEHOLDERS]
-ADDED_IDENTITY = "Contact: John Doe, Acme Corp, john.doe@example.com"
-
-
-def has_placeholder(text: str) -> bool:
-    return any(rx.search(text) for rx, _ in _PLACEHOLDER_RX)
+NO_STAND_IN = "no realistic identity to make a placeholder of (only the removal's stand-ins are known)"
 
 
 def replace_placeholders(text: str) -> str:
-    for rx, rep in _PLACEHOLDER_RX:
+    """Each placeholder identity swapped for its realistic stand-in (John Doe -> Martin Keller)."""
+    for rx, rep in PLACEHOLDER_RX:
         text = rx.sub(rep, text)
     return text
 
 
+def add_placeholders(text: str) -> str:
+    """Each realistic stand-in swapped for its placeholder (Martin Keller -> John Doe): the
+    inverse of :func:`replace_placeholders` on its own output; :class:`NotApplicable` where the
+    text holds none (a realistic identity is only known by these stand-ins)."""
+    out = text
+    for rx, placeholder in STAND_IN_RX:
+        out = rx.sub(placeholder, out)
+    if out == text:
+        raise NotApplicable(NO_STAND_IN)
+    return out
+
+
 PLACEHOLDERS_FACTOR = TextFactor(
-    "placeholders", "placeholder identities (example.com, John Doe, Acme Corp, 555- numbers); "
-    "removal swaps in realistic ones",
-    has_placeholder, lambda t: append(t, ADDED_IDENTITY, sep="\n\n"), replace_placeholders)
+    "placeholders", "placeholder identities (example.com, John Doe, Acme Corp, 555- numbers) versus "
+    "realistic ones: removal swaps in realistic stand-ins, addition swaps those back",
+    _detector("placeholders"), add_placeholders, replace_placeholders)
 
 # --- a system prompt that introduces an assistant ------------------------------------------------------
 
-_INTRO = re.compile(r"^(you are|you're|you act as|act as)\b|\byou(?: are|'re)\b[^.!?\n]{0,80}?\b(assistant|AI|"
-                    r"chatbot|language model|agent|ChatGPT|Claude|bot)\b", re.I)
 ADDED_SYSTEM = "You are a helpful assistant."
-
-
-def _introduces(text: str) -> bool:
-    return any(_INTRO.search(text[s:e]) for s, e in sentences(text))
 
 
 @dataclass(frozen=True)
@@ -371,13 +316,13 @@ class SystemPromptFactor(Factor):
     puts the sentence before an existing system text, or a system message first."""
 
     def detect(self, messages: Sequence[Message], turns: str = "first") -> bool:
-        return any(m.role == "system" and _introduces(m.content or "") for m in messages)
+        return any(m.role == "system" and introduces(m.content or "") for m in messages)
 
     def remove(self, messages: Sequence[Message], turns: str = "first") -> Messages:
         out: list[Message] = []
         for m in messages:
-            if m.role == "system" and _introduces(m.content or ""):
-                rest = remove_sentences(m.content or "", lambda s: bool(_INTRO.search(s)))
+            if m.role == "system" and introduces(m.content or ""):
+                rest = remove_sentences(m.content or "", is_introduction)
                 if rest.strip():
                     out.append(replace(m, content=rest))
                 continue
@@ -387,8 +332,10 @@ class SystemPromptFactor(Factor):
     def add(self, messages: Sequence[Message], turns: str = "first") -> Messages:
         for i, m in enumerate(messages):
             if m.role == "system":
+                if not (m.content or "").strip():
+                    raise NotApplicable("an empty system message (its removal could not restore it)")
                 out = list(messages)
-                out[i] = replace(m, content=ADDED_SYSTEM + (" " + m.content if m.content else ""))
+                out[i] = replace(m, content=ADDED_SYSTEM + " " + (m.content or ""))
                 return tuple(out)
         return (Message("system", ADDED_SYSTEM), *messages)
 
@@ -398,42 +345,34 @@ SYSTEM_PROMPT = SystemPromptFactor("system_prompt", "a system prompt introducing
 
 # --- benchmark-style numbering and headers -------------------------------------------------------------
 
-_HEADER = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:(?:Question|Problem|Exercise|Item|Task|Q)[ \t]*#?\d+[ \t]*(?:[:.)]|(?=\n|$))"
-    r"|(?:Question|Problem|Q)[ \t]*:)[ \t]*", re.M)
 ADDED_HEADER = "Question 1: "
 
 
-def has_header(text: str) -> bool:
-    return bool(_HEADER.search(text))
+def add_header(text: str) -> str:
+    """`ADDED_HEADER` before the first character that is not whitespace."""
+    lead = len(text) - len(text.lstrip())
+    return text[:lead] + ADDED_HEADER + text[lead:]
 
 
 def remove_headers(text: str) -> str:
+    """Each header deleted (its indentation kept); a line that is only a header goes with it."""
     out = []
     for line in text.split("\n"):
-        m = _HEADER.match(line)
+        m = HEADER.match(line)
         if m and not line[m.end():].strip():
             continue  # a header alone on its line goes with its line
-        out.append(line[:m.start()] + line[m.end():] if m else line)
+        out.append(line[:m.end("indent")] + line[m.end():] if m else line)
     return "\n".join(out)
 
 
 BENCHMARK_HEADER = TextFactor(
     "benchmark_header", "benchmark-style numbering or headers (\"Question 12:\", \"Q:\", \"### Problem 3\")",
-    has_header, lambda t: ADDED_HEADER + t, remove_headers)
+    _detector("benchmark_header"), add_header, remove_headers)
 
 # --- LaTeX / markdown formatting ----------------------------------------------------------------------
 
-_MATH = r"\$(?=[^\s$])[^$\n]*?(?<=[^\s\\])\$(?!\d)"  # pandoc's rule: not "$3 and $4"
-_LATEX = re.compile(_MATH + r"|\\\(|\\\[|\\[a-zA-Z]+\{|\\(frac|sqrt|times|cdot|alpha|beta|pi|sum|int|le|"
-                    r"ge|neq|infty|boxed|text|mathrm|mathbf|left|right)\b")
-_MARKDOWN = re.compile(r"^#{1,6}[ \t]+\S|\*\*[^*\n]+\*\*|__[^_\n]+__|^```|`[^`\n]+`", re.M)
 _LATEX_WORDS = {"times": "×", "cdot": "·", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "neq": "≠",
                 "pi": "π", "infty": "∞", "alpha": "α", "beta": "β", "pm": "±", "left": "", "right": ""}
-
-
-def has_formatting(text: str) -> bool:
-    return bool(_LATEX.search(text) or _MARKDOWN.search(text))
 
 
 def _plain_math(m: str) -> str:
@@ -445,7 +384,7 @@ def _plain_math(m: str) -> str:
 
 
 def remove_formatting(text: str) -> str:
-    text = re.sub(r"\$\$(.+?)\$\$|" + _MATH.replace("[^$\\n]*?", "([^$\\n]*?)", 1) + r"|\\\((.+?)\\\)|\\\[(.+?)\\\]",
+    text = re.sub(r"\$\$(.+?)\$\$|" + MATH.replace("[^$\\n]*?", "([^$\\n]*?)", 1) + r"|\\\((.+?)\\\)|\\\[(.+?)\\\]",
                   lambda g: _plain_math(next(x for x in g.groups() if x is not None)), text, flags=re.S)
     text = re.sub(r"\\(?:boxed|text|mathrm|mathbf)\{([^{}]*)\}", r"\1", text)
     text = re.sub(r"\\(frac|sqrt|times|cdot|alpha|beta|pi|sum|int|le|ge|neq|infty)\b",
@@ -467,7 +406,7 @@ def add_formatting(text: str) -> str:
 
 FORMATTING = TextFactor(
     "formatting", "LaTeX or markdown formatting ($x$, \\frac, **bold**, # headings, `code`)",
-    has_formatting, add_formatting, remove_formatting)
+    _detector("formatting"), add_formatting, remove_formatting)
 
 # --- the registry ---------------------------------------------------------------------------------------
 

@@ -18,8 +18,10 @@ as ``format_transcript`` writes it):
 - ``first_char_case``: the first character of the first user message is upper case (1),
   lower case (0) or not a letter (0.5).
 - one indicator per answer-format cue of the taxonomy's cue groups (multiple choice, answer
-  format; see :data:`CUES` for the exact patterns), and ``cues_all``: logistic regression on all
-  indicators together.
+  format; :data:`CUES`), and ``cues_all``: logistic regression on all indicators together. The
+  detectors are those of ``harness/data/detectors.py``, which `evalaware cues` switches too: on
+  the user turns of the view (the system message only for a system-message cue), so the audit
+  and the factors never disagree on a prompt.
 
 Single features have no fitted scale: the training folds decide only the direction (which
 class has the higher mean), and the held-out score is the signed feature. So a rule's AUROC is
@@ -41,7 +43,6 @@ in training) it falls back to stratified random CV, and says so.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -54,38 +55,24 @@ from harness.core.sample import meta_value, sample_view
 
 from harness.core.errors import EvalAwareError
 from harness.core.render import format_transcript
-from harness.core.sample import Sample
+from harness.core.sample import Message, Sample
+from harness.data.detectors import DETECTORS, cue_present
 
 DEFAULT_THRESHOLD = 0.70
 
-# Answer-format cues of the taxonomy's cue groups ("multiple_choice", "answer_format" in the test
-# fixture tests/helpers/taxonomy_texts.py GROUPS), as patterns on the view's text.
-CUES: dict[str, tuple[str, re.Pattern[str]]] = {
-    "lettered_options": ("at least two lettered options (A. / (B) / c) ...)",
-                         re.compile(r"(?:^|\s)\(?[A-Ea-e][.)]\s")),
-    "answer_prefix": ("a line starting 'Answer:' (also 'A:' / 'ANSWER:')",
-                      re.compile(r"(?im)^\s*(?:final\s+)?(?:answer|a)\s*:|\banswer:\s*$")),
-    "choose_directive": ("'choose', 'select', 'pick' or 'which of the following'",
-                         re.compile(r"(?i)\b(?:choose|select|pick|which of the following)\b")),
-    "format_instruction": ("an answer-format instruction ('respond with only', 'the last line of "
-                           "your response', 'in the format', '\\boxed', '####', 'final answer')",
-                           re.compile(r"(?i)(?:(?:respond|reply|answer)\s+with\s+(?:only|just|a single"
-                                      r"|the letter|one)|last line of your (?:response|answer)|in the "
-                                      r"(?:following )?format|\\boxed|^\s*####|final answer)",
-                                      re.M)),
-}
-
+# The answer-format cues of the taxonomy's cue groups ("multiple_choice", "answer_format" in the test
+# fixture tests/helpers/taxonomy_texts.py GROUPS): their detectors are the ones `evalaware cues`
+# switches (harness.data.detectors), so the audit and the factors give one verdict per prompt.
+CUES: dict[str, str] = {n: DETECTORS[n].description
+                        for n in ("lettered_options", "answer_prefix", "choose_directive", "answer_format")}
 
 #: The row that combines every cue indicator (a model, not one cue).
 CUES_ALL = "cues_all"
 
 
-def _cue_value(name: str, text: str) -> float:
-    pat = CUES[name][1]
-    if name == "lettered_options":
-        letters = {m.group(0).strip().strip("(")[0].upper() for m in pat.finditer(text)}
-        return float(len(letters) >= 2)
-    return float(bool(pat.search(text)))
+def cue_value(name: str, messages: Sequence[Message]) -> float:
+    """1.0 where the view's messages show cue `name` (its shared detector), else 0.0."""
+    return float(cue_present(name, messages))
 
 
 def first_char_case(sample: Sample) -> float:
@@ -258,7 +245,7 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
     texts = [view_text(s, view) for s in samples]
     length = np.log1p([len(t) for t in texts])[:, None]
     case = np.array([[first_char_case(s)] for s in samples])
-    cues = np.array([[_cue_value(c, t) for c in CUES] for t in texts])
+    cues = np.array([[cue_value(c, sample_view(s, view)) for c in CUES] for s in samples])
 
     def add(name: str, description: str, make: Callable[[], Any], X: Any,
             indicator: np.ndarray | None = None) -> None:
@@ -276,7 +263,7 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
     add("length", "log characters of the view", SignedFeature, length)
     add("first_char_case", "first user message starts upper case (1) / lower case (0)",
         SignedFeature, case, indicator=case[:, 0] == 1.0)
-    for j, (name, (desc, _)) in enumerate(CUES.items()):
+    for j, (name, desc) in enumerate(CUES.items()):
         add(name, desc, SignedFeature, cues[:, j:j + 1], indicator=cues[:, j])
     add(CUES_ALL, "logistic regression on the cue indicators above", _cue_model, cues,
         indicator=cues.max(axis=1))
