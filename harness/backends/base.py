@@ -153,6 +153,10 @@ class Capabilities:
       :meth:`Backend.continuation_scores`) sums the whole distribution. False where only the
       top-K is visible (a server's ``logprobs=K``): the mass is then a *lower bound*, and the
       logprob methods mark their word-boundary scores as bounds (record and report).
+    - `streaming`: the backend's calls may come from many threads at once and share one running
+      batch (vLLM's continuous batching through :mod:`harness.backends.stream`, a server's queue),
+      so the run loop keeps many samples in flight (:mod:`harness.run.stream`); `capacity` is
+      how many sequences it runs at once (the loop's default window).
     """
 
     prefix_scoring: bool = False
@@ -160,6 +164,8 @@ class Capabilities:
     steering: bool = False
     structured_output: bool = False
     exact_logmass: bool = True
+    streaming: bool = False
+    capacity: int = 1
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,12 @@ class Backend(ABC):
     def vocab_size(self) -> int:
         """Size of the output distribution returned by :meth:`next_token_logprobs`."""
         return len(self.tokenizer)
+
+    @property
+    def callers(self) -> Any:
+        """A streaming backend's :class:`~harness.backends.stream.Callers` (the run loop registers
+        its workers there, so a paced engine knows when they all wait); None otherwise."""
+        return None
 
     @abstractmethod
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
@@ -358,6 +370,10 @@ class WrappedBackend(Backend):
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
         return self.inner.capabilities
+
+    @property
+    def callers(self) -> Any:
+        return self.inner.callers
 
     def around_call(self) -> ContextManager[None]:
         """The context every passed-on model call runs in (a steered backend installs its hooks

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import Counter
+from concurrent.futures import Future
+from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -35,20 +38,45 @@ class CachedBackend(WrappedBackend):
         self.store = store
         self.misses: Counter[str] = Counter()
         self.hits: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Future[dict[str, Any]]] = {}
 
     def _cached(self, op: str, payloads: list[dict[str, Any]],
                 compute: Callable[[list[int]], list[Any]]) -> list[Any]:
+        """Thread-safe: a call another thread has in flight is waited for, not sent again (the
+        streaming loop's methods share each sample's answer)."""
         keys = [call_key(self.identity, op, p) for p in payloads]
-        found = self.store.get_calls(sorted(set(keys)))
-        missing_keys = list(dict.fromkeys(k for k in keys if k not in found))
-        if missing_keys:
-            first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            idx = [first[k] for k in missing_keys]
-            values = compute(idx)
-            self.store.put_calls(op, zip(missing_keys, values))
-            found.update(zip(missing_keys, values))
-            self.misses[op] += len(missing_keys)
-        self.hits[op] += len(keys) - len(missing_keys)
+        with self._lock:
+            found = self.store.get_calls(sorted(set(keys)))
+            missing = [k for k in dict.fromkeys(keys) if k not in found]
+            theirs = {k: self._inflight[k] for k in missing if k in self._inflight}
+            mine = [k for k in missing if k not in theirs]
+            fut: Future[dict[str, Any]] = Future()
+            self._inflight.update((k, fut) for k in mine)
+        if mine:
+            try:
+                first = {k: i for i, k in reversed(list(enumerate(keys)))}
+                values = compute([first[k] for k in mine])
+                self.store.put_calls(op, zip(mine, values))
+                fut.set_result(dict(zip(mine, values)))
+            except BaseException as e:
+                fut.set_exception(e)
+                raise
+            finally:
+                with self._lock:
+                    for k in mine:
+                        self._inflight.pop(k, None)
+            found.update(zip(mine, values))
+        if theirs:  # waiting for another thread's call counts as waiting on the engine (paced engines)
+            callers = self.inner.callers
+            with callers.wait() if callers is not None else nullcontext():
+                for k, other in theirs.items():
+                    found[k] = other.result()[k]
+        with self._lock:  # a count is there only where something was counted (the manifest)
+            if mine:
+                self.misses[op] += len(mine)
+            if len(keys) > len(mine):
+                self.hits[op] += len(keys) - len(mine)
         return [found[k] for k in keys]
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:

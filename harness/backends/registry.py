@@ -65,7 +65,9 @@ ENGINE_OPTIONS: tuple[EngineOption, ...] = (
                  "spread requests over replicas serving the same model (a failing one's "
                  "requests go to the others).", {"multiple": True}, dest="base_urls"),
     EngineOption("max_concurrency", ("openai",),
-                 "openai: requests in flight per server (default 8).", {"min": 1}),
+                 "openai: requests in flight per server, over all of a run's tasks (default 256; "
+                 "set it to the server's --max-num-seqs: vLLM's default is 256, 1024 on an "
+                 "H100/H200, 128 on CPU). 429/5xx answers are retried with backoff.", {"min": 1}),
     EngineOption("top_logprobs", ("openai",),
                  "openai: logprobs per position the server returns (vLLM: up to --max-logprobs; "
                  "OpenAI: 20).", {"type": int}),

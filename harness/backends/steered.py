@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ContextManager
 
 import numpy as np
 
 from harness.core.errors import BackendError
-from harness.backends.base import Backend, WrappedBackend
+from harness.backends.base import Backend, Capabilities, WrappedBackend
 
 POSITIONS = ("all", "generated")
 
@@ -83,6 +83,13 @@ class SteeredBackend(WrappedBackend):
         if self.steering_spec.is_null:
             return self.inner.identity
         return {**self.inner.identity, "steering": self.steering_spec.key()}
+
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        """The inner backend's, but not streaming when steered: the engine holds one steering at
+        a time, so steered calls must not share a batch with other callers'."""
+        caps = self.inner.capabilities
+        return caps if self.steering_spec.is_null else replace(caps, streaming=False)
 
     def around_call(self) -> ContextManager[None]:
         """Every model call (generation, logprobs, likelihoods, hidden states) runs steered."""

@@ -7,21 +7,20 @@ from contextlib import ExitStack
 
 import click
 
-from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
-                                 verbose_option)
+from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
+                                 run_options, verbose_option)
 from harness.core.errors import EvalAwareError
 from harness.cues import attribute
 from harness.cues.attribute import run_cues
 from harness.cues.factors import FACTORS, TURNS, FactorFileError, resolve_factors
-from harness.cues.variants import DESIGNS, MAX_FACTORIAL
-from harness.run.loop import check_methods, needs_judge
+from harness.cues.variants import DESIGNS, MAX_FACTORIAL, build_plan
+from harness.run.loop import needs_judge
 from harness.runlog.lock import run_dir_lock
 
 
 @click.command("cues")
 @run_options(model_required=True)
-@click.option("--methods", default="logprob_question", show_default=True,
-              help="Comma-separated methods whose score (P(eval)) is compared.")
+@methods_option("logprob_question", "The methods whose score (P(eval)) is compared.")
 @click.option("--factors", "factors", default="all", show_default=True,
               help=f"all, or comma-separated factors ({', '.join(FACTORS)}), and/or FILE.py files "
                    f"defining FACTORS (user factors). Each FILE.py is imported, i.e. run as Python "
@@ -43,7 +42,7 @@ from harness.runlog.lock import run_dir_lock
 @method_options()
 @progress_option
 @verbose_option
-def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: str, design: str,
+def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], factors: str, design: str,
          turns: str, bootstrap: int, seed: int, out: str, report_only: bool, progress: bool) -> None:
     """Which prompt features make the model say "test": switch each factor on (where absent) or
     off (where present), score original and variant, and estimate each factor's paired effect on
@@ -56,7 +55,7 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: st
           --design factorial --out runs/cues-fact
       evalaware cues --model smollm2 --dataset logs/ --factors all,my_factors.py --out runs/cues-inspect
     """
-    method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
+    method_list = methods
     try:  # here, after parsing: a factor file runs only when the command does
         factor_list = resolve_factors(factors)
     except FactorFileError:
@@ -73,6 +72,7 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: str, factors: st
     opts.check_model()
     opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
     samples = opts.samples()
+    build_plan(samples, factor_list, design, turns)  # a factor whose code fails: before the model loads
     prompts = method_opts.prompts()
     template_kwargs = opts.engine.template_kwargs
     with run_dir_lock(out, command="evalaware cues"), ExitStack() as backends:

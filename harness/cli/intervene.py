@@ -8,15 +8,20 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import RunOptions, progress_option, run_options, verbose_option
+from harness.cli.options import RunOptions, methods_option, progress_option, run_options, verbose_option
 from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.methods.sentences import load_pairs
 from harness.run.intervene import POINTS, TRACES, intervene, summary_table
-from harness.run.loop import check_methods, needs_judge
+from harness.run.loop import needs_judge
 from harness.runlog import RunLog
 from harness.runlog.lock import run_dir_lock
 
+
+
+def _rerun(method: str) -> bool:
+    """Whether `intervene` re-runs `method` on each condition (judged methods and the monitor: no)."""
+    return not needs_judge([method]) and method != "monitor"
 
 
 @click.command("intervene")
@@ -31,10 +36,10 @@ from harness.runlog.lock import run_dir_lock
               help="Which sentence pair (line of the sentence file, from 0).")
 @click.option("--trace", type=click.Choice(list(TRACES)), default="auto", show_default=True,
               help="auto: the reasoning method's elicited trace where the run has one, else the answer.")
-@click.option("--methods", default="auto", show_default=True,
-              help="Graded methods re-run on each condition's answer (comma list; auto: the run's "
-                   "binary, probability, logprob_question, logprob; none: only the monitor and "
-                   "the changed-answer rate).")
+@methods_option("auto", "Graded methods re-run on each condition's answer (auto: the run's binary, "
+                "probability, logprob_question, logprob; none: only the monitor and the "
+                "changed-answer rate; judged methods and the monitor are not re-run).",
+                keywords={"auto": None, "none": []}, among=lambda c: _rerun(c.name))
 @click.option("--monitor-sentences", type=click.Path(exists=True, dir_okay=False),
               help="Sentence-pair file (default: the built-in monitor pairs).")
 @run_options(dataset=None, judge=False, backends=("hf", "vllm", "openai"), default_backend="hf",
@@ -60,14 +65,10 @@ def intervene_cmd(run_dir, insert, at, pair, trace, methods, monitor_sentences, 
     pairs = load_pairs(monitor_sentences)
     if not pair < len(pairs):
         raise EvalAwareError(f"--pair {pair}: the sentence file has pairs 0..{len(pairs) - 1}")
-    method_list = None
-    if methods == "none":
-        method_list = []
-    elif methods != "auto":
-        method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
-        if needs_judge(method_list) or "monitor" in method_list:
-            raise EvalAwareError("--methods: judged methods and the monitor are not re-run here "
-                                 "(the monitor is read along each continuation anyway)")
+    method_list = methods  # None: auto
+    if method_list and not all(map(_rerun, method_list)):
+        raise EvalAwareError("--methods: judged methods and the monitor are not re-run here "
+                             "(the monitor is read along each continuation anyway)")
     st = RunLog(run_dir, create=False)
     man = st.get_meta("manifest", {}) or {}
     st.close()

@@ -18,10 +18,12 @@ from harness.cli.intervene import intervene_cmd
 from tokenization.cli import tokens
 
 from harness.models import assets as A
-from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, progress_option,
-                          read_samples, run_options, verbose_option)
+from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, methods_option,
+                          progress_option, read_samples, run_options, verbose_option)
 from harness.data.readers import load_dataset, resolve_dataset, summarize
+from harness.methods.config import OPTIONS
 from harness.core import bounds
+from harness.core.atomic import replace_file
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
@@ -30,7 +32,7 @@ from harness.stats.summaries import auroc_gate, answer_errors, per_class_accurac
 from harness.reporting.report import method_label, report
 from harness.runlog.lock import run_dir_lock
 from harness.run.monitor import tally
-from harness.run.loop import check_dataset, check_methods, needs_judge, run_methods
+from harness.run.loop import SCHEDULES, check_dataset, needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.runlog.export import FORMATS, format_for, write_records
 from harness.cli.taxonomy import taxonomy
@@ -118,7 +120,7 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
                    "in order.")
 @click.option("--group-by", default="category", show_default=True,
               help="Metadata field whose values are the CV groups (a .txt file is one group).")
-@click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn",
+@click.option("--view", type=OPTIONS["view"].type, default=OPTIONS["view"].default,
               show_default=True, help="Text the predictors see, as `run --view`.")
 @click.option("--folds", type=click.IntRange(2, 100), default=5, show_default=True)
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
@@ -162,21 +164,23 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
 
 
 # --- run ------------------------------------------------------------------------------------
-def _methods_option(value: str) -> list[str]:
-    return [m.strip() for m in value.split(",") if m.strip()]
-
-
 @cli.command()
 @run_options(model_required=True)
-@click.option("--methods", default="binary", show_default=True,
-              help="Comma-separated: binary, probability, motivation, reasoning, logprob.")
+@methods_option("binary", "The methods to run.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--schedule", type=click.Choice(SCHEDULES), default="auto", show_default=True,
+              help="stream: keep many (method, sample) tasks in flight on a streaming backend (vllm, "
+                   "openai), each committed as it ends; batch: one method at a time, --batch-size "
+                   "samples per engine call; auto: stream where the backend can. Same calls either way.")
+@click.option("--window", type=bounds.BoundedInt(1, 65536),
+              default=None, help="stream: tasks in flight at once (default: the engine's capacity, "
+                                 "vLLM's max_num_seqs or the servers' --max-concurrency in total).")
 @method_options()
 @progress_option
 @verbose_option
-def run(opts: RunOptions, method_opts: MethodOptions, methods: str, out: str, seed: int,
-        progress: bool) -> None:
+def run(opts: RunOptions, method_opts: MethodOptions, methods: list[str], out: str, seed: int,
+        schedule: str, window: int | None, progress: bool) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
 
     \b
@@ -192,7 +196,7 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: str, out: str, se
           --methods binary --out runs/inspect
     """
     # Everything that can be checked without a model, before any engine starts (exit 2).
-    method_list = check_methods(_methods_option(methods))
+    method_list = methods  # checked as the command line was parsed (MethodList)
     opts.check_model()
     opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
     samples = opts.samples()
@@ -207,7 +211,8 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: str, out: str, se
         summary = run_methods(samples, method_list, engine, out, config=config,
                               prompts=prompts, template_kwargs=template_kwargs,
                               judge=judge, batch_size=method_opts.batch_size,
-                              dataset_path=opts.dataset_path, progress=progress)
+                              dataset_path=opts.dataset_path, progress=progress,
+                              schedule=schedule, window=window)
     store = RunLog(out, create=False)
     click.echo(f"\nrun directory: {out}")
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
@@ -283,18 +288,34 @@ def export(run_dir: str, out: str | None, fmt: str | None) -> None:
     with RunLog(run_dir, readonly=True) as store:
         recs = store.result_dicts()
     if out == "-":  # the records only on stdout, UTF-8 as in the file
-        stdout = io.TextIOWrapper(click.get_binary_stream("stdout"), encoding="utf-8", newline="")
-        n = write_records(recs, stdout, fmt)
-        stdout.flush()
-        stdout.detach()
+        stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="")
+        try:
+            n = write_records(recs, stdout, fmt)
+            stdout.flush()
+        except BrokenPipeError:  # the reader has stopped (`| head`): nothing more to say
+            _quiet_stdout()
+            return
+        finally:
+            stdout.detach()
         click.echo(f"{n} records -> standard output", err=True)
         return
+    # a fresh temporary file renamed over the target: no link planted at a fixed name is followed
     path = out or str(Path(run_dir) / f"results.{fmt}")
-    tmp = Path(path).with_name(Path(path).name + ".partial")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
+    with replace_file(path, newline="") as f:
         n = write_records(recs, f, fmt)
-    os.replace(tmp, path)
     click.echo(f"{n} records -> {path}")
+
+
+def _quiet_stdout() -> None:
+    """Standard output after a broken pipe: what is still buffered, and every later flush (the
+    interpreter's at exit included), goes to the null device instead of raising again."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):  # no real descriptor (a test's capture)
+        pass
+    finally:
+        os.close(null)
 
 
 # Command groups that live in other modules, attached by name.

@@ -11,11 +11,14 @@ and checks them the same way:
   :meth:`RunOptions.open_judge`) and loads the samples (:meth:`RunOptions.samples`).
   ``--dtype`` is always the model's dtype (``activations capture`` stores activations in
   ``--store-dtype``).
-- :func:`method_options`: the methods' settings (view, person, votes, sampling, token limits,
-  ``--constrain``, the logprob methods' words and coverage gate, prompt overrides, batch size);
-  the command gets one :class:`MethodOptions`, which builds the
+- :func:`method_options`: the methods' settings, one flag per option declared in
+  :mod:`harness.methods.config` (view, person, votes, sampling, token limits, ``--constrain``, the
+  logprob methods' words and coverage gate, ...) that the command's methods read, with prompt
+  overrides and batch size; the command gets one :class:`MethodOptions`, which builds the
   :class:`~harness.methods.MethodConfig`. Checked as the command line is parsed: a ``--prompts``
   directory's templates and, on a command with ``--methods``, a ``--person`` a method would not apply.
+- :func:`methods_option`: ``--methods`` for every command that runs methods (comma-separated
+  registered names or ``all``), checked as parsed; the command gets a list.
 - :func:`progress_option`: ``--no-progress``; the command gets ``progress``.
 
 - :func:`verbose_option`: ``-v/--verbose``; the engines' logs are hidden without it
@@ -42,16 +45,15 @@ from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
 from harness.backends.base import Backend
 from harness.data.readers import read_dataset, resolve_dataset
-from harness.methods import MethodConfig
+from harness.methods import REGISTRY, Method, MethodConfig, ordered_methods, readers
 from harness.methods.base import check_person
+from harness.methods.config import OPTIONS, MethodOption
 from harness.methods.prompts import PromptLibrary
-from harness.methods.sentences import load_pairs
 from harness.backends.registry import BACKENDS, ENGINE_OPTIONS, check_backend, open_backend
 from harness.core.sample import LABELS, Sample
 from harness.data.subset import select
-from harness.methods.token_limits import default_token_limits
-from harness.run.loop import needs_judge
-from tokenization import TargetWords
+from harness.methods.token_limits import PLAIN, default_token_limits
+from harness.run.loop import check_methods, needs_judge
 
 F = Callable[..., Any]
 
@@ -345,30 +347,54 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
     return deco
 
 
-# --- the methods' settings --------------------------------------------------------------------
+# --- the methods and their settings ----------------------------------------------------------
+
+class MethodList(click.ParamType):
+    """The type of ``--methods`` (:func:`methods_option`): comma-separated registered methods, or
+    ``all``; converted to a checked list (unknown or repeated names refused before any engine
+    starts), or to what one of the command's `keywords` stands for."""
+
+    name = "methods"
+
+    def __init__(self, keywords: dict[str, Any] | None = None,
+                 among: Callable[[type[Method]], bool] | None = None) -> None:
+        self.keywords = dict(keywords or {})
+        self.among = among
+
+    def every(self) -> list[str]:
+        """What ``all`` stands for: the registered methods (those `among` keeps), in report order."""
+        return [c.name for c in ordered_methods() if self.among is None or self.among(c)]
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value  # already converted (a default given as a list)
+        if value in self.keywords:
+            return self.keywords[value]
+        names: list[str] = []
+        for m in (m.strip() for m in value.split(",")):
+            names += self.every() if m == "all" else [m] if m else []
+        return check_methods(names)  # an EvalAwareError: one line, exit 2
+
+
+def methods_option(default: str, help: str = "", *, keywords: dict[str, Any] | None = None,
+                   among: Callable[[type[Method]], bool] | None = None) -> Callable[[F], F]:
+    """``--methods``, declared here once for every command that runs methods; the command gets
+    ``methods``, a checked list of names (:class:`MethodList`). `help`: what the command does
+    with them; the list of methods ``all`` stands for is added from the registry."""
+    kind = MethodList(keywords, among)
+    words = "".join(f", or {k}" for k in kind.keywords)
+    text = (f"{help} " if help else "") + (f"Comma-separated, from: {', '.join(kind.every())}; or all "
+                                           f"(each of them){words}.")
+    return click.option("--methods", type=kind, default=default, show_default=True, help=text)
+
 
 @dataclass(frozen=True)
 class MethodOptions:
-    """The methods' settings from the command line (see :class:`~harness.methods.MethodConfig`);
-    token limits not given come from the model's kind (:mod:`harness.methods.token_limits`)."""
+    """The methods' settings from the command line: the declared options given (`values`, by
+    name: :data:`~harness.methods.config.OPTIONS`; a token limit not given is None and comes from
+    the model's kind, :mod:`harness.methods.token_limits`), the prompt overrides, the batch size."""
 
-    view: str = "first_turn"
-    person: str = "first"
-    n_votes: int | None = None
-    temperature: float = 0.0
-    top_p: float = 1.0
-    answer_tokens: int | None = None
-    probe_tokens: int | None = None
-    judge_tokens: int | None = None
-    constrain: bool = False
-    min_label_mass: float = MethodConfig.min_label_mass
-    aware_tol: float = MethodConfig.aware_tol
-    min_coverage: float = MethodConfig.min_coverage
-    words: str = MethodConfig.words
-    aware_boundary: bool = True
-    full_vocab: bool = False
-    monitor_source: str = "answer"
-    monitor_sentences: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
     prompts_dir: str | None = None
     batch_size: int = 16
 
@@ -376,100 +402,66 @@ class MethodOptions:
         return PromptLibrary(self.prompts_dir)
 
     def config(self, tokenizer: Any, template_kwargs: dict[str, Any], seed: int) -> MethodConfig:
-        limits = default_token_limits(tokenizer, template_kwargs, answer_tokens=self.answer_tokens,
-                                      probe_tokens=self.probe_tokens, judge_tokens=self.judge_tokens)
-        return MethodConfig(view=self.view, person=self.person, n_votes=self.n_votes,
-                            temperature=self.temperature, top_p=self.top_p, seed=seed,
-                            aware_tol=self.aware_tol, constrain=self.constrain,
-                            min_label_mass=self.min_label_mass,
-                            min_coverage=self.min_coverage, words=self.words,
-                            aware_boundary=self.aware_boundary, full_vocab=self.full_vocab,
-                            monitor_source=self.monitor_source,
-                            monitor_sentences=self.monitor_sentences, **limits)
+        limits = default_token_limits(tokenizer, template_kwargs, **{k: self.values.get(k) for k in PLAIN})
+        given = {k: v for k, v in self.values.items() if k not in PLAIN}
+        return MethodConfig(**given, **limits, seed=seed)
 
 
 def _check_method_options(m: MethodOptions) -> MethodOptions:
-    """What can be checked before any engine starts (exit 2)."""
-    bad = [k for k in ("n_votes", "answer_tokens", "probe_tokens", "judge_tokens", "batch_size")
-           if getattr(m, k) is not None and getattr(m, k) < 1]
-    if bad:
-        raise click.UsageError(", ".join("--" + k.replace("_", "-") for k in bad) + " must be at least 1")
-    try:
-        TargetWords.parse(m.words)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--words") from None
-    if m.monitor_sentences is not None:
-        load_pairs(m.monitor_sentences)  # a malformed file fails before any engine starts
+    """What the declarations check beyond the types (word lists, sentence files) and the
+    ``--prompts`` directory's templates: before any engine starts (exit 2)."""
+    for name, value in m.values.items():
+        o = OPTIONS[name]
+        if o.check is not None and value is not None:
+            try:
+                o.check(value)
+            except ValueError as e:
+                raise click.BadParameter(str(e), param_hint=o.flag) from None
     if m.prompts_dir is not None:
         m.prompts()  # the directory's templates are checked as it is read
     return m
 
 
-def method_options(*, logprob: bool = True, batch_help: str = "Samples per committed batch.") -> Callable[[F], F]:
-    """The methods' settings; `logprob`: with the logprob methods' words and coverage gate. The
-    command gets ``method_opts`` (:class:`MethodOptions`), checked."""
+def _method_option(o: MethodOption) -> Callable[[F], F]:
+    """The click option of one declared method option; its help names the methods that read it."""
+    users = readers(o.name)
+    note = f" [methods: {', '.join(users)}]" if len(users) < len(REGISTRY) else ""
+    if o.is_flag and o.default:
+        return click.option(f"{o.flag}/--no-{o.flag[2:]}", o.name, default=True, show_default=True,
+                            help=o.help + note)
+    if o.is_flag:
+        return click.option(o.flag, o.name, is_flag=True, help=o.help + note)
+    default = o.command_line_default
+    return click.option(o.flag, o.name, type=o.type, default=default, show_default=default is not None,
+                        help=o.help + note)
+
+
+def method_options(*, methods: Sequence[str] | None = None,
+                   batch_help: str = "Samples per committed batch.") -> Callable[[F], F]:
+    """The declared method options (:mod:`harness.methods.config`) that `methods` (default: every
+    registered method) read, with ``--prompts`` and ``--batch-size``. The command gets
+    ``method_opts`` (:class:`MethodOptions`), checked; with ``--methods``, a ``--person`` one of
+    them would not apply is refused."""
+    wanted = set(REGISTRY if methods is None else methods)
     opts: list[Callable[[F], F]] = [
-        click.option("--view", type=click.Choice(["first_turn", "full"]), default="first_turn", show_default=True),
-        click.option("--person", type=click.Choice(["first", "third"]), default="first", show_default=True),
-        click.option("--n-votes", type=bounds.votes(), help="Questions per sample (default: one per prompt variant)."),
-        click.option("--temperature", type=bounds.FiniteFloat(0, 10), default=0.0, show_default=True),
-        click.option("--top-p", type=bounds.FiniteFloat(0, 1, min_open=True), default=1.0, show_default=True),
-        click.option("--answer-tokens", type=bounds.tokens(),
-                     help="Max tokens of the model's answer to the sample [default: 256; 4096 for a "
-                          "model whose template opens a reasoning block]."),
-        click.option("--probe-tokens", type=bounds.tokens(),
-                     help="Max tokens of the answer to each probe question [default: 160; reasoning "
-                          "model 2048]."),
-        click.option("--judge-tokens", type=bounds.tokens(),
-                     help="Max tokens of each judge verdict (motivation, reasoning) [default: 1024; "
-                          "reasoning model 4096]."),
-        click.option("--constrain", is_flag=True,
-                     help="Engine-enforced answers: binary/probability give exactly their tagged answer, "
-                          "judge verdicts follow their JSON schema (vllm: structured outputs; hf: "
-                          "xgrammar; openai: a vLLM server's structured_outputs). Recorded; labelled in "
-                          "reports."),
-        click.option("--min-label-mass", type=bounds.FiniteFloat(0, 1), default=MethodConfig.min_label_mass,
-                     show_default=True,
-                     help="binary/probability: a vote whose answer options get less probability than "
-                          "this at the label position gives no label probability to the score "
-                          "(withheld and counted; the parsed answer still votes)."),
+        _method_option(o) for o in OPTIONS.values()
+        if o.cli and any(o.name in REGISTRY[m].options for m in wanted)]
+    opts += [
         click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
                      help="Directory overriding prompt files."),
         click.option("--batch-size", type=bounds.batch(), default=16, show_default=True, help=batch_help),
-        click.option("--monitor-source", type=click.Choice(["answer", "elicited"]), default="answer",
-                     show_default=True,
-                     help="monitor: read the model's answer (with its reasoning, if any) or the "
-                          "reasoning method's <think>-elicited trace."),
-        click.option("--monitor-sentences", type=click.Path(dir_okay=False),
-                     help="monitor: file of 'AWARENESS | PLACEBO' sentence pairs, one a line "
-                          "[default: harness/prompts/monitor/sentences_v1.txt]."),
     ]
-    if logprob:
-        opts += [
-            click.option("--aware-tol", type=bounds.FiniteFloat(0, 1, max_open=True), default=1e-4,
-                         show_default=True,
-                         help="logprob methods: skip multi-token variants that cannot move the aware "
-                              "P(eval) by more than this (0: score every variant)."),
-            click.option("--min-coverage", type=bounds.FiniteFloat(0, 1), default=0.01, show_default=True,
-                         help="logprob methods: samples whose target words get less probability than "
-                              "this have no prediction and no score (counted as no_signal)."),
-            click.option("--words", default="paper", show_default=True,
-                         help="logprob methods: target words: paper | extended | a JSON file "
-                              "{eval: [..], deploy: [..]} | 'eval=a,b;deploy=c,d'."),
-            click.option("--aware-boundary/--no-aware-boundary", default=True, show_default=True,
-                         help="logprob methods: aware scoring counts a word only when a word "
-                              "boundary follows it."),
-            click.option("--full-vocab", is_flag=True,
-                         help="logprob methods: read (and cache) the full next-token distribution "
-                              "instead of the candidate ids + top-k (same scores, slower on vLLM)."),
-        ]
-    grouped = _grouped(opts, "method_opts", lambda v: _check_method_options(MethodOptions(**v)))
+
+    def build(v: dict[str, Any]) -> MethodOptions:
+        return _check_method_options(MethodOptions(prompts_dir=v.pop("prompts_dir"),
+                                                   batch_size=v.pop("batch_size"), values=v))
+    grouped = _grouped(opts, "method_opts", build)
 
     def deco(f: F) -> F:
         @functools.wraps(f)
         def wrapper(*args: Any, method_opts: MethodOptions, **kwargs: Any) -> Any:
-            if isinstance(kwargs.get("methods"), str):  # the command's --methods, comma-separated
-                check_person([m.strip() for m in kwargs["methods"].split(",")], method_opts.person)
+            if isinstance(kwargs.get("methods"), list):  # the command's --methods (MethodList)
+                check_person(kwargs["methods"], method_opts.values.get("person", "first"))
             return f(*args, method_opts=method_opts, **kwargs)
         return grouped(wrapper)
     return deco

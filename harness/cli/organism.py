@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import click
 
 from harness.backends.registry import open_backend
-from harness.cli.options import MethodOptions, method_options, progress_option, verbose_option
+from harness.cli.options import MethodOptions, method_options, methods_option, progress_option, verbose_option
 from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
@@ -29,7 +29,7 @@ from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import paired_dataset
 from harness.organisms.measure import first_token_kl, verbalizations
 from harness.organisms.train import Recipe, build_organism, describe
-from harness.run.loop import check_methods, needs_judge, run_methods
+from harness.run.loop import needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.stats.paired import mean_with_ci, paired_auroc, rate_with_ci, within_pair_differences
 
@@ -230,7 +230,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @click.command()
 @click.option("--base", required=True, help="Base model: asset name, local path, or hub id in the local HF cache.")
 @click.option("--organism", "organism_dir", required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--methods", default=DEFAULT_METHODS, show_default=True, help="Comma-separated methods.")
+@methods_option(DEFAULT_METHODS, "The methods run on both models.")
 @click.option("--backend", type=click.Choice(["hf", "vllm"]), default="hf", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
 @click.option("--pairs", "pairs_path", type=click.Path(exists=True, dir_okay=False),
@@ -249,7 +249,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @method_options()
 @progress_option
 @verbose_option
-def validate(base: str, organism_dir: str, methods: str, backend: str, dtype: str, pairs_path: str | None,
+def validate(base: str, organism_dir: str, methods: list[str], backend: str, dtype: str, pairs_path: str | None,
              limit: int | None, judge_model: str | None, probe_layers: str | None, bootstrap: int,
              seed: int, out: str, method_opts: MethodOptions, progress: bool) -> None:
     """Run methods on BASE and on the organism over the paired set (label = cue present) and
@@ -265,7 +265,7 @@ def validate(base: str, organism_dir: str, methods: str, backend: str, dtype: st
           --methods binary,probability,logprob,logprob_question,motivation --probe-layers every:3 \\
           --limit 24 --out runs/validate-all
     """
-    method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
+    method_list = list(methods)
     card = _organism_card(organism_dir)
     samples, path = _read_pairs(pairs_path, card["cue"]["name"])
     samples = _pairs_subset(samples, limit)

@@ -131,7 +131,8 @@ def _print_stats(st: dict[str, Any]) -> None:
 @_RUN
 @_NAME
 def info_cmd(run_dir, name) -> None:
-    """Show a capture's settings and sizes.
+    """Show a capture's settings and sizes, and check its shards (size, sha256) and index rows;
+    a bad one is named and the command exits with 2.
 
     \b
     Example:
@@ -142,6 +143,11 @@ def info_cmd(run_dir, name) -> None:
         raise EvalAwareError(f"{run_dir}: no capture named {name!r}")
     click.echo(json.dumps(acts.settings, indent=1, sort_keys=True))
     _print_stats(acts.stats())
+    problem = acts.check()
+    if problem is not None:
+        raise problem
+    click.echo(f"checked: {len(acts.shards())} shard(s) match their recorded size and sha256, "
+               f"every index row points at its sample")
 
 
 # --- probes ---------------------------------------------------------------------------------

@@ -9,11 +9,11 @@ from dataclasses import replace
 import click
 
 from harness.backends.base import refuse_steering
-from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
-                                 verbose_option)
+from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
+                                 run_options, verbose_option)
 from harness.core.errors import EvalAwareError
 from harness.backends.registry import BACKEND_CLASSES, open_backend
-from harness.run.loop import check_methods, needs_judge
+from harness.run.loop import needs_judge
 from harness.runlog import RunLog
 
 from probes.activations.store import ActivationStore
@@ -103,7 +103,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 @run_options(backends=("hf", "vllm", "openai"), default_backend="hf",
              model_help="Default: the vector's model.")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
-@click.option("--methods", default="logprob_question", show_default=True)
+@methods_option("logprob_question", "The methods run under each alpha.")
 @click.option("--layers", help="Comma list of layer ids (default: the vector's best held-out layer).")
 @click.option("--alphas", default="-0.5,-0.25,-0.1,0,0.1,0.25,0.5", show_default=True,
               help="Multiples of the mean residual norm at each layer.")
@@ -132,7 +132,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
           --backend vllm --dataset demo --samples all --out runs/steer_vllm
     """
     refuse_steering(BACKEND_CLASSES[opts.backend])  # by the class: before any engine is touched
-    method_list = check_methods([m.strip() for m in methods.split(",") if m.strip()])
+    method_list = methods
     vec = load_vector(vector_dir)
     layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]
     missing = [l for l in layer_ids if l not in vec.directions]

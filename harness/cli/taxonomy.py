@@ -61,7 +61,7 @@ METHOD = "motivation"
 @click.option("--cues", "cues_dir", type=click.Path(file_okay=False),
               help="An `evalaware cues` output directory on the same prompts and model: the report "
                    "links to it and lists its top factors (default: OUT/cues when it holds cues.json).")
-@method_options(logprob=False, batch_help="Samples per committed batch (and per naming batch).")
+@method_options(methods=(METHOD,), batch_help="Samples per committed batch (and per naming batch).")
 @progress_option
 @verbose_option
 def taxonomy(opts: RunOptions, method_opts: MethodOptions, run_dir, out, no_llm_names, seed, k,

@@ -8,14 +8,19 @@ included) whose metadata ``extra`` holds ``pair`` (the original's id), ``factor`
 original's. A variant is refused, with the reason, when its own transform cannot apply or when
 it also switches another of the chosen factors (the detectors before and after disagree), so
 every estimated change is the change of one factor.
+
+A factor whose own code fails (a user's factor from a ``--factors`` file whose ``detect``, ``add``
+or ``remove`` raises anything but :class:`~harness.cues.factors.NotApplicable`) stops the plan
+with one :class:`FactorError` naming the factor, the sample and the exception.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
@@ -65,8 +70,35 @@ def _variant(s: Sample, suffix: str, messages: Sequence[Any], **extra: Any) -> S
                    metadata=replace(s.metadata, extra=ex))
 
 
-def _states(factors: Sequence[Factor], messages: Sequence[Any], turns: str) -> dict[str, bool]:
-    return {f.name: bool(f.detect(messages, turns)) for f in factors}
+class FactorError(EvalAwareError):
+    """A factor's detect/add/remove raised on a sample (its code failed: not a refusal)."""
+
+
+@contextmanager
+def _factor_code(f: Factor, sample: Sample, doing: str) -> Iterator[None]:
+    """Run a factor's own code: whatever it raises but :class:`NotApplicable` (``sys.exit``
+    included, as for a factor file itself) becomes one :class:`FactorError` line."""
+    try:
+        yield
+    except (NotApplicable, FactorError):
+        raise
+    except (Exception, SystemExit) as e:
+        raise FactorError(f"factor {f.name!r} raised {type(e).__name__}: {e} while {doing} "
+                          f"sample {sample.id!r}") from None
+
+
+def _states(factors: Sequence[Factor], messages: Sequence[Any], turns: str,
+            sample: Sample) -> dict[str, bool]:
+    out = {}
+    for f in factors:
+        with _factor_code(f, sample, "detecting it in"):
+            out[f.name] = bool(f.detect(messages, turns))
+    return out
+
+
+def _apply(f: Factor, messages: Sequence[Any], direction: str, turns: str, sample: Sample) -> Any:
+    with _factor_code(f, sample, f"{'adding it to' if direction == 'add' else 'removing it from'}"):
+        return f.apply(messages, direction, turns)
 
 
 def build_plan(samples: Sequence[Sample], factors: Sequence[Factor], design: str = "single",
@@ -84,13 +116,13 @@ def build_plan(samples: Sequence[Sample], factors: Sequence[Factor], design: str
                              f"(contains {SEP!r}); give the dataset unique ids without {SEP!r}")
     plan = Plan(design, list(factors), turns, list(samples))
     for s in samples:
-        plan.present[s.id] = before = _states(factors, s.messages, turns)
+        plan.present[s.id] = before = _states(factors, s.messages, turns, s)
         if design == "single":
             for f in factors:
                 d = "remove" if before[f.name] else "add"
                 try:
-                    out = f.apply(s.messages, d, turns)
-                    after = _states(factors, out, turns)
+                    out = _apply(f, s.messages, d, turns, s)
+                    after = _states(factors, out, turns, s)
                     moved = [n for n in before if n != f.name and after[n] != before[n]]
                     if moved:
                         raise NotApplicable(f"also switches {', '.join(moved)}")
@@ -125,10 +157,10 @@ def _cells(s: Sample, factors: Sequence[Factor], turns: str, before: dict[str, b
             # removals first, so an addition never meets the text it would have to remove
             for f in sorted(factors, key=lambda f: want[f.name]):
                 if want[f.name] != before[f.name]:
-                    msgs = f.apply(msgs, "add" if want[f.name] else "remove", turns)
+                    msgs = _apply(f, msgs, "add" if want[f.name] else "remove", turns, s)
         except NotApplicable as e:
             return [], f"cell {cell_name(want)}: {e}"
-        if _states(factors, msgs, turns) != want:
+        if _states(factors, msgs, turns, s) != want:
             return [], f"cell {cell_name(want)}: the detectors disagree with the cell"
         out.append(_variant(s, cell_name(want), msgs, factor=cell_name(want), direction="cell", cell=want))
     return out, None

@@ -12,4 +12,15 @@ def available() -> dict[str, type[Method]]:
     return dict(REGISTRY)
 
 
-__all__ = ["Method", "MethodConfig", "RunContext", "available", "REGISTRY"]
+def ordered_methods() -> list[type[Method]]:
+    """Every registered method in the report's order (``ReportSpec.order``, then name): what
+    ``--methods all`` stands for."""
+    return sorted(REGISTRY.values(), key=lambda c: (c.report.order, c.name))
+
+
+def readers(option: str) -> list[str]:
+    """The registered methods that read (and so record) `option`, in the report's order."""
+    return [c.name for c in ordered_methods() if option in c.options]
+
+
+__all__ = ["Method", "MethodConfig", "RunContext", "available", "ordered_methods", "readers", "REGISTRY"]

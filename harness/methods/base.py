@@ -5,13 +5,16 @@ answer to a sample, and the ask-parse-vote flow (cf. Inspect AI's solver -> scor
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar, Sequence
 
 from harness.core.errors import EvalAwareError
 from harness.methods.answer_format import AnswerFormat, label_probabilities
 from harness.methods.answer_position import answer_start
 from harness.backends.base import Backend, Generation, GenerationRequest, SamplingParams
+from harness.methods.config import (OPTIONS, PERSONS, VIEWS, MethodConfig,  # noqa: F401  (re-exported)
+                                    legacy_block_agrees)
+from harness.runlog import RunLog
 from harness.methods.call_log import CallLog
 from harness.core.parsing import Parsed
 from harness.methods.prompts import Prompt, PromptLibrary
@@ -21,93 +24,12 @@ from harness.core.sample import Message, Sample, sample_view
 from harness.core.records import Record, Verdict, Vote
 from harness.methods.voting import Tally
 
-VIEWS = ("first_turn", "full")
-LOGPROB_SETTINGS = ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")
-#: Recorded by the methods with a tagged answer format (binary, probability) only.
-LABEL_SETTINGS = ("min_label_mass",)
-MONITOR_SETTINGS = ("monitor_source", "monitor_sentences")
-PERSONS = ("first", "third")
-
-
-@dataclass(frozen=True)
-class MethodConfig:
-    """Settings shared by the methods; all of them go into the manifest.
-
-    view: "first_turn" (system prompt(s) + first user message; the paper's default) or "full".
-    person: "first" (the model answers, then is asked in the same conversation) or "third"
-      (the transcript, with the model's answer, is shown inside one user message); a method
-      that asks no question about the transcript refuses "third" (:attr:`Method.persons`).
-    n_votes: questions per sample (default: one per prompt variant); vote k uses variant
-      k mod n_variants and seed `seed + k // n_variants` (use temperature > 0 for repeats to
-      differ: the 25-vote experiment).
-    judge_tokens: max tokens of a judge's verdict (motivation and reasoning methods; a reasoning
-      judge needs room to think first).
-    aware_tol: logprob methods: skip multi-token variants whose first token bounds their mass
-      below this share of the candidates' mass (aware P(eval) within `aware_tol`; 0 = score all;
-      see ``tokenization.scoring``). Recorded in those methods' settings only, like min_coverage,
-      words, aware_boundary and
-      full_vocab below.
-    constrain: the engine must produce a well-formed tagged answer (binary, probability; see
-      ``harness.methods.answer_format``) and judge verdicts that follow the verdict's JSON schema
-      (``harness.methods.judge.VERDICT_SCHEMA``). A recorded setting: a run directory refuses a change.
-    answer_tokens / probe_tokens / judge_tokens: the defaults here fit a model without a
-      reasoning block; ``harness.methods.token_limits`` gives the defaults the CLI uses for one with.
-    min_coverage: logprob methods: a sample whose aware coverage (probability of all target words)
-      is below this gets no prediction and no score (`no_signal`); see ``harness.methods.logprob``.
-    words: logprob methods: target word list (``paper``, ``extended``, a JSON file, or
-      ``eval=a,b;deploy=c,d``; see ``tokenization.words``).
-    aware_boundary: logprob methods: aware scoring requires a word boundary after the word.
-    full_vocab: logprob methods: read the first position from the full distribution (cached per
-      prompt) instead of the selected ids + top-k (same values).
-    min_label_mass: binary/probability: a vote whose options get less probability than this at the
-      label position (``label_mass``) gives no label probability to the score (the vote's parsed
-      answer still counts for the prediction); its record counts it (``label_votes_withheld``) and
-      a record whose every vote is withheld has no score. See ``harness.methods.answer_format``.
-    """
-
-    view: str = "first_turn"
-    person: str = "first"
-    n_votes: int | None = None
-    answer_tokens: int = 256
-    probe_tokens: int = 160
-    judge_tokens: int = 1024
-    aware_tol: float = 1e-4
-    constrain: bool = False
-    min_coverage: float = 0.01
-    words: str = "paper"
-    aware_boundary: bool = True
-    full_vocab: bool = False
-    min_label_mass: float = 0.01
-    monitor_source: str = "answer"
-    monitor_sentences: str | None = None
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.view not in VIEWS:
-            raise ValueError(f"view must be one of {VIEWS}, got {self.view!r}")
-        if self.person not in PERSONS:
-            raise ValueError(f"person must be one of {PERSONS}, got {self.person!r}")
-        if not 0 <= self.min_coverage <= 1:
-            raise ValueError(f"min_coverage must be in [0, 1], got {self.min_coverage!r}")
-        if not 0 <= self.min_label_mass <= 1:
-            raise ValueError(f"min_label_mass must be in [0, 1], got {self.min_label_mass!r}")
-        if not 0 <= self.aware_tol < 1:
-            raise ValueError(f"aware_tol must be in [0, 1), got {self.aware_tol!r}")
-
-    def params(self, max_tokens: int, seed_offset: int = 0) -> SamplingParams:
-        greedy = self.temperature <= 0.0
-        return SamplingParams(max_tokens=max_tokens, temperature=0.0 if greedy else self.temperature,
-                              top_p=1.0 if greedy else self.top_p,
-                              seed=0 if greedy else self.seed + seed_offset)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Settings every method shares (method-specific knobs are recorded by their method)."""
-        d = asdict(self)
-        for k in LOGPROB_SETTINGS + LABEL_SETTINGS + MONITOR_SETTINGS:
-            d.pop(k)
-        return d
+#: What the model's own answer to a sample reads (:func:`answer_samples`, an elicited trace).
+ANSWER_OPTIONS = ("answer_tokens", "temperature", "top_p", "seed")
+#: What a judge's verdicts read (:func:`harness.methods.judge.judge_texts`; judges decode greedily).
+JUDGE_OPTIONS = ("judge_tokens", "constrain")
+#: What the label probabilities of a tagged answer format read (binary, probability).
+LABEL_OPTIONS = ("constrain", "min_label_mass")
 
 
 @dataclass
@@ -122,6 +44,13 @@ class RunContext:
     judge: Backend | None = None
     judge_renderer: Renderer | None = None
     log: CallLog = field(default_factory=CallLog)
+
+    def recorded(self, method: str) -> dict[str, Any] | None:
+        """The settings the run directory already holds for `method` (None outside a run
+        directory and before the method's first run there): read from the run log behind the
+        cached backend that :func:`harness.run.loop.run_methods` hands the methods."""
+        store = getattr(self.backend, "store", None)
+        return store.get_meta(f"settings/{method}") if isinstance(store, RunLog) else None
 
 
 REGISTRY: dict[str, type["Method"]] = {}
@@ -153,6 +82,10 @@ class Method(ABC):
     #: The ``person`` settings the method applies; it refuses the others, which it would record
     #: but not apply (:func:`check_person`).
     persons: ClassVar[tuple[str, ...]] = ("first",)
+    #: The options of :class:`MethodConfig` the method reads (:mod:`harness.methods.config`): its
+    #: settings record these and no other, so a run directory refuses to resume after a change to
+    #: one of them and only then (tests/test_method_options.py checks what each method reads).
+    options: ClassVar[tuple[str, ...]] = ("view", "person")
 
     def __init__(self, ctx: RunContext) -> None:
         check_person([type(self)], ctx.config.person)
@@ -163,7 +96,9 @@ class Method(ABC):
         """Records for these samples (same order)."""
 
     def settings(self) -> dict[str, Any]:
-        return {"config": self.ctx.config.to_dict()}
+        """What the run directory records for the method and checks on resume: the options it
+        reads (:func:`recorded_options`); a subclass adds what it resolved (its words, its judge)."""
+        return recorded_options(self.ctx, self.name, self.options)
 
     def record(self, sample: Sample, tally: Tally, answers: Sequence[Generation | None] = (),
                votes: Sequence[Vote] | None = None, **details: Any) -> Record:
@@ -176,6 +111,21 @@ class Method(ABC):
         return Record.for_sample(sample, self.name, tally.prediction, tally.score, tally.n_valid,
                                  tally.n_invalid, n_answers=len(cuts), n_cut=sum(cuts),
                                  votes=None if votes is None else tuple(votes), details=details)
+
+
+def recorded_options(ctx: RunContext, method: str, names: Sequence[str]) -> dict[str, Any]:
+    """The options `names` of ``ctx.config`` as `method` records them: those declared
+    ``record="config"`` in the ``config`` block, ``"top"`` ones at the top level (``"own"`` ones
+    the method records itself). A run directory made before issue 38 holds every method's whole
+    ``config`` block (:data:`~harness.methods.config.LEGACY_CONFIG`); where it agrees on the
+    options the method reads, that block is kept, so the directory resumes (docs/decisions.md,
+    "Method options")."""
+    cfg, used = ctx.config, [OPTIONS[n] for n in names]
+    block = {o.name: getattr(cfg, o.name) for o in used if o.record == "config"}
+    old = (ctx.recorded(method) or {}).get("config")
+    if legacy_block_agrees(old, block):
+        block = old
+    return {"config": block, **{o.name: getattr(cfg, o.name) for o in used if o.record == "top"}}
 
 
 def check_person(methods: Sequence[str | type[Method]], person: str) -> None:
@@ -261,16 +211,16 @@ class QuestionVoteMethod(Method):
     #: label probabilities and ``--constrain`` holds answers to its grammar.
     answer_format: ClassVar[AnswerFormat | None] = None
     persons = PERSONS  # the question follows the conversation or a shown transcript
+    options = Method.options + ANSWER_OPTIONS + ("n_votes", "probe_tokens")
 
     def settings(self) -> dict[str, Any]:
         if self.answer_format is None:
             return super().settings()
-        return {**super().settings(), "min_label_mass": self.ctx.config.min_label_mass,
-                "label_position": answer_start(self.ctx.renderer).how}
+        return {**super().settings(), "label_position": answer_start(self.ctx.renderer).how}
 
     @property
     def constrained(self) -> bool:
-        return self.ctx.config.constrain and self.answer_format is not None
+        return self.answer_format is not None and self.ctx.config.constrain
 
     def probe_params(self, seed_offset: int) -> SamplingParams:
         cfg = self.ctx.config

@@ -8,7 +8,7 @@ from harness.methods.answer_format import BINARY
 from harness.core.parsing import parse_label
 from harness.methods.voting import majority
 from harness.methods.report_spec import ReportSpec
-from harness.methods.base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
+from harness.methods.base import LABEL_OPTIONS, LABEL_SCORE_NOTE, QuestionVoteMethod, register
 
 
 @register
@@ -19,6 +19,7 @@ class BinaryTest(QuestionVoteMethod):
     parse = staticmethod(parse_label)
     aggregate = staticmethod(majority)
     answer_format = BINARY
+    options = QuestionVoteMethod.options + LABEL_OPTIONS
     report = ReportSpec(order=10, constrainable=True,
                         score="mean P(EVALUATION) at the label",
                         summary_note=LABEL_SCORE_NOTE)

@@ -9,6 +9,7 @@ look up the exact token ids a method used instead of re-deriving its prompts. Ro
 
 from __future__ import annotations
 
+import threading
 from typing import Sequence
 
 from harness.backends.base import Backend, Generation, GenerationRequest
@@ -16,10 +17,16 @@ from harness.core.records import ModelCall
 
 
 class CallLog:
-    """The model calls of the batch in progress."""
+    """The model calls of the batch in progress, per thread (each streaming worker takes its own)."""
 
     def __init__(self) -> None:
-        self.calls: list[ModelCall] = []
+        self._local = threading.local()
+
+    @property
+    def calls(self) -> list[ModelCall]:
+        if not hasattr(self._local, "calls"):
+            self._local.calls = []
+        return self._local.calls
 
     def generate(self, backend: Backend, requests: Sequence[GenerationRequest],
                  tags: Sequence[tuple[str, str, int]]) -> list[Generation]:
@@ -33,5 +40,5 @@ class CallLog:
 
     def take(self) -> list[ModelCall]:
         """The calls logged so far (and forget them)."""
-        out, self.calls = self.calls, []
+        out, self._local.calls = self.calls, []
         return out

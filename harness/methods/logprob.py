@@ -60,6 +60,7 @@ REPORT_FAMILY = Family(
 class _LogprobBase(Method):
     form: ClassVar[str]
     report = ReportSpec(order=50, score="P(eval)", family=REPORT_FAMILY)
+    options = Method.options + ("aware_tol", "min_coverage", "words", "aware_boundary", "full_vocab")
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
@@ -74,10 +75,7 @@ class _LogprobBase(Method):
         return sample_view(sample, self.ctx.config.view)
 
     def settings(self) -> dict[str, Any]:
-        cfg = self.ctx.config
         return {**super().settings(), "form": self.form, "cases": list(SCORING_CASES),
-                "aware_tol": cfg.aware_tol, "min_coverage": cfg.min_coverage,
-                "aware_boundary": cfg.aware_boundary, "full_vocab": cfg.full_vocab,
                 "word_list": self._words.name or "custom", "answer_position": self._start.how,
                 "words": {w.word: w.label for w in self._plan.per_word}, **self._bound(), **self._shown()}
 

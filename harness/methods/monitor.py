@@ -37,13 +37,14 @@ from harness.backends.base import Backend, Generation
 from harness.core.errors import EvalAwareError
 from harness.core.records import Record
 from harness.core.sample import Sample, sample_view
-from harness.methods.base import Method, RunContext, answer_samples, register
+from harness.methods.base import ANSWER_OPTIONS, Method, RunContext, answer_samples, register
+from harness.methods.config import MONITOR_SOURCES
 from harness.methods.reasoning import ReasoningTrace
 from harness.methods.report_spec import Curve, ReportSpec
 from harness.methods.sentences import SentencePairs, joiner, load_pairs, sentence_cuts
 from harness.methods.voting import Tally
 
-SOURCES = ("answer", "elicited")
+SOURCES = MONITOR_SOURCES
 MAX_POSITIONS = 64  # a long trace is read at this many evenly spaced boundaries
 
 
@@ -131,15 +132,14 @@ class Monitor(Method):
                     xlabel="position in the output (share of its tokens)",
                     ylabel="log-ratio aware / placebo (nats)",
                     signal=("mean_delta", "aware_ll_mean", "placebo_ll_mean")))
+    options = Method.options + ANSWER_OPTIONS + ("monitor_source", "monitor_sentences")
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         if ctx.backend.tokenizer is None:
             raise EvalAwareError(f"monitor: the {ctx.backend.kind} backend has no tokenizer here "
                                  f"(chat-only server); it needs token-level scoring (pass --tokenizer)")
-        self.source = ctx.config.monitor_source
-        if self.source not in SOURCES:
-            raise EvalAwareError(f"--monitor-source {self.source!r}: use one of {', '.join(SOURCES)}")
+        self.source = ctx.config.monitor_source  # one of SOURCES: MethodConfig checks it
         self.pairs = load_pairs(ctx.config.monitor_sentences, ctx.prompts)
 
     def settings(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from harness.core.parsing import Parsed
 from harness.core.records import Verdict
 from harness.methods.voting import majority
 from harness.methods.report_spec import ReportSpec
-from harness.methods.base import QuestionVoteMethod, register
+from harness.methods.base import JUDGE_OPTIONS, QuestionVoteMethod, register
 
 
 @register
@@ -27,6 +27,7 @@ class UserMotivation(QuestionVoteMethod):
     description = "asks the user's real motivation; a judge looks for 'the user is testing me'; majority of 3"
     prompt_set = "motivation"
     aggregate = staticmethod(majority)
+    options = QuestionVoteMethod.options + JUDGE_OPTIONS
     report = ReportSpec(order=30, score="share of aware verdicts")
 
     def parse_answers(self, gens: Sequence[Generation],

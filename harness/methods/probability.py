@@ -9,7 +9,7 @@ from harness.methods.answer_format import PROBABILITY
 from harness.core.parsing import parse_probability
 from harness.methods.voting import mean_probability
 from harness.methods.report_spec import KappaPair, ReportSpec
-from harness.methods.base import LABEL_SCORE_NOTE, QuestionVoteMethod, register
+from harness.methods.base import LABEL_OPTIONS, LABEL_SCORE_NOTE, QuestionVoteMethod, register
 
 
 @register
@@ -20,6 +20,7 @@ class ProbabilityEstimate(QuestionVoteMethod):
     parse = staticmethod(parse_probability)
     aggregate = staticmethod(mean_probability)
     answer_format = PROBABILITY
+    options = QuestionVoteMethod.options + LABEL_OPTIONS
     report = ReportSpec(order=20, constrainable=True,
                         score="mean expected probability at the label",
                         summary_note=LABEL_SCORE_NOTE,

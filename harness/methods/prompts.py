@@ -22,6 +22,7 @@ import string
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 from harness.core.errors import EvalAwareError
 from harness.core.textio import read_utf8
@@ -94,6 +95,9 @@ class PromptLibrary:
         if self.override and not self.override.is_dir():
             raise EvalAwareError(f"{self.override}: prompt override directory does not exist")
         self.used: dict[str, str] = {}
+        #: Called with (name, sha256, path) on every read (the run loop refuses a text other than
+        #: the one the run directory's records were made with).
+        self.on_use: Callable[[str, str, Path], None] | None = None
         self.overridden: set[str] = set()
         for name in TEMPLATES if self.override else ():  # the user's templates: now, not mid-run
             if (p := self.override / (name + ".txt")).exists():
@@ -109,6 +113,8 @@ class PromptLibrary:
         if not p.exists():
             raise EvalAwareError(f"prompt {name!r} not found ({p})")
         prompt = self._read(name, p)
+        if self.on_use is not None:
+            self.on_use(name, prompt.sha256, p)
         self.used[name] = prompt.sha256
         if p.parent != BUILTIN and not p.is_relative_to(BUILTIN):
             self.overridden.add(name)

@@ -27,7 +27,7 @@ from harness.core.reasoning import split_reasoning
 from harness.core.sample import Message, Sample
 from harness.methods.voting import majority
 from harness.methods.report_spec import ReportSpec
-from harness.methods.base import Method, RunContext, answer_samples, register
+from harness.methods.base import ANSWER_OPTIONS, JUDGE_OPTIONS, Method, RunContext, answer_samples, register
 from harness.core.sample import sample_view
 
 THINK_PREFIX = "<think>\n"
@@ -66,6 +66,7 @@ class ReasoningTrace(Method):
     needs_judge = True
     description = "a judge reads the reasoning (native, or elicited with <think>) for awareness cues"
     report = ReportSpec(order=40, score="share of aware verdicts")
+    options = Method.options + ANSWER_OPTIONS + JUDGE_OPTIONS  # one trace, one verdict: no n_votes
 
     def __init__(self, ctx: RunContext, source: str = "auto") -> None:
         super().__init__(ctx)

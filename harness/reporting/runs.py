@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from harness.core.errors import EvalAwareError
 from harness.methods import available
+from harness.methods.config import shared_settings
 from harness.core.sample import Sample
 from harness.reporting.doc import code, lit
 from harness.runlog import RunLog
@@ -70,10 +71,9 @@ class RunData:
         return str(self.identity.get("backend", "?"))
 
     def config(self) -> dict[str, Any]:
-        for s in (self.manifest.get("methods") or {}).values():
-            if isinstance(s, dict) and "config" in s:
-                return s["config"]
-        return {}
+        """The run's shared settings (view, person, constrain, ...): each as the first method
+        recording it has it (a method records only the options it reads)."""
+        return shared_settings(self.manifest.get("methods") or {})
 
     def judge_name(self) -> str:
         judge = self.manifest.get("judge")

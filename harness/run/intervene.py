@@ -25,7 +25,9 @@ output has any, else the text after the point), the monitor read along the conti
 (:func:`harness.methods.monitor.monitor_curves` at the boundaries after the insertion: ``peak``,
 ``mean_delta``), and the score of every graded method asked for (``--methods``: the intervened
 answer becomes the transcript's assistant message, view ``full``; e.g. P(eval) of
-``probability``, ``logprob_question``), stored as that condition's records. The summary pairs
+``probability``, ``logprob_question``), each with the settings the source run recorded for that
+method (person, votes, gates, ...; a method the source run lacks: its first method's), stored
+as that condition's records. The summary pairs
 conditions by sample: awareness − none, placebo − none and awareness − placebo of each outcome,
 mean with a cluster-bootstrap interval (by category; :func:`harness.stats.paired.mean_with_ci`).
 """
@@ -141,14 +143,46 @@ def final_answer(tokenizer: Any, ids: Sequence[int], elicited: bool, point: int)
     return " ".join(_remove_all(answer, specials).split())
 
 
-def _config(store: RunLog) -> MethodConfig:
-    """The source run's shared settings (view, person, token limits, sampling)."""
-    for m in store.methods():
-        cfg = (store.get_meta(f"settings/{m}") or {}).get("config")
-        if cfg:
-            known = {k: v for k, v in cfg.items() if k in MethodConfig.__dataclass_fields__}
-            return MethodConfig(**known)
-    return MethodConfig()
+def _configs(store: RunLog) -> dict[str, MethodConfig]:
+    """{method: the settings the source run recorded for it}: methods run by separate commands
+    into one run directory may differ. Options a method records in no form keep the source run's
+    shared values (the union of the methods' ``config`` blocks, the first method's winning)."""
+    recorded = {m: store.get_meta(f"settings/{m}") or {} for m in store.methods()}
+    shared: dict[str, Any] = {}
+    for st in recorded.values():
+        for k, v in (st.get("config") or {}).items():
+            if k in _FIELDS:
+                shared.setdefault(k, v)
+    return {m: MethodConfig(**{**shared, **_recorded_options(st)}) for m, st in recorded.items() if st}
+
+
+_FIELDS = set(MethodConfig.__dataclass_fields__)
+
+
+def _recorded_options(settings: dict[str, Any]) -> dict[str, Any]:
+    """The options in one method's recorded settings: its ``config`` block (view, person, token
+    limits, sampling), the options recorded at the top level (the logprob methods' gates,
+    binary/probability's label mass) and the target words (recorded as the words themselves:
+    the named list they are, else an ``eval=...;deploy=...`` list of them)."""
+    out = {k: v for k, v in (settings.get("config") or {}).items() if k in _FIELDS}
+    out.update({k: v for k, v in settings.items()
+                if k in _FIELDS and k != "words" and not isinstance(v, (dict, list))})
+    words = settings.get("words")
+    if isinstance(words, dict) and words:
+        named = settings.get("word_list")
+        out["words"] = named if isinstance(named, str) and named != "custom" else ";".join(
+            f"{label}=" + ",".join(w for w, l in words.items() if l == label) for label in ("eval", "deploy"))
+    return out
+
+
+def _method_groups(methods: Sequence[str], own: dict[str, MethodConfig], shared: MethodConfig
+                   ) -> list[tuple[MethodConfig, list[str]]]:
+    """The graded methods grouped by the config each is re-run with: its own recorded one (view
+    ``full``: the intervened answer is the transcript's last message), else `shared`'s."""
+    groups: dict[MethodConfig, list[str]] = {}
+    for m in methods:
+        groups.setdefault(replace(own.get(m, shared), view="full"), []).append(m)
+    return list(groups.items())
 
 
 def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: str = "end",
@@ -166,7 +200,9 @@ def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: s
     src_store = RunLog(run_dir, create=False)
     try:
         trace, sources = read_sources(src_store, backend, trace)
-        cfg = config or _config(src_store)
+        own = {} if config is not None else _configs(src_store)  # a given config: for every method
+        # the continuations' budget, sampling and view: the source run's first method's settings
+        cfg = config or next(iter(own.values()), MethodConfig())
         if methods is None:
             methods = [m for m in GRADED if m in src_store.methods()]
         identity = src_store.get_meta("model_identity")
@@ -203,10 +239,15 @@ def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: s
         intervened = _intervened_samples(out / cond, sources, cfg)
         with RunLog(out / cond) as st:
             st.put_samples(intervened)
-        if methods:
-            run_methods(intervened, list(methods), backend, out / cond, config=replace(cfg, view="full"),
+        groups = _method_groups(methods, own, cfg)
+        for method_cfg, names in groups:  # each method with its own settings from the source run
+            run_methods(intervened, names, backend, out / cond, config=method_cfg,
                         batch_size=batch_size, progress=progress,
                         extra_manifest={"intervention": {**plan, "condition": cond}})
+        if len(groups) > 1:  # each call's manifest names its own methods: name them all
+            with RunLog(out / cond, create=False) as st:
+                for m in methods:
+                    st.add_to_manifest("methods", m, st.get_meta(f"settings/{m}"))
     summary = summarize(out, n_boot=n_boot, seed=seed)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, sort_keys=True))
     return summary

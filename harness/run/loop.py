@@ -8,6 +8,7 @@ arguments skips finished (method, sample) pairs and gets every finished call fro
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,11 +18,12 @@ from harness.backends.base import Backend
 from harness.backends.cache import CachedBackend
 from harness.core.errors import EvalAwareError, StoreError
 from harness.runlog.provenance import base_manifest, dataset_identity
-from harness.methods import MethodConfig, RunContext, available
+from harness.methods import Method, MethodConfig, RunContext, available
 from harness.methods.prompts import PromptLibrary
 from harness.core.render import Renderer
 from harness.runlog.lock import writes_run_dir
 from harness.run.monitor import RunMonitor, default_say
+from harness.run.stream import Done, run_stream
 from harness.core.sample import Sample, sample_view
 from harness.runlog import LOG_NAME, RunLog
 
@@ -75,9 +77,15 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
                 template_kwargs: dict[str, Any] | None = None, judge: Backend | None = None,
                 batch_size: int = 16, dataset_path: str | Path | None = None,
                 progress: bool = True, extra_manifest: dict[str, Any] | None = None,
-                say: Any = default_say) -> dict[str, Any]:
+                say: Any = default_say, schedule: str = "auto",
+                window: int | None = None) -> dict[str, Any]:
     """Run `methods` on `samples`, storing into `run_dir` (held for writing, see
     :mod:`harness.runlog.lock`); returns per-method counts.
+
+    `schedule`: "batch" runs one method at a time, `batch_size` samples per committed batch, each
+    stage one engine call; "stream" keeps up to `window` (method, sample) tasks in flight on a
+    streaming backend (default window: the backend's capacity; :mod:`harness.run.stream`);
+    "auto" streams where the backend (and judge) can. Both make the same calls (cache keys).
 
     Judge independence: when a judged method (motivation, reasoning) runs with the model under
     test as its judge (`judge` None, the same backend, or the same weights), the run says so
@@ -105,6 +113,7 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
         store.claim_dataset(dataset)
     _check_same(store, "model_identity", backend.identity, "model")
     store.put_samples(samples)
+    pin_prompts(store, prompts)
     self_judged = is_self_judged(methods, backend, judge)
     if self_judged:
         say("judge: the model under test judges its own answers (self-judged: its awareness is "
@@ -112,20 +121,25 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
     monitor = RunMonitor(say)
     summary: dict[str, Any] = {}
     try:
+        instances = {}
         for name in methods:
-            method = registry[name](ctx)
+            instances[name] = method = registry[name](ctx)
             _check_same(store, f"settings/{name}", method.settings(), f"setting for method {name}")
-            done = store.done_ids(name)
-            todo = [s for s in samples if s.id not in done]
-            bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=name, unit="sample",
-                       disable=not progress, dynamic_ncols=True)
-            for batch in chunks(todo, batch_size):
-                records = method.run_batch(batch)
-                store.put_results(name, records, ctx.log.take())
-                monitor.add(name, [r.to_dict() for r in records])
-                bar.update(len(batch))
-            bar.close()
-            summary[name] = {"skipped": len(samples) - len(todo), "computed": len(todo)}
+        todo = {name: [s for s in samples if s.id not in store.done_ids(name)] for name in methods}
+        for name in methods:
+            summary[name] = {"skipped": len(samples) - len(todo[name]), "computed": len(todo[name])}
+        if pick_schedule(schedule, backend, judge) == "stream":
+            _stream(instances, todo, samples, ctx, store, monitor, backend, judge, window, progress)
+        else:
+            for name, method in instances.items():
+                bar = tqdm(total=len(samples), initial=len(samples) - len(todo[name]), desc=name,
+                           unit="sample", disable=not progress, dynamic_ncols=True)
+                for batch in chunks(todo[name], batch_size):
+                    records = method.run_batch(batch)
+                    store.put_results(name, records, ctx.log.take())
+                    monitor.add(name, [r.to_dict() for r in records])
+                    bar.update(len(batch))
+                bar.close()
     finally:
         manifest = base_manifest()
         manifest.update({
@@ -144,9 +158,78 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
         try:
             store.write_manifest(manifest)
         finally:
+            prompts.on_use = None
             store.close()
     summary["_calls"] = _calls(cached, judge_cached)
     return summary
+
+
+def pin_prompts(store: RunLog, prompts: PromptLibrary) -> None:
+    """Each prompt text's sha256 is recorded in the run directory when first used; a later
+    invocation that reads another text under the same name (a changed or different ``--prompts``)
+    is refused before any record is made with it, naming the prompt and both digests."""
+    lock = threading.Lock()
+    checked: dict[str, str] = {}
+
+    def on_use(name: str, sha: str, path: Path) -> None:
+        if checked.get(name) == sha:
+            return
+        with lock:
+            recorded = store.get_meta("prompt_texts") or {}
+            if recorded.get(name, sha) != sha:
+                raise StoreError(f"{store.run_dir}: prompt {name!r} ({path}) is not the text this run "
+                                 f"directory's records were made with (sha256 {recorded[name][:12]}, "
+                                 f"now {sha[:12]}); use the --prompts of the earlier runs, or a new --out")
+            if name not in recorded:
+                store.set_meta("prompt_texts", {**recorded, name: sha})
+            checked[name] = sha
+
+    prompts.on_use = on_use
+
+
+SCHEDULES = ("auto", "batch", "stream")
+
+
+def pick_schedule(schedule: str, backend: Backend, judge: Backend | None) -> str:
+    """"stream" or "batch" for this backend and judge; "stream" on a backend that cannot is refused."""
+    if schedule not in SCHEDULES:
+        raise EvalAwareError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    can = [b for b in (backend, judge) if b is not None and not b.capabilities.streaming]
+    if schedule == "stream" and can:
+        raise EvalAwareError(f"--schedule stream: the {can[0].kind} backend ({can[0].device}) runs "
+                             f"one call at a time (not streaming); use --schedule batch")
+    return "batch" if schedule == "batch" or can else "stream"
+
+
+def _stream(instances: dict[str, Method], todo: dict[str, list[Sample]], samples: Sequence[Sample],
+            ctx: RunContext, store: RunLog, monitor: RunMonitor, backend: Backend,
+            judge: Backend | None, window: int | None, progress: bool) -> None:
+    """The tasks not done, sample-major, through :func:`harness.run.stream.run_stream`; the bar
+    counts samples whose every method is done."""
+    ids = {m: {s.id for s in todo[m]} for m in instances}
+    pending = {s.id: sum(s.id in ids[m] for m in instances) for s in samples}
+    tasks = [(instances[m], s) for s in samples for m in instances if s.id in ids[m]]
+    callers = list({id(c): c for b in (backend, judge) if b is not None
+                    for c in [b.callers] if c is not None}.values())
+    if window is None:
+        window = max(b.capabilities.capacity for b in (backend, judge) if b is not None)
+    bar = tqdm(total=len(samples), initial=sum(not n for n in pending.values()), desc="samples",
+               unit="sample", disable=not progress, dynamic_ncols=True)
+
+    def commit(done: list[Done]) -> None:
+        with store.transaction():
+            for d in done:
+                store.put_results(d.method, d.records, d.calls)
+        for name in dict.fromkeys(d.method for d in done):
+            monitor.add(name, [r.to_dict() for d in done if d.method == name for r in d.records])
+        for d in done:
+            pending[d.sample.id] -= 1
+            bar.update(pending[d.sample.id] == 0)
+
+    try:
+        run_stream(tasks, ctx, callers, window, commit)
+    finally:
+        bar.close()
 
 
 def check_context(samples: Sequence[Sample], renderer: Renderer, config: MethodConfig,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from harness.data.records import RecordContext
 from harness.data.readers import parse_record
+from harness.core.atomic import replace_file
 from harness.core.errors import StoreError
 from harness.core.records import ModelCall, Record
 from harness.core.sample import Sample
@@ -76,8 +78,12 @@ class RunLog(MetaAndManifest):
         self._refuse_lost_log()
         if not readonly:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None) if not readonly \
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
+                                   check_same_thread=False) if not readonly \
             else _connect_readonly(self.path)
+        # One connection for every thread of a process (the streaming loop's workers write the
+        # call cache): each transaction and each read holds this lock, so they never interleave.
+        self._lock = threading.RLock()
         self._depth = 0
         try:
             if not readonly:
@@ -112,7 +118,14 @@ class RunLog(MetaAndManifest):
     # --- plumbing ------------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One transaction; a transaction opened inside it joins it (commits with the outer)."""
+        """One transaction; a transaction opened inside it (on the same thread: other threads
+        wait for the lock) joins it (commits with the outer)."""
+        with self._lock:
+            with self._transaction() as db:
+                yield db
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         if self._depth:
             self._depth += 1
             try:
@@ -138,7 +151,8 @@ class RunLog(MetaAndManifest):
             self._depth = 0
 
     def _read(self, query: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._db.execute(query, list(args)).fetchall()
+        with self._lock:
+            return self._db.execute(query, list(args)).fetchall()
 
     def table(self, spec: TableSpec) -> Table:
         """A package's own table (created on first use, so a reader never waits for a write lock
@@ -238,9 +252,11 @@ class RunLog(MetaAndManifest):
         return [r[0] for r in self._results.select(["method"], distinct=True, order_by=["method"])]
 
     def export_jsonl(self, path: str | Path) -> int:
+        """The records as JSONL at `path`, replaced atomically (never written through a link
+        planted there: :func:`harness.core.atomic.replace_file`)."""
         from harness.runlog.export import write_records
 
-        with open(path, "w", encoding="utf-8") as f:
+        with replace_file(path) as f:
             return write_records(self.result_dicts(), f, "jsonl")
 
     # --- samples -------------------------------------------------------------------------------

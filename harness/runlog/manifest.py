@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.core.atomic import write_text
 from harness.core.errors import StoreError
 from harness.runlog.codec import dumps
 from harness.runlog.schema import SCHEMA_VERSION
@@ -42,15 +42,14 @@ class MetaAndManifest:
 
     def write_manifest(self, manifest: dict[str, Any], history: bool = True) -> None:
         """Store the manifest (and append it to ``manifests`` when `history`), then write
-        ``manifest.json`` atomically (temporary file + rename)."""
+        ``manifest.json`` atomically (a fresh temporary file + rename, never through a link
+        planted in the run directory: :func:`harness.core.atomic.replace_file`)."""
         manifest = {**manifest, "schema_version": SCHEMA_VERSION}
         with self.transaction():
             if history:
                 self.set_meta("manifests", self.get_meta("manifests", []) + [manifest])
             self.set_meta("manifest", manifest)
-        tmp = self.run_dir / "manifest.json.tmp"
-        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        os.replace(tmp, self.run_dir / "manifest.json")
+        write_text(self.run_dir / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
 
     def dataset(self) -> dict[str, str] | None:
         """The dataset this run directory belongs to (:func:`harness.runlog.provenance.

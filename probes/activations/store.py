@@ -22,6 +22,18 @@ is hashed once per process while its size, mtime and inode stay the same) and a 
 missing file or an unreadable one is a :class:`CorruptShard` naming the file and the capture. A
 resumed capture checks every shard and drops a bad one's rows (:meth:`ActivationStore.repair`),
 so its samples are captured again.
+
+Index rows: a shard records, in its safetensors metadata (``rows/<pooling>``: a JSON list of sample
+ids), which sample each row of that pooling's tensors holds; the metadata is part of the bytes
+the sha256 covers. Every read checks each index row it uses against it (the shard is one the
+capture recorded, the tensor exists, ``offset`` is inside it and the row there holds that
+sample) and a mismatch is a :class:`CorruptIndex` naming the capture, the shard and the sample,
+so a tampered or stale ``act_index`` (offsets out of range, swapped or shared between samples,
+a row pointing at another shard) never reads another sample's vector. A shard written before
+this metadata (format ``evalaware-act-1`` without ``rows/``) still reads, with the checks that
+need no record: the shard is known, the offset is in range and no two samples share a row (two
+swapped offsets there cannot be told apart). A resumed capture drops the samples whose rows fail
+these checks and captures them again.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -39,6 +52,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from harness.core.atomic import write_text
 from harness.core.errors import StoreError
 from harness.runlog import RunLog, TableSpec
 
@@ -74,8 +88,58 @@ def shard_number(name: str) -> int:
     return int(name.split("-")[1].split(".")[0])
 
 
+def _shard_name_of(number: Any) -> str:
+    """The file name an index row's ``shard`` points at (a value that is no shard number, in a
+    tampered index, names no recorded shard)."""
+    return shard_name(number) if isinstance(number, int) else f"shard {number!r}"
+
+
+_NOT_RECORDED = "it points at a shard the capture did not record"
+_NO_ORDER: list[str] | None = None  # a shard written before it recorded its rows' samples
+
+
+def _row_order(f: Any) -> dict[str, list[str] | None]:
+    """{pooling: sample id of each row} from an open shard's metadata; a record that is not a
+    list of ids reads as an empty one (every row then fails the check)."""
+    out: dict[str, list[str] | None] = {}
+    for k, v in (f.metadata() or {}).items():
+        if k.startswith(ROWS_KEY):
+            try:
+                ids = json.loads(v)
+            except ValueError:
+                ids = []
+            out[k[len(ROWS_KEY):]] = ids if isinstance(ids, list) else []
+    return out
+
+
+def _row_problem(order: list[str] | None, n_rows: int | None, sample_id: str, offset: Any,
+                 shared: bool) -> str | None:
+    """What is wrong with one index row (None: nothing): its tensor is missing, its offset is
+    outside it, the shard's record says another sample is there, or (a shard without the
+    record) another index row points at the same row."""
+    if n_rows is None:
+        return "the shard has no such tensor"
+    if not isinstance(offset, int) or not 0 <= offset < n_rows:
+        return f"offset {offset!r} is outside the shard's {n_rows} rows"
+    if order is not None:
+        there = order[offset] if offset < len(order) else None
+        if there != sample_id:
+            return f"offset {offset} holds sample {there!r}" if there is not None else \
+                f"offset {offset} holds no recorded sample"
+    elif shared:
+        return f"offset {offset} is indexed for another sample too"
+    return None
+
+
 class CorruptShard(StoreError):
     """A shard file is missing, unreadable, or not the bytes its index recorded."""
+
+
+class CorruptIndex(CorruptShard):
+    """An ``act_index`` row does not point at its sample's row of a shard."""
+
+
+ROWS_KEY = "rows/"  # shard metadata: "rows/<pooling>" -> JSON list of the sample id of each row
 
 
 _VERIFIED: set[tuple[str, int, int, int, str]] = set()
@@ -120,7 +184,7 @@ class ActivationStore:
             raise StoreError(f"{self.store.run_dir}: capture {self.capture!r} was made with "
                              f"different settings ({', '.join(diff)}); use another --name")
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "capture.json").write_text(json.dumps(new, indent=1, sort_keys=True))
+        write_text(self.dir / "capture.json", json.dumps(new, indent=1, sort_keys=True))
         return self.cleanup()
 
     def cleanup(self) -> list[str]:
@@ -172,17 +236,75 @@ class ActivationStore:
         _VERIFIED.add(key)
         return None
 
+    def _again(self) -> str:
+        run = self.store.run_dir
+        return f"`evalaware activations capture --run {run}" + (
+            f" --name {self.capture}`" if self.capture != "default" else "`")
+
     def corrupt(self, name: str, why: str) -> CorruptShard:
         """The one-line error for a bad shard file: which file, which capture, what to do."""
-        run = self.store.run_dir
-        again = f"`evalaware activations capture --run {run}" + (
-            f" --name {self.capture}`" if self.capture != "default" else "`")
         return CorruptShard(f"{self.dir / name}: shard of capture {self.capture!r} is corrupt: "
-                            f"{why}; re-run {again} to capture its samples again")
+                            f"{why}; re-run {self._again()} to capture its samples again")
+
+    def bad_row(self, name: str, sample_id: str, why: str) -> CorruptIndex:
+        """The one-line error for an index row that does not point at its sample's vector."""
+        return CorruptIndex(f"{self.dir / name}: capture {self.capture!r}: the index row of sample "
+                            f"{sample_id!r} is wrong ({why}); re-run {self._again()} to capture "
+                            f"it again")
+
+    def index_problems(self, skip: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
+        """{sample id: (shard name, what is wrong)} for every sample with an ``act_index`` row
+        that fails the row checks of the module docstring (shards named in `skip`, e.g. those
+        whose file is bad, are not opened)."""
+        recorded, skip = set(self.shards()), set(skip)
+        rows = self.index.select(["sample_id", "pooling", "layer", "shard", "offset"], self.where)
+        shared = Counter((sh, p, l, off) for _, p, l, sh, off in rows)
+        by_shard: dict[Any, list[tuple[Any, ...]]] = {}
+        for r in rows:
+            by_shard.setdefault(r[3], []).append(r)
+        out: dict[str, tuple[str, str]] = {}
+        for number, rs in by_shard.items():
+            name = _shard_name_of(number)
+            if name in skip:
+                continue
+            if name not in recorded:
+                for sid, *_ in rs:
+                    out.setdefault(sid, (name, _NOT_RECORDED))
+                continue
+            try:
+                with safe_open(str(self.dir / name), framework="pt") as f:
+                    order = _row_order(f)
+                    n_rows = {k: int(f.get_slice(k).get_shape()[0]) for k in f.keys()}
+            except (SafetensorError, OSError, ValueError, IndexError) as e:
+                for sid, *_ in rs:
+                    out.setdefault(sid, (name, f"the shard is unreadable ({e})"))
+                continue
+            for sid, pooling, layer, _, off in rs:
+                why = _row_problem(order.get(pooling, _NO_ORDER), n_rows.get(f"{pooling}/{layer}"),
+                                   sid, off, shared[(number, pooling, layer, off)] > 1)
+                if why:
+                    out.setdefault(sid, (name, f"{pooling}, layer {layer}: {why}"))
+        return out
+
+    def check(self) -> CorruptShard | None:
+        """Every shard file and index row checked (nothing changed): None when all are sound,
+        else one error naming each bad shard and each sample with a bad index row."""
+        bad = self.shard_problems()
+        rows = self.index_problems(skip=bad)
+        if not bad and not rows:
+            return None
+        parts = [f"{n} ({why})" for n, why in bad.items()] + [
+            f"{name}: the index row of sample {sid!r} is wrong ({why})" for sid, (name, why) in rows.items()]
+        return CorruptShard(f"{self.dir}: capture {self.capture!r}: {len(bad)} corrupt shard(s), "
+                            f"{len(rows)} sample(s) with a wrong index row: {'; '.join(parts)}; "
+                            f"re-run {self._again()} to capture their samples again")
 
     def repair(self) -> list[str]:
         """Check every shard; drop the index rows of each bad one and delete its file, so a
-        resumed capture captures its samples again. Returns "name (what was wrong)" per shard."""
+        resumed capture captures its samples again. Then check every index row
+        (:meth:`index_problems`) and drop every row of each sample with a bad one, so that sample
+        is captured again (its old vectors stay in their shard, unindexed). Returns "name (what
+        was wrong)" per shard."""
         bad = self.shard_problems()
         for name in bad:
             with self.store.transaction():
@@ -191,7 +313,16 @@ class ActivationStore:
                 self.shard_rows.delete({**self.where, "shard": name})
             # after the commit: a crash in between leaves an unindexed file, which cleanup removes
             (self.dir / name).unlink(missing_ok=True)
-        return [f"{n} ({why})" for n, why in bad.items()]
+        rows = self.index_problems(skip=bad)
+        with self.store.transaction():
+            for sid in rows:
+                self.index.delete({**self.where, "sample_id": sid})
+                self.sample_rows.delete({**self.where, "sample_id": sid})
+        by_shard: dict[str, list[str]] = {}
+        for sid, (name, why) in rows.items():
+            by_shard.setdefault(name, []).append(f"sample {sid!r}: {why}")
+        return [f"{n} ({why})" for n, why in bad.items()] + [
+            f"{n} (index rows: {'; '.join(whys)})" for n, whys in by_shard.items()]
 
     # --- writing (continued) -------------------------------------------------------------
     def done_ids(self) -> set[str]:
@@ -215,8 +346,10 @@ class ActivationStore:
         poolings = sorted({p for r in rows for p in r.vectors})
         number = self._next_shard()
         name = shard_name(number)
+        order: dict[str, str] = {}
         for p in poolings:
             have = [r for r in rows if p in r.vectors]
+            order[ROWS_KEY + p] = json.dumps([r.sample_id for r in have])
             stack = np.stack([r.vectors[p] for r in have]).astype(np.float32)  # (rows, L, H)
             n_layers = stack.shape[1]
             ids = layers if layers is not None else list(range(n_layers))
@@ -229,7 +362,8 @@ class ActivationStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self.dir / name
         tmp = self.dir / (name + ".tmp")
-        save_file(tensors, str(tmp), metadata={"capture": self.capture, "format": "evalaware-act-1"})
+        save_file(tensors, str(tmp), metadata={"capture": self.capture, "format": "evalaware-act-1",
+                                               **order})
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, final)
@@ -285,23 +419,38 @@ class ActivationStore:
             keep = set(sample_ids)
             ids = [s for s in ids if s in keep]
         pos = {sid: i for i, sid in enumerate(ids)}
-        out: dict[int, np.ndarray] = {}
-        by_shard: dict[int, list[str]] = {}
+        shared = Counter((sh, l, off) for _, l, sh, off in rows)
+        by_shard: dict[Any, dict[int, list[tuple[str, Any]]]] = {}  # shard -> layer -> (sample, offset)
         for sid in ids:
-            by_shard.setdefault(int(loc[sid][layers[0]][0]), []).append(sid)
+            for layer in layers:
+                shard, off = loc[sid][layer]
+                by_shard.setdefault(shard, {}).setdefault(layer, []).append((sid, off))
+        recorded = set(self.shards())
+        for shard, per_layer in by_shard.items():
+            if _shard_name_of(shard) not in recorded:
+                raise self.bad_row(_shard_name_of(shard), next(iter(per_layer.values()))[0][0],
+                                   _NOT_RECORDED)
         names = [shard_name(n) for n in by_shard]
         bad = self.shard_problems(names)
         if bad:
             raise self.corrupt(*next(iter(bad.items())))
-        for name, (shard, sids) in zip(names, by_shard.items()):
+        out: dict[int, np.ndarray] = {}
+        for name, (shard, per_layer) in zip(names, by_shard.items()):
             try:
                 with safe_open(str(self.dir / name), framework="pt") as f:
-                    for layer in layers:
-                        t = f.get_tensor(f"{pooling}/{layer}").float().numpy()
+                    order, keys = _row_order(f).get(pooling, _NO_ORDER), set(f.keys())
+                    for layer, here in per_layer.items():
+                        key = f"{pooling}/{layer}"
+                        t = f.get_tensor(key).float().numpy() if key in keys else None
+                        for sid, off in here:
+                            why = _row_problem(order, None if t is None else t.shape[0], sid, off,
+                                               shared[(shard, layer, off)] > 1)
+                            if why:
+                                raise self.bad_row(name, sid, f"{pooling}, layer {layer}: {why}")
+                        assert t is not None
                         if layer not in out:
                             out[layer] = np.zeros((len(ids), t.shape[1]), dtype=np.float32)
-                        rows_idx = [loc[s][layer][1] for s in sids]
-                        out[layer][[pos[s] for s in sids]] = t[rows_idx]
+                        out[layer][[pos[s] for s, _ in here]] = t[[off for _, off in here]]
             except (SafetensorError, OSError, IndexError, ValueError) as e:
                 raise self.corrupt(name, f"unreadable ({e})") from e
         return ids, out
@@ -309,7 +458,7 @@ class ActivationStore:
     def stats(self) -> dict[str, Any]:
         """Sizes: shard bytes per sample vs the theoretical n_layers x hidden x bytes per vector."""
         s = self.settings or {}
-        n_samples = self.shard_rows.total("n_samples", self.where)
+        n_samples = self.sample_rows.count(self.where)  # a recaptured sample counts once
         n_bytes = self.shard_rows.total("bytes", self.where)
         keys = self.index.select(["sample_id", "pooling", "shape"], self.where)
         n_vectors = len(keys)

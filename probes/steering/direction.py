@@ -118,18 +118,50 @@ class SteeringVector:
 
 
 def load_vector(path: str | Path) -> SteeringVector:
-    """Load a vector directory (or either of its files)."""
+    """Load a vector directory (or either of its files), refusing with one line naming the file:
+    a ``layers`` field that is not a non-empty list of layer ids; a layer without its
+    ``direction/<layer>`` (and ``raw/<layer>``) tensor or its norm; a non-finite value in any
+    tensor; a norm that is not a finite number > 0; a direction whose length is not 1; and a
+    ``sha256`` (of the directions and norms, recorded by every :meth:`SteeringVector.save`) that
+    is missing or does not match, i.e. an edited or hand-made vector."""
     d, meta, t = read_tensor_dir(path, "vector", FORMAT, "steering vector")
-    tensor_file = d / "vector.safetensors"
-    layers = [int(l) for l in meta["layers"]]
-    missing = [l for l in layers if f"direction/{l}" not in t]
+    meta_file, tensor_file = d / "vector.json", d / "vector.safetensors"
+    layers = meta.get("layers")
+    if not isinstance(layers, list) or not layers or any(
+            isinstance(l, bool) or not isinstance(l, int) or l < 0 for l in layers):
+        raise EvalAwareError(f"{meta_file}: field 'layers': {layers!r} is not a non-empty list of "
+                             f"layer ids")
+    missing = [l for l in layers if f"direction/{l}" not in t or f"raw/{l}" not in t]
     if missing:
         raise EvalAwareError(f"{tensor_file}: no direction for layer(s) {missing}")
+    for k, v in t.items():
+        a = v.double().numpy().reshape(-1)
+        bad = np.flatnonzero(~np.isfinite(a))
+        if bad.size:
+            raise EvalAwareError(f"{tensor_file}: tensor {k!r}: {bad.size} non-finite value(s) "
+                                 f"(first at index {bad[0]}: {a[bad[0]]})")
+    norms = meta.get("norms")
+    norms = norms if isinstance(norms, dict) else {}
+    for l in layers:
+        n = norms.get(str(l))
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or not np.isfinite(n) or n <= 0:
+            raise EvalAwareError(f"{meta_file}: field 'norms' of layer {l}: "
+                                 + ("missing" if n is None else f"{n!r}")
+                                 + " (the residual norm steering scales by: a finite number > 0)")
+        length = float(np.linalg.norm(t[f"direction/{l}"].double().numpy()))
+        if abs(length - 1) > 1e-3:
+            raise EvalAwareError(f"{tensor_file}: tensor 'direction/{l}': length {length:.6g}, "
+                                 f"expected 1 (a unit direction)")
     v = SteeringVector({l: t[f"direction/{l}"].numpy() for l in layers},
                        {l: t[f"raw/{l}"].numpy() for l in layers},
-                       {l: float(meta["norms"][str(l)]) for l in layers}, meta, d)
-    if meta.get("sha256") and meta["sha256"] != v.sha256:
-        raise EvalAwareError(f"{d}: directions do not match the recorded sha256 (edited file?)")
+                       {l: float(norms[str(l)]) for l in layers}, meta, d)
+    if not isinstance(meta.get("sha256"), str) or not meta["sha256"]:
+        raise EvalAwareError(f"{meta_file}: field 'sha256': missing; every saved vector records "
+                             f"the hash of its directions and norms (a hand-made or edited file? "
+                             f"build it with `evalaware steer build`)")
+    if meta["sha256"] != v.sha256:
+        raise EvalAwareError(f"{meta_file}: the directions and norms do not match the recorded "
+                             f"sha256 (edited file?)")
     return v
 
 

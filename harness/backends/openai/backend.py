@@ -24,8 +24,9 @@ tokens every other backend sees. What the server gives, and what this client doe
 - `chat`: `/v1/chat/completions` with messages, for chat-only servers (`chat_mode=True` needs no
   tokenizer and disables the token-level methods).
 
-Every call is one HTTP request per prompt, run on a thread pool of `max_concurrency` per server,
-results in input order, with retries (:mod:`harness.backends.openai.http_client`). Request fields and
+Every call is one HTTP request per prompt, at most `max_concurrency` per server in flight over
+all threads (the streaming run loop's tasks call at once: capability `streaming`), results in
+input order, with retries and backoff on 429/5xx (:mod:`harness.backends.openai.http_client`). Request fields and
 response parsing: :mod:`harness.backends.openai.wire`; what the server serves (model name,
 tokenizer, weights): :mod:`harness.backends.openai.model`.
 
@@ -71,7 +72,7 @@ class OpenAIBackend(Backend):
 
     def __init__(self, base_url: str | Sequence[str], model: str | None = None, api_key: str | None = None,
                  tokenizer: str | None = None, weights: str | None = None,
-                 max_concurrency: int = 8, timeout: float = 60.0, max_retries: int = 5,
+                 max_concurrency: int = 256, timeout: float = 60.0, max_retries: int = 5,
                  backoff_base: float = 0.5, backoff_cap: float = 30.0, top_logprobs: int = 20,
                  chat_mode: bool = False, vllm_extensions: bool | None = None,
                  headers: dict[str, str] | None = None) -> None:
@@ -92,7 +93,8 @@ class OpenAIBackend(Backend):
         # Token-set masses come from the server's top-K (-1: the whole vocabulary): a lower
         # bound unless K = -1 (issue 23; the methods mark such scores as bounds).
         self.capabilities = Capabilities(structured_output=self.vllm_extensions,
-                                         exact_logmass=self.top_logprobs == -1)
+                                         exact_logmass=self.top_logprobs == -1, streaming=True,
+                                         capacity=max_concurrency * len(self.base_urls))
         try:
             served = resolve_served_model(self.http, model, tokenizer, weights, chat_mode)
         except BaseException:

@@ -73,7 +73,7 @@ class RetryingClient:
     `stats` counts requests, retries and failures (shared with the backend)."""
 
     def __init__(self, base_urls: Sequence[str], api_key: str | None = None,
-                 headers: dict[str, str] | None = None, max_concurrency: int = 8,
+                 headers: dict[str, str] | None = None, max_concurrency: int = 256,
                  timeout: float = 60.0, max_retries: int = 5, backoff_base: float = 0.5,
                  backoff_cap: float = 30.0) -> None:
         if max_concurrency < 1:
@@ -101,6 +101,9 @@ class RetryingClient:
                                     limits=httpx.Limits(max_connections=n,
                                                         max_keepalive_connections=n))
         self._lock = threading.Lock()
+        # One bound on requests in flight for every caller together (the streaming run loop calls
+        # from many threads; each call's own pool would otherwise multiply it).
+        self._slots = threading.BoundedSemaphore(n)
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -176,13 +179,18 @@ class RetryingClient:
         return None, f"{shown}: HTTP {r.status_code}: {msg}", retry_after
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        """`fn` over `items` on at most `max_concurrency` threads per server, in input order."""
+        """`fn` over `items`, in input order, with at most `max_concurrency` requests per server in
+        flight across all threads calling this client."""
+        def slot(x: T) -> R:
+            with self._slots:
+                return fn(x)
+
         workers = min(self.max_concurrency * len(self.pool), len(items))
         if workers <= 1:
-            return [fn(x) for x in items]
+            return [slot(x) for x in items]
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-backend")
         try:
-            return list(pool.map(fn, items))
+            return list(pool.map(slot, items))
         finally:  # on the first error, drop queued requests instead of running them all
             pool.shutdown(wait=True, cancel_futures=True)
 

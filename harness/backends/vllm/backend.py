@@ -23,6 +23,7 @@ backend as several base URLs.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from contextlib import contextmanager
@@ -39,7 +40,9 @@ from harness.core.errors import BackendError
 from harness.models.fingerprint import local_model_dir, local_model_path, model_identity
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView, TokenIds,
                    logsumexp_rows, top_k_rows)
+from harness.backends.stream import EngineDriver
 from harness.backends.vllm.hidden import VLLMHiddenStates
+from harness.backends.vllm.steps import VLLMSteps
 from harness.backends.vllm.steer import VLLMSteering
 
 # Loaded by the engine in its worker processes, by name: importing them here would import vLLM
@@ -91,7 +94,7 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
     (:class:`~harness.backends.vllm.hidden.VLLMHiddenStates`: capability `hidden_states`)."""
 
     kind = "vllm"
-    capabilities = Capabilities(steering=True, structured_output=True)
+    capabilities = Capabilities(steering=True, structured_output=True, streaming=True)
 
     def __init__(self, model: str, dtype: str = "auto", tensor_parallel_size: int = 1,
                  pipeline_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
@@ -143,7 +146,7 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
                                           trust_remote_code)
         if hidden:
             self.capabilities = replace(self.capabilities, hidden_states=True, steering=False,
-                                        structured_output=False)
+                                        structured_output=False, streaming=False)
             self.settings["hidden_state_layers"] = list(hidden_state_layers or ())
             engine = dict(hidden)  # capture only: no steering extension, grammar or logprobs
         else:
@@ -169,6 +172,9 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
         self._identity = {"backend": "vllm", "weights_sha256": self.model_info["weights_sha256"],
                           "dtype": str(self.llm.llm_engine.model_config.dtype).replace("torch.", "")}
         self._vocab = int(self.llm.llm_engine.model_config.get_vocab_size())
+        if self.capabilities.streaming:
+            seqs = int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_seqs)
+            self.capabilities = replace(self.capabilities, capacity=seqs)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -183,11 +189,26 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
         return int(self.llm.llm_engine.model_config.max_model_len)
 
     def _run(self, prompts: Sequence[TokenIds], params: Any | list[Any]) -> list[Any]:
-        from vllm.inputs import TokensPrompt  # optional, heavy
-
         self._sync_steering()
-        inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
-        return self.llm.generate(inputs, params, use_tqdm=False)
+        if not isinstance(params, list):
+            params = [params] * len(prompts)
+        return self.driver.run(list(prompts), params)
+
+    @property
+    def driver(self) -> EngineDriver:
+        """The one thread that steps the engine: calls from many threads share its batch
+        (:mod:`harness.backends.stream`)."""
+        if "_driver" not in self.__dict__:
+            self._driver = EngineDriver(VLLMSteps(self.llm), name="vllm")
+        return self._driver
+
+    @property
+    def callers(self) -> Any:
+        return self.driver.callers
+
+    def _rpc(self, name: str, *args: Any) -> list[Any]:
+        """``collective_rpc`` on the driver thread, between engine steps."""
+        return self.driver.call(self.llm.collective_rpc, name, None, args)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         """Structured requests carry their grammar as ``StructuredOutputsParams(grammar=...)``
@@ -234,11 +255,10 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
         (tests) adds ``"sampled"``: vLLM's own raw logprob of each decoded (forced) token."""
         from vllm import SamplingParams  # optional, heavy
 
-        self._reduce_seq = getattr(self, "_reduce_seq", 0)
+        seq = self.__dict__.setdefault("_reduce_seq", itertools.count(1))  # next() is atomic
         keys, params = [], []
         for spec in specs:
-            self._reduce_seq += 1
-            key = f"r{self._reduce_seq}"
+            key = f"r{next(seq)}"
             force = [int(t) for t in spec.get("force", ())]
             end = bool(spec.get("ids") or spec.get("sets") or spec.get("top_k"))
             if not force and not end:
@@ -255,7 +275,7 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
             return []
         outs = self._run(prompts, params)
         got: dict[str, dict[str, Any]] = {}
-        for part in self.llm.collective_rpc("evalaware_take", args=(keys,)):
+        for part in self._rpc("evalaware_take", keys):
             if part and not got:
                 got = part  # tensor-parallel ranks record the same values: take the first
         out = []
@@ -282,7 +302,7 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
         name = hashlib.sha256(np.asarray(ids, dtype=np.int64).tobytes()).hexdigest()[:16]
         reg = self.__dict__.setdefault("_sets", set())
         if name not in reg:
-            self.llm.collective_rpc("evalaware_register_set", args=(name, ids))
+            self._rpc("evalaware_register_set", name, ids)
             reg.add(name)
         return name
 
@@ -436,6 +456,8 @@ class VLLMBackend(VLLMHiddenStates, VLLMSteering, Backend):
     def close(self) -> None:
         if not hasattr(self, "llm"):  # closed already
             return
+        if "_driver" in self.__dict__:
+            self._driver.close()
         try:
             self.llm.llm_engine.engine_core.shutdown()
         except Exception:

@@ -66,8 +66,8 @@ class VLLMSteering:
         if digest == self._steer_current:
             return
         adds = {int(l): v.tolist() for l, v in want.arrays().items()} if digest else {}
-        self.llm.collective_rpc("evalaware_steer_set", args=(adds,))
-        self.llm.reset_prefix_cache()
+        self._rpc("evalaware_steer_set", adds)
+        self.driver.call(self.llm.reset_prefix_cache)
         self._steer_current = digest
 
 

@@ -1,0 +1,62 @@
+"""Replacing a file in a directory someone else may have written to (a run directory, an export
+target), without following anything planted there.
+
+:func:`replace_file` writes to a fresh temporary file in the target's directory, created with
+``O_CREAT | O_EXCL | O_NOFOLLOW`` under a random name (so no symbolic or hard link planted under a
+predictable name such as ``manifest.json.tmp`` or ``results.jsonl.partial`` is opened), and then
+``os.replace``-s it over the target. A rename swaps the directory entry: a hard link at the
+target keeps the other file's bytes as they were. A target that is a symbolic link is refused
+(one line), rather than replaced or followed. On any error the temporary file is removed and the
+target is untouched. The file's mode is the process's default (0666 less the umask), as
+``open(path, "w")`` would give.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, TextIO
+
+from harness.core.errors import EvalAwareError
+
+
+def refuse_symlink(path: str | Path) -> None:
+    """One line (:class:`EvalAwareError`) when `path` is a symbolic link."""
+    p = Path(path)
+    if p.is_symlink():
+        raise EvalAwareError(f"{p}: is a symbolic link (to {os.readlink(p)}); refusing to write "
+                             f"through it: remove the link or write elsewhere")
+
+
+@contextmanager
+def replace_file(path: str | Path, encoding: str = "utf-8", newline: str | None = None
+                 ) -> Iterator[TextIO]:
+    """A text file to write whose content becomes `path` when the block ends without error."""
+    p = Path(path)
+    refuse_symlink(p)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = p.with_name(f".{p.name}.{secrets.token_hex(6)}.partial")
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileExistsError:  # a name already taken (planted or a collision): draw another
+            continue
+    try:
+        with os.fdopen(fd, "w", encoding=encoding, newline=newline) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        refuse_symlink(p)  # planted while we wrote
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | Path, text: str, encoding: str = "utf-8") -> None:
+    """`path` holds `text`, written by :func:`replace_file`."""
+    with replace_file(path, encoding=encoding) as f:
+        f.write(text)

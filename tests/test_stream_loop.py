@@ -1,0 +1,260 @@
+"""The streaming run loop (harness.run.stream) and its engine driver (harness.backends.stream):
+same calls and records as the batch loop, requests of many tasks share engine steps, an error
+or a kill loses nothing that finished, and a paced engine steps only when every caller waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.backends.base import SamplingParams
+from harness.backends.stream import Callers, EngineDriver
+from harness.core.errors import BackendError, EvalAwareError
+from harness.data.readers import load_dataset
+from harness.methods import MethodConfig
+from harness.run.loop import pick_schedule, run_methods
+from tests.helpers.streaming_hf import StreamingHF
+
+METHODS = ["binary", "probability", "motivation", "logprob"]
+CONFIG = MethodConfig(answer_tokens=12, probe_tokens=8, judge_tokens=8)
+
+
+def _samples(n: int = 6):
+    s = load_dataset("demo")
+    return s[: n // 2] + s[-(n - n // 2):]
+
+
+def _state(run_dir: Path) -> tuple[set[str], dict[tuple[str, str], str], set[tuple[str, ...]]]:
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    keys = {r[0] for r in db.execute("SELECT key FROM calls")}
+    recs = {(r[0], r[1]): r[2] for r in db.execute("SELECT method, sample_id, record FROM results")}
+    calls = {tuple(map(str, r)) for r in db.execute("SELECT method, sample_id, role, k, call FROM model_calls")}
+    db.close()
+    return keys, recs, calls
+
+
+def test_stream_makes_the_batch_loops_calls_and_records(tmp_path, hf_tiny):
+    samples = _samples()
+    run_methods(samples, METHODS, hf_tiny, tmp_path / "batch", config=CONFIG, progress=False,
+                schedule="batch", batch_size=2)
+    streaming = StreamingHF(hf_tiny, capacity=16)
+    summary = run_methods(samples, METHODS, streaming, tmp_path / "stream", config=CONFIG,
+                          progress=False, schedule="stream")
+    assert _state(tmp_path / "stream") == _state(tmp_path / "batch")
+    # no call made twice: the methods of a sample share its answer (waited for, not re-sent)
+    keys, _, _ = _state(tmp_path / "stream")
+    assert sum(summary["_calls"]["model_calls"].values()) == len(keys)
+    # requests of several tasks shared engine steps: one task sends at most one variant set (5)
+    assert max(streaming.engine.steps) > 5
+    manifest = json.loads((tmp_path / "stream" / "manifest.json").read_text())
+    assert set(manifest["methods"]) == set(METHODS)
+
+
+class _FailingOnce(StreamingHF):
+    """Raises on the `fail_at`-th generate call (counting calls into the engine)."""
+
+    def __init__(self, inner, fail_at: int) -> None:
+        super().__init__(inner, capacity=4)
+        self.fail_at, self.n, self.lock = fail_at, 0, threading.Lock()
+
+    def generate(self, requests):  # type: ignore[no-untyped-def]
+        with self.lock:
+            self.n += 1
+            fail = self.n == self.fail_at
+        if fail:
+            raise BackendError("engine fell over")
+        return super().generate(requests)
+
+
+def test_a_task_error_stops_the_run_keeps_what_finished_and_the_rerun_repeats_nothing(tmp_path, hf_tiny):
+    samples = _samples(8)
+    out = tmp_path / "run"
+    with pytest.raises(BackendError, match="fell over"):
+        run_methods(samples, ["binary"], _FailingOnce(hf_tiny, fail_at=6), out, config=CONFIG,
+                    progress=False, schedule="stream")
+    keys1, recs1, _ = _state(out)
+    assert 0 < len(recs1) < len(samples)  # finished tasks were committed, the rest were not run
+    summary = run_methods(samples, ["binary"], StreamingHF(hf_tiny), out, config=CONFIG,
+                          progress=False, schedule="stream")
+    keys2, recs2, _ = _state(out)
+    assert sum(summary["_calls"]["model_calls"].values()) == len(keys2 - keys1)
+    assert {k: recs2[k] for k in recs1} == recs1 and len(recs2) == len(samples)
+    run_methods(samples, ["binary"], hf_tiny, tmp_path / "clean", config=CONFIG, progress=False,
+                schedule="batch")
+    assert _state(tmp_path / "clean")[:2] == (keys2, recs2)
+
+
+def test_schedule_choice(hf_tiny):
+    assert pick_schedule("auto", hf_tiny, None) == "batch"
+    assert pick_schedule("auto", StreamingHF(hf_tiny), None) == "stream"
+    assert pick_schedule("auto", StreamingHF(hf_tiny), hf_tiny) == "batch"  # a one-call-at-a-time judge
+    assert pick_schedule("batch", StreamingHF(hf_tiny), None) == "batch"
+    with pytest.raises(EvalAwareError, match="not streaming"):
+        pick_schedule("stream", hf_tiny, None)
+    with pytest.raises(EvalAwareError, match="schedule must be"):
+        pick_schedule("fast", hf_tiny, None)
+
+
+class _Paced:
+    """A step engine whose requests finish after `len(prompt)` steps; records each step's batch."""
+
+    paced = True
+
+    def __init__(self) -> None:
+        self.running: dict[str, int] = {}
+        self.n = 0
+        self.steps: list[int] = []
+
+    def add(self, prompts, params):  # type: ignore[no-untyped-def]
+        ids = []
+        for p in prompts:
+            self.n += 1
+            self.running[str(self.n)] = len(p)
+            ids.append(str(self.n))
+        return ids
+
+    def step(self):  # type: ignore[no-untyped-def]
+        self.steps.append(len(self.running))
+        done = []
+        for rid in list(self.running):
+            self.running[rid] -= 1
+            if self.running[rid] == 0:
+                del self.running[rid]
+                done.append((rid, f"out{rid}"))
+        return done
+
+    def has_unfinished(self) -> bool:
+        return bool(self.running)
+
+
+def test_a_paced_engine_steps_only_when_every_caller_waits():
+    callers = Callers()
+    engine = _Paced()
+    driver = EngineDriver(engine, callers)
+    results: dict[int, list[str]] = {}
+    gate = threading.Event()
+
+    def caller(i: int) -> None:
+        try:
+            if i == 2:
+                gate.wait(5)  # busy (not waiting on the engine) until the gate opens
+            results[i] = driver.run([[0] * (i + 1)], [SamplingParams(max_tokens=1)])
+        finally:
+            callers.leave()
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(3)]
+    for _ in threads:
+        callers.enter()  # all registered before any starts, as harness.run.stream does
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    assert engine.steps == []  # callers 0 and 1 wait, caller 2 is busy: no step yet
+    gate.set()
+    for t in threads:
+        t.join(10)
+    # all three requests entered the first step together
+    assert engine.steps[0] == 3 and sorted(results) == [0, 1, 2]
+    driver.close()
+
+
+def test_an_engine_error_fails_its_callers_and_the_driver_goes_on():
+    class Broken(_Paced):
+        paced = False
+
+        def step(self):  # type: ignore[no-untyped-def]
+            if any(v == 7 for v in self.running.values()):
+                self.running.clear()
+                raise RuntimeError("step failed")
+            return super().step()
+
+    driver = EngineDriver(Broken())
+    with pytest.raises(RuntimeError, match="step failed"):
+        driver.run([[0] * 7], [None])
+    assert driver.run([[0, 0]], [None]) == ["out2"]
+    assert driver.call(lambda a, b: a + b, 2, 3) == 5
+    driver.close()
+
+
+_KILL_SCRIPT = textwrap.dedent("""
+    import sys
+    from harness.backends.hf.backend import HFBackend
+    from harness.data.readers import load_dataset
+    from harness.methods import MethodConfig
+    from harness.run.loop import run_methods
+    from tests.helpers.streaming_hf import StreamingHF
+    model, out, schedule = sys.argv[1:4]
+    s = load_dataset("demo")
+    hf = HFBackend(model, batch_size=1)
+    backend = StreamingHF(hf, capacity=3) if schedule == "stream" else hf
+    run_methods(s[:5] + s[-5:], ["binary", "logprob"], backend, out, progress=False, schedule=schedule,
+                config=MethodConfig(answer_tokens=24, probe_tokens=12))
+""")
+
+
+def _count(out: Path) -> int:
+    try:
+        db = sqlite3.connect(f"file:{out / 'store.sqlite'}?mode=ro", uri=True, timeout=1)
+        n = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        db.close()
+        return n
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.slow
+def test_kill9_mid_stream_then_resume(tmp_path, tiny_model_dir):
+    script = tmp_path / "run.py"
+    script.write_text(_KILL_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir), str(out), "stream"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and _count(out) < 6:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    keys1, recs1, _ = _state(out)
+    assert 6 <= len(recs1) < 20, "the run was not interrupted mid-way"
+    subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(out), "stream"], env=env,
+                   check=True, capture_output=True)
+    keys2, recs2, _ = _state(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sum(manifest["calls"]["model_calls"].values()) == len(keys2 - keys1)  # zero repeated
+    assert {k: recs2[k] for k in recs1} == recs1
+    subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(tmp_path / "batch"), "batch"],
+                   env=env, check=True, capture_output=True)
+    assert _state(tmp_path / "batch")[:2] == (keys2, recs2)  # the batch loop's calls and records
+
+
+def test_a_changed_prompt_text_into_the_same_run_dir_is_refused(tmp_path, hf_tiny):
+    """Issue 35 #32: a second invocation with other --prompts used to mix two prompt sets."""
+    from harness.core.errors import StoreError
+    from harness.methods.prompts import BUILTIN, PromptLibrary
+
+    samples = _samples(4)
+    out = tmp_path / "run"
+    run_methods(samples[:2], ["binary"], hf_tiny, out, config=CONFIG, progress=False)
+    override = tmp_path / "prompts"
+    (override / "binary").mkdir(parents=True)
+    first = sorted((BUILTIN / "binary").glob("*.txt"))[0]
+    (override / "binary" / first.name).write_text(first.read_text() + "\nAnswer carefully.")
+    with pytest.raises(StoreError, match=f"prompt 'binary/{first.stem}'.*not the text"):
+        run_methods(samples, ["binary"], hf_tiny, out, config=CONFIG, progress=False,
+                    prompts=PromptLibrary(override))
+    assert len(_state(out)[1]) == 2  # nothing recorded with the other text
+    # the same texts again resume; the other set goes to its own directory
+    run_methods(samples, ["binary"], hf_tiny, out, config=CONFIG, progress=False)
+    run_methods(samples, ["binary"], hf_tiny, tmp_path / "other", config=CONFIG, progress=False,
+                prompts=PromptLibrary(override))
+    assert len(_state(out)[1]) == 4 and len(_state(tmp_path / "other")[1]) == 4
