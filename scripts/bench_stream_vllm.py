@@ -83,15 +83,37 @@ def replay(backend: Backend, calls: list[tuple[str, tuple[Any, ...]]]) -> int:
     return tokens
 
 
-def _same(a: Path, b: Path) -> dict[str, bool]:
+def _leaves(x: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(x, dict):
+        return {k: v for key, val in x.items() for k, v in _leaves(val, f"{path}.{key}").items()}
+    if isinstance(x, list):
+        return {k: v for i, val in enumerate(x) for k, v in _leaves(val, f"{path}[{i}]").items()}
+    return {path: x}
+
+
+def _same(a: Path, b: Path) -> dict[str, Any]:
+    """Whether two run directories hold the same call keys and records; where records differ,
+    which fields (indices dropped) and the largest difference of a numeric one."""
+    import re
+
     from harness.runlog import RunLog
 
     keys, recs = [], []
     for d in (a, b):
         with RunLog(d, readonly=True) as store:
             keys.append({k for k, _ in store.iter_calls()})
-            recs.append(json.dumps(store.result_dicts(), sort_keys=True))
-    return {"call keys": keys[0] == keys[1], "records": recs[0] == recs[1]}
+            recs.append({(r["method"], r["sample_id"]): _leaves(r) for r in store.result_dicts()})
+    fields: dict[str, float] = {}
+    for key, left in recs[0].items():
+        right = recs[1].get(key, {})
+        for path in set(left) | set(right):
+            x, y = left.get(path), right.get(path)
+            if x != y:
+                name = re.sub(r"\[\d+\]", "[]", path)
+                num = isinstance(x, (int, float)) and isinstance(y, (int, float))
+                fields[name] = max(fields.get(name, 0.0), abs(x - y) if num else float("inf"))
+    return {"call keys": keys[0] == keys[1], "records": recs[0] == recs[1],
+            "differing fields (max abs difference)": fields}
 
 
 def main() -> None:
@@ -147,6 +169,8 @@ def main() -> None:
         print(f"| {r['row']} | {r['seconds']:.1f} | {r['tokens']} | {r['tokens_per_s']:.1f} | "
               f"{r['of_one_generate']:.2f} |")
     print(f"\nstream and batch loops: same call keys {same['call keys']}, same records {same['records']}")
+    for name, d in sorted(same["differing fields (max abs difference)"].items()):
+        print(f"  differs: {name} (max abs difference {d:.3g})")
     if a.json:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)

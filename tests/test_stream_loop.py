@@ -24,6 +24,7 @@ from harness.data.readers import load_dataset
 from harness.methods import MethodConfig
 from harness.run.loop import pick_schedule, run_methods
 from tests.helpers.streaming_hf import StreamingHF
+from tests.test_resume import _count_results
 
 METHODS = ["binary", "probability", "motivation", "logprob"]
 CONFIG = MethodConfig(answer_tokens=12, probe_tokens=8, judge_tokens=8)
@@ -192,6 +193,7 @@ _KILL_SCRIPT = textwrap.dedent("""
     from harness.methods import MethodConfig
     from harness.run.loop import run_methods
     from tests.helpers.streaming_hf import StreamingHF
+from tests.test_resume import _count_results
     model, out, schedule = sys.argv[1:4]
     s = load_dataset("demo")
     hf = HFBackend(model, batch_size=1)
@@ -199,16 +201,6 @@ _KILL_SCRIPT = textwrap.dedent("""
     run_methods(s[:5] + s[-5:], ["binary", "logprob"], backend, out, progress=False, schedule=schedule,
                 config=MethodConfig(answer_tokens=24, probe_tokens=12))
 """)
-
-
-def _count(out: Path) -> int:
-    try:
-        db = sqlite3.connect(f"file:{out / 'store.sqlite'}?mode=ro", uri=True, timeout=1)
-        n = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-        db.close()
-        return n
-    except sqlite3.Error:
-        return 0
 
 
 @pytest.mark.slow
@@ -220,7 +212,7 @@ def test_kill9_mid_stream_then_resume(tmp_path, tiny_model_dir):
     proc = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir), str(out), "stream"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and _count(out) < 6:
+    while time.time() < deadline and proc.poll() is None and _count_results(out) < 6:
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -69,8 +69,8 @@ class CachedBackend(WrappedBackend):
             found.update(zip(mine, values))
         if theirs:  # waiting for another thread's call counts as waiting on the engine (paced engines)
             callers = self.inner.callers
-            with callers.wait() if callers is not None else nullcontext():
-                for k, other in theirs.items():
+            for k, other in theirs.items():
+                with callers.wait(other) if callers is not None else nullcontext():
                     found[k] = other.result()[k]
         with self._lock:  # a count is there only where something was counted (the manifest)
             if mine:

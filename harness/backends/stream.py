@@ -44,7 +44,7 @@ class Callers:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.active = 0
-        self.waiting = 0
+        self._waits: dict[object, Future[Any] | None] = {}
 
     def enter(self) -> None:
         """One more caller (register a worker before its thread starts, so a paced engine never
@@ -66,15 +66,23 @@ class Callers:
             self.leave()
 
     @contextmanager
-    def wait(self) -> Iterator[None]:
+    def wait(self, fut: Future[Any] | None = None) -> Iterator[None]:
+        """The calling thread waits on `fut` (an engine's answer, or another thread's call)."""
+        token = object()
         with self.cond:
-            self.waiting += 1
+            self._waits[token] = fut
             self.cond.notify_all()
         try:
             yield
         finally:
             with self.cond:
-                self.waiting -= 1
+                del self._waits[token]
+
+    @property
+    def waiting(self) -> int:
+        """Callers blocked on a future not yet done: one whose answer has come counts as busy at
+        once, before its thread wakes (else a paced engine could run ahead of it)."""
+        return sum(f is None or not f.done() for f in self._waits.values())
 
     def settled(self) -> bool:
         """Every active caller waits on an engine (call with `cond` held)."""
@@ -124,7 +132,7 @@ class EngineDriver:
                 self._thread = threading.Thread(target=self._loop, name=f"{self.name}-driver", daemon=True)
                 self._thread.start()
             self.callers.cond.notify_all()
-        with self.callers.wait():
+        with self.callers.wait(fut):
             return fut.result()
 
     def close(self) -> None:
