@@ -193,7 +193,6 @@ _KILL_SCRIPT = textwrap.dedent("""
     from harness.methods import MethodConfig
     from harness.run.loop import run_methods
     from tests.helpers.streaming_hf import StreamingHF
-from tests.test_resume import _count_results
     model, out, schedule = sys.argv[1:4]
     s = load_dataset("demo")
     hf = HFBackend(model, batch_size=1)
@@ -214,8 +213,10 @@ def test_kill9_mid_stream_then_resume(tmp_path, tiny_model_dir):
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and _count_results(out) < 6:
         time.sleep(0.01)
+    died = proc.poll()
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _, err = proc.communicate()
+    assert died is None, f"the run ended by itself ({died}) before it was killed:\n{err.decode()[-2000:]}"
     keys1, recs1, _ = _state(out)
     assert 6 <= len(recs1) < 20, "the run was not interrupted mid-way"
     subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(out), "stream"], env=env,
