@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.methods.report_spec import Family, ReportSpec, register_prefix
 
-REPORT = ReportSpec(score="the probe's P(eval)", family=Family(
+REPORT = ReportSpec(score="the probe's P(eval)", log_odds_detail="decision", family=Family(
     title="Probes", order=20, note="Linear-probe records; score is the probe's P(eval)."))
 
 register_prefix("probe", REPORT)

@@ -12,6 +12,7 @@ from harness.cli.options import (MethodOptions, RunOptions, method_options, meth
 from harness.core.errors import EvalAwareError
 from harness.cues import attribute
 from harness.cues.attribute import run_cues
+from harness.cues.neutralized import verdict as neutral_verdict
 from harness.cues.factors import FACTORS, TURNS, FactorFileError, resolve_factors
 from harness.cues.variants import DESIGNS, MAX_FACTORIAL, build_plan
 from harness.run.loop import needs_judge
@@ -28,7 +29,17 @@ from harness.runlog.lock import run_dir_lock
                    f"files you trust.")
 @click.option("--design", type=click.Choice(DESIGNS), default="single", show_default=True,
               help=f"single: one factor switched per variant; factorial: every on/off cell of "
-                   f"<= {MAX_FACTORIAL} factors (interactions).")
+                   f"<= {MAX_FACTORIAL} factors (interactions); neutralize: every sample with all "
+                   f"its factors removed (its format-neutralized twin), and each readout's AUROC "
+                   f"on the originals vs the twin.")
+@click.option("--probe", "probe_dir", type=click.Path(exists=True, file_okay=False),
+              help="A saved probe (`probes train`) as one more readout, frozen: its layer is "
+                   "captured for every original and variant and its P(eval) compared like a "
+                   "method's (samples it was trained on are left out).")
+@click.option("--write-neutralized", "write_neutralized", type=click.Path(dir_okay=False),
+              help="With --design neutralize: write the twin as a dataset (JSONL): the neutralized "
+                   "prompts, what was removed or kept and why, and each readout's P(eval) before "
+                   "and after, per sample.")
 @click.option("--turns", type=click.Choice(TURNS), default="first", show_default=True,
               help="Which user turn(s) the factors read and edit.")
 @click.option("--bootstrap", type=click.IntRange(0), default=1000, show_default=True,
@@ -43,7 +54,8 @@ from harness.runlog.lock import run_dir_lock
 @progress_option
 @verbose_option
 def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], factors: str, design: str,
-         turns: str, bootstrap: int, seed: int, out: str, report_only: bool, progress: bool) -> None:
+         probe_dir: str | None, write_neutralized: str | None, turns: str, bootstrap: int, seed: int,
+         out: str, report_only: bool, progress: bool) -> None:
     """Which prompt features make the model say "test": switch each factor on (where absent) or
     off (where present), score original and variant, and estimate each factor's paired effect on
     P(eval) with intervals (resumable; every variant is a sample of the run directory).
@@ -54,6 +66,8 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
       evalaware cues --model smollm2 --backend hf --dataset demo --factors grading,lettered_options \\
           --design factorial --out runs/cues-fact
       evalaware cues --model smollm2 --dataset logs/ --factors all,my_factors.py --out runs/cues-inspect
+      evalaware cues --model smollm2 --backend hf --dataset demo --methods logprob_question,monitor \
+          --probe probes/smollm2 --design neutralize --write-neutralized demo-neutral.jsonl --out runs/neutral
     """
     method_list = methods
     try:  # here, after parsing: a factor file runs only when the command does
@@ -62,10 +76,18 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
         raise  # the file's own failure: one line naming it
     except EvalAwareError as e:
         raise click.BadParameter(str(e), param_hint="--factors") from None
+    if write_neutralized and design != "neutralize":
+        raise click.UsageError("--write-neutralized needs --design neutralize")
+    from probes.readout import ProbeReadout  # scikit-learn, safetensors: only when asked
+
+    def readouts(engine=None) -> list[ProbeReadout]:  # type: ignore[no-untyped-def]
+        return [ProbeReadout(probe_dir, opts.model, engine, opts.model_opts(), progress=progress)] if probe_dir else []
+
     if report_only:
         res = attribute.report_only(opts.samples(), factor_list, method_list, out, design=design, turns=turns,
                                     n_boot=bootstrap, seed=seed, dataset_path=opts.dataset_path or opts.dataset,
-                                    model_name=opts.model or "")
+                                    model_name=opts.model or "", readouts=readouts(),
+                                    write_neutralized=write_neutralized)
         for line in summary_lines(res):
             click.echo(line)
         return
@@ -73,6 +95,7 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
     opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
     samples = opts.samples()
     build_plan(samples, factor_list, design, turns)  # a factor whose code fails: before the model loads
+    readouts()  # a bad probe file: before the model loads
     prompts = method_opts.prompts()
     template_kwargs = opts.engine.template_kwargs
     with run_dir_lock(out, command="evalaware cues"), ExitStack() as backends:
@@ -83,7 +106,7 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
                        config=config, prompts=prompts, template_kwargs=template_kwargs, judge=judge,
                        batch_size=method_opts.batch_size, n_boot=bootstrap, seed=seed,
                        dataset_path=opts.dataset_path or opts.dataset, model_name=opts.model,
-                       progress=progress)
+                       progress=progress, readouts=readouts(engine), write_neutralized=write_neutralized)
     for line in summary_lines(res):
         click.echo(line)
     click.echo(f"report: {out}/cues.md, {out}/cues.html, {out}/cues.json")
@@ -97,10 +120,22 @@ def summary_lines(res: dict) -> list[str]:
         per = "-" if c["seconds_per_pair"] is None else f"{c['seconds_per_pair']:.2f} s ({c['cpu_seconds_per_pair']:.2f} s CPU)"
         out[0] += (f"; {'last scoring' if res.get('partial') else 'this'} invocation: {last['model_calls']} model calls, {last['cache_hits']} cache hits, "
                    f"{last['seconds']:.1f} s; per sample-factor pair: {per}")
+    for m, r in (res.get("readouts") or {}).items():
+        out.append(f"{m}: {r['scored']} samples scored ({r['excluded_train_overlap']} left out: the probe "
+                   f"was trained on their originals)")
+    for m, n in (res.get("neutralized") or {}).items():
+        out.append(neutral_verdict(m, n))
+    if res.get("written"):
+        out.append(f"wrote {res['written']['lines']} neutralized samples to {res['written']['path']}")
     for m, rows in res["effects"].items():
         out.append(f"{m}:")
         for r in rows:
-            iv = f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]" if r["ci"] else "[-]"
-            eff = "-" if r["mean"] is None else f"{r['mean']:+.3f}"
-            out.append(f"  {r['rank']:>2}. {r['factor']:<24} {eff} {iv}  n={r['n']}")
+            lo = r.get("logit") or {}
+            out.append(f"  {r['rank']:>2}. {r['factor']:<24} log-odds {_eff(lo.get('mean'), lo.get('ci'))}"
+                       f"  score {_eff(r['mean'], r['ci'])}  n={r['n']}")
     return out
+
+
+def _eff(mean: float | None, ci: list[float] | None) -> str:
+    iv = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "[-]"
+    return ("-" if mean is None else f"{mean:+.3f}") + " " + iv

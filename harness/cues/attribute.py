@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from harness.backends.base import Backend
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
-from harness.cues.effects import factorial_effects, scores_by_id, single_effects
+from harness.cues import neutralized, scale
+from harness.cues.effects import factorial_effects, log_odds_by_id, scores_by_id, single_effects, with_log_odds
 from harness.cues.factors import Factor
 from harness.cues.report import JSON_NAME, examples, write_report
 from harness.cues.variants import Plan, build_plan
@@ -25,11 +26,24 @@ from harness.runlog.provenance import base_manifest
 from harness.stats.paired import mean_with_ci
 
 
+class Readout(Protocol):
+    """A readout scored outside the methods (a frozen probe: :mod:`probes.readout`): after the
+    methods have scored every original and variant into the run directory, it writes records
+    of method `name` there for the same samples."""
+
+    name: str
+    settings: dict[str, Any]
+
+    def score(self, run_dir: Path) -> dict[str, Any]:
+        """Write the records; what it did (recorded in cues.json)."""
+        ...
+
+
 def settings(plan: Plan, methods: Sequence[str], n_boot: int, seed: int, model: str,
-             dataset: str) -> dict[str, Any]:
+             dataset: str, readouts: Sequence[Readout] = ()) -> dict[str, Any]:
     return {"design": plan.design, "turns": plan.turns, "factors": [f.name for f in plan.factors],
             "methods": list(methods), "bootstrap": n_boot, "seed": seed, "model": model,
-            "dataset": dataset}
+            "dataset": dataset, "readouts": {r.name: r.settings for r in readouts}}
 
 
 def analyze(plan: Plan, run_dir: str | Path, methods: Sequence[str], n_boot: int = 1000,
@@ -41,18 +55,36 @@ def analyze(plan: Plan, run_dir: str | Path, methods: Sequence[str], n_boot: int
     finally:
         store.close()
     res: dict[str, Any] = {"n_samples": len(plan.originals), "n_variants": len(plan.variants),
-                           "factors": plan.counts(), "effects": {}, "baseline": {}}
+                           "factors": plan.counts(), "effects": {}, "baseline": {}, "scales": {}}
     if plan.design == "factorial":
         res["interactions"] = {}
+    if plan.design == "neutralize":
+        res["neutralized"] = {}
+        res["surface"] = neutralized.surface(plan, n_boot, seed)
+    sp = scale.specs()
     for m in methods:
         sc = scores_by_id(recs[m])
+        lo, clipped = log_odds_by_id(recs[m], sp(m))
+        res["scales"][m] = scale.describe(sp(m))
         base = [sc.get(s.id) for s in plan.originals]
         ok = [(v, s.metadata.category) for v, s in zip(base, plan.originals) if v is not None]
         res["baseline"][m] = mean_with_ci([v for v, _ in ok], [c for _, c in ok], n_boot, seed)
-        if plan.design == "factorial":
-            res["effects"][m], res["interactions"][m] = factorial_effects(plan, sc, n_boot, seed)
+        if plan.design == "neutralize":
+            res["neutralized"][m] = neutralized.readout(plan, sc, lo, n_boot, seed)
+        elif plan.design == "factorial":
+            (e, i), (le, li) = factorial_effects(plan, sc, n_boot, seed), factorial_effects(plan, lo, n_boot, seed)
+            n_clip = sum(1 for s in plan.originals if s.id in clipped or any(
+                v.id in clipped for v in plan.variants if v.metadata.extra["pair"] == s.id))
+            res["effects"][m] = with_log_odds(e, le, {r["factor"]: n_clip for r in e})
+            res["interactions"][m] = with_log_odds(i, li, {r["factor"]: n_clip for r in i})
         else:
-            res["effects"][m] = single_effects(plan, sc, n_boot, seed)
+            n_clip: dict[str, int] = {}
+            for v in plan.variants:
+                if v.id in clipped or v.metadata.extra["pair"] in clipped:
+                    f = str(v.metadata.extra["factor"])
+                    n_clip[f] = n_clip.get(f, 0) + 1
+            res["effects"][m] = with_log_odds(single_effects(plan, sc, n_boot, seed),
+                                              single_effects(plan, lo, n_boot, seed), n_clip)
     res["examples"] = examples(plan)
     res["refused"] = plan.refused
     return res
@@ -101,26 +133,32 @@ def run_cues(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequ
              template_kwargs: dict[str, Any] | None = None, judge: Backend | None = None,
              batch_size: int = 16, n_boot: int = 1000, seed: int = 0,
              dataset_path: str | None = None, model_name: str | None = None,
-             progress: bool = True) -> dict[str, Any]:
-    """Score originals and variants into `out` and write the report there; the result dict
-    (what cues.json holds)."""
+             progress: bool = True, readouts: Sequence[Readout] = (),
+             write_neutralized: str | Path | None = None) -> dict[str, Any]:
+    """Score originals and variants into `out` with the methods and then the `readouts`, and
+    write the report there (and, for the neutralize design, the twin as a dataset to
+    `write_neutralized`); the result dict (what cues.json holds)."""
     plan = build_plan(samples, factors, design, turns)
     if not plan.variants:
         raise EvalAwareError("no factor applies to any sample (every variant was refused); see "
                              "--factors and --turns")
     st = settings(plan, methods, n_boot, seed, model_name or str(backend.identity.get("backend")),
-                  dataset_path or "(samples)")
+                  dataset_path or "(samples)", readouts)
     t0, c0 = time.perf_counter(), time.process_time()
     summary = run_methods(plan.samples, methods, backend, out, config=config, prompts=prompts,
                           template_kwargs=template_kwargs, judge=judge, batch_size=batch_size,
                           dataset_path=dataset_path, progress=progress,
                           extra_manifest={"cues": {k: v for k, v in st.items() if k != "bootstrap"}})
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    res = {"settings": st, **analyze(plan, out, methods, n_boot, seed)}
+    done = {r.name: r.score(Path(out)) for r in readouts}
+    res = {"settings": st, **analyze(plan, out, [*methods, *(r.name for r in readouts)], n_boot, seed)}
+    res["readouts"] = done
     res["cost"] = cost(summary, seconds, cpu, methods, len(plan.samples), len(plan.variants),
                        _previous_cost(Path(out), st))
     res["manifest"] = base_manifest(dataset_path)
     paths = write_report(res, out)
+    if write_neutralized is not None and plan.design == "neutralize":
+        res["written"] = {"path": str(write_neutralized), "lines": neutralized.write_neutralized(write_neutralized, plan, res)}
     with RunLog(out, create=False) as store:
         store.add_to_manifest("cues", "report", {"files": sorted(p.name for p in paths.values()),
                                                  "settings": st, "cost": res["cost"]})
@@ -129,16 +167,20 @@ def run_cues(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequ
 
 def report_only(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequence[str],
                 out: str | Path, *, design: str = "single", turns: str = "first", n_boot: int = 1000,
-                seed: int = 0, dataset_path: str | None = None, model_name: str = "") -> dict[str, Any]:
+                seed: int = 0, dataset_path: str | None = None, model_name: str = "",
+                readouts: Sequence[Readout] = (), write_neutralized: str | Path | None = None) -> dict[str, Any]:
     """The report from the records already in `out`, without a model and without the writer's
     lock (a run still going or interrupted: a pair whose sides are not both scored yet counts as
     unscored; the run, when it finishes, writes its own report); cost as recorded before."""
     plan = build_plan(samples, factors, design, turns)
-    st = settings(plan, methods, n_boot, seed, model_name, dataset_path or "(samples)")
-    res = {"settings": st, **analyze(plan, out, methods, n_boot, seed), "partial": True}
+    st = settings(plan, methods, n_boot, seed, model_name, dataset_path or "(samples)", readouts)
+    res = {"settings": st, **analyze(plan, out, [*methods, *(r.name for r in readouts)], n_boot, seed),
+           "partial": True}
     prev = _previous_cost(Path(out), st)
     if prev:
         res["cost"] = json.loads((Path(out) / JSON_NAME).read_text())["cost"]
     res["manifest"] = base_manifest(dataset_path)
     write_report(res, out)
+    if write_neutralized is not None and plan.design == "neutralize":
+        res["written"] = {"path": str(write_neutralized), "lines": neutralized.write_neutralized(write_neutralized, plan, res)}
     return res

@@ -15,8 +15,11 @@ bootstrap: categories drawn with replacement, then pairs within each drawn categ
   over the other factors' cells of (on - off), for two factors half the difference of one
   factor's effect with the other on and off (the usual 2^k-design definition).
 
-Factors are ranked by the absolute pooled effect; one whose interval covers 0 is not told apart
-from no effect. Fewer than :data:`MIN_PAIRS` pairs get no interval.
+Every analysis runs twice, on the scores and on their log-odds (:mod:`harness.cues.scale`):
+``mean``/``ci`` are the change of the score (ΔP), ``logit`` the change of the log-odds. Factors
+are ranked by the absolute log-odds effect (equal shifts of a saturated readout look unequal in
+ΔP), by ΔP where no log-odds exist; one whose interval covers 0 is not told apart from no effect.
+Fewer than :data:`MIN_PAIRS` pairs get no interval.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import itertools
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness.cues.scale import log_odds
 from harness.cues.variants import Plan
+from harness.methods.report_spec import ReportSpec
 from harness.stats.paired import paired_effect
 
 
@@ -35,6 +40,20 @@ def scores_by_id(records: Iterable[Mapping[str, Any]]) -> dict[str, float | None
         s = r.get("score")
         out[str(r["sample_id"])] = float(s) if s is not None and math.isfinite(float(s)) else None
     return out
+
+
+def log_odds_by_id(records: Iterable[Mapping[str, Any]], spec: ReportSpec
+                   ) -> tuple[dict[str, float | None], set[str]]:
+    """Each record's score on the log-odds scale (:func:`harness.cues.scale.log_odds`), and the
+    ids whose score was clipped to get one."""
+    out: dict[str, float | None] = {}
+    clipped: set[str] = set()
+    for r in records:
+        v, c = log_odds(r, spec)
+        out[str(r["sample_id"])] = v
+        if c:
+            clipped.add(str(r["sample_id"]))
+    return out, clipped
 
 
 MIN_PAIRS = 5  # below this many pairs no interval is given: 2 pairs in 1 category give [x, y] by luck
@@ -48,8 +67,14 @@ def _effect(rows: Sequence[dict[str, Any]], n_boot: int, seed: int) -> dict[str,
     return out
 
 
+def _size(r: Mapping[str, Any]) -> float | None:
+    """What a row is ranked by: its log-odds effect where there is one, else its score effect."""
+    lo = (r.get("logit") or {}).get("mean")
+    return lo if lo is not None else r["mean"]
+
+
 def _rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    rows.sort(key=lambda r: (r["mean"] is None, -abs(r["mean"] or 0.0), r["factor"]))
+    rows.sort(key=lambda r: (_size(r) is None, -abs(_size(r) or 0.0), r["factor"]))
     for i, r in enumerate(rows, 1):
         r["rank"] = i
     return rows
@@ -122,9 +147,25 @@ def factorial_effects(plan: Plan, scores: Mapping[str, float | None], n_boot: in
         row = {"factor": " × ".join(t), "factors": list(t), "order": len(t), **_effect(rs, n_boot, seed),
                "n_unscored": unscored, **_splits(rs, n_boot, seed, directions=False)}
         (main if len(t) == 1 else inter).append(row)
-    inter.sort(key=lambda r: (r["mean"] is None, -abs(r["mean"] or 0.0), r["factor"]))
+    inter.sort(key=lambda r: (_size(r) is None, -abs(_size(r) or 0.0), r["factor"]))
     return _rank(main), inter
 
 
 def covers_zero(ci: Sequence[float] | None) -> bool | None:
     return None if not ci else ci[0] <= 0.0 <= ci[1]
+
+
+LOGIT_KEYS = ("mean", "ci", "ci_method", "n", "n_groups", "ci_note")
+
+
+def with_log_odds(rows: list[dict[str, Any]], log_rows: Sequence[Mapping[str, Any]],
+                  clipped: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+    """`rows` (effects on the score) with each term's effect on the log-odds (`log_rows`: the same
+    analysis on log-odds) under ``logit`` and how many of its pairs touch a clipped score
+    (``n_clipped``), ranked again (by the log-odds effect)."""
+    by = {r["factor"]: r for r in log_rows}
+    for r in rows:
+        lr = by.get(r["factor"])
+        r["logit"] = {k: lr[k] for k in LOGIT_KEYS if k in lr} if lr else None
+        r["n_clipped"] = (clipped or {}).get(r["factor"], 0)
+    return _rank(rows)

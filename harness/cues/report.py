@@ -90,6 +90,65 @@ def _atomic_write(path: Path, data: str) -> None:
     os.replace(tmp, path)
 
 
+def _readouts_table(doc: Doc, result: dict[str, Any]) -> None:
+    """Every readout's factor effects in one table, ranked by the absolute log-odds effect."""
+    rows = [(m, r) for m, rs in result["effects"].items() for r in rs]
+    if len(result["effects"]) < 2 or not rows:
+        return
+
+    def size(mr: tuple[str, dict[str, Any]]) -> float:
+        v = (mr[1].get("logit") or {}).get("mean")
+        return -abs(v) if v is not None else 0.0
+
+    doc.h(2, "All readouts, ranked by the log-odds effect")
+    doc.p("One row per readout and factor: the paired change of the readout's log-odds (the monitor's "
+          "is already a log-ratio in nats) and of its score, 95% intervals over categories. An "
+          "interval covering 0 does not tell the factor from no effect.")
+    doc.table(["readout", "factor", "n pairs", "Δ log-odds [95% CI]", "Δ score [95% CI]", "interval"],
+              [[m, r["factor"], r["n"], ci((r.get("logit") or {}).get("mean"), (r.get("logit") or {}).get("ci")),
+                ci(r["mean"], r["ci"]), (r.get("logit") or {}).get("ci_method") or r.get("ci_note") or "–"]
+               for m, r in sorted(rows, key=size)])
+
+
+def _neutralized_section(doc: Doc, result: dict[str, Any]) -> None:
+    """Neutralized AUROC per readout and per surface predictor, and the change on changed samples."""
+    from harness.cues.neutralized import verdict
+
+    neu = result.get("neutralized") or {}
+    doc.h(2, "Neutralized AUROC: originals vs their format-neutralized twin")
+    doc.p("Each sample with every factor it shows removed (its twin; a sample with nothing removed is "
+          "its own twin). AUROC on the originals and on the twin over the same scored samples, and "
+          "the difference twin − original, intervals from the same resamples of categories. A "
+          "readout whose AUROC falls on the twin was reading the removed format; the surface "
+          "predictors (out-of-fold, the same grouped splits) show how much surface signal the "
+          "neutralizing removed.")
+    doc.ul([verdict(m, n) for m, n in neu.items()])
+    rows = []
+    for m, n in neu.items():
+        a = n["auroc"]
+        rows.append([m, a["n"], n["n_changed"], ci(a["auroc_a"], a.get("auroc_a_ci")),
+                     ci(a["auroc_b"], a.get("auroc_b_ci")), ci(a["diff"], a.get("diff_ci")),
+                     a.get("diff_ci_method") or "–"])
+    surf = result.get("surface") or {}
+    if "error" in surf:
+        doc.p(f"Surface predictors: not computed ({surf['error']}).")
+    for name, a in surf.items():
+        if isinstance(a, dict) and "auroc_a" in a:
+            rows.append([f"surface: {name}", a["n"], "–", ci(a["auroc_a"], a.get("auroc_a_ci")),
+                         ci(a["auroc_b"], a.get("auroc_b_ci")), ci(a["diff"], a.get("diff_ci")),
+                         a.get("diff_ci_method") or "–"])
+    doc.table(["readout", "n", "changed", "AUROC originals", "AUROC twin", "twin − original", "interval"], rows)
+    if surf.get("cv") == "random" or surf.get("valid") is False:
+        doc.p("Surface AUROCs: grouped CV was not valid on these samples (see `data audit`).")
+    doc.h(3, "Change on the changed samples (twin − original)")
+    doc.table(["readout", "n changed", "Δ log-odds [95% CI]", "Δ score [95% CI]", "Δ log-odds, eval",
+               "Δ log-odds, deploy", "unscored"],
+              [[m, n["change"]["delta"]["n"], ci(n["change"]["delta_log_odds"]["mean"], n["change"]["delta_log_odds"].get("ci")),
+                ci(n["change"]["delta"]["mean"], n["change"]["delta"].get("ci")),
+                _fmt(n["change"]["by_label"]["eval"]), _fmt(n["change"]["by_label"]["deploy"]), n["n_unscored"]]
+               for m, n in neu.items()])
+
+
 def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     """cues.json, cues.md, cues.html and the forest plots into `out_dir`; their paths."""
     from harness.reporting import plots  # matplotlib: ~0.7 s, only when writing the report
@@ -102,11 +161,13 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
     doc.h(1, "Causal cue attribution")
     doc.p(f"Model `{st['model']}`, dataset `{st['dataset']}` ({result['n_samples']} samples, "
           f"{result['n_variants']} variants), design `{st['design']}`, edits on the `{st['turns']}` user "
-          f"turn(s). An effect is the mean paired change of the method's score (P(eval)) when the factor "
-          f"is present minus when it is absent; 95% intervals over categories (fewer than 50: the "
+          f"turn(s). " + ("Each sample is compared with its format-neutralized twin (every factor it "
+          f"shows removed); " if st["design"] == "neutralize" else "An effect is the mean paired change "
+          f"of the method's score (P(eval)) when the factor is present minus when it is absent; ") +
+          f"95% intervals over categories (fewer than 50: the "
           f"cluster jackknife deleting whole categories; from 50 on the two-stage bootstrap of categories, "
-          f"then pairs within them, {st['bootstrap']} resamples; each figure names its rule). Factors are ranked by the absolute effect; an interval that "
-          f"covers 0 does not tell the factor from no effect; fewer than 5 pairs get no interval.")
+          f"then pairs within them, {st['bootstrap']} resamples; each figure names its rule). An interval that "
+          f"covers 0 does not tell the change from none; fewer than 5 pairs get no interval.")
     if result.get("partial"):
         doc.p("**Report only** (`--report-only`): from the records in this directory when it was written; "
               "pairs not scored yet count as unscored.")
@@ -116,8 +177,12 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
               f"({len(c['invocations'])} invocation(s), model loading excluded): "
               f"{c['seconds_per_pair']:.2f} s wall-clock, {c['cpu_seconds_per_pair']:.2f} s CPU per sample-factor "
               f"pair, all methods; {c['model_calls']} model calls, {c['cache_hits']} cache hits.")
-    doc.h(2, "Verdicts")
-    doc.ul([factor_verdict(m, rows) for m, rows in result["effects"].items()])
+    if st["design"] == "neutralize":
+        _neutralized_section(doc, result)
+    else:
+        doc.h(2, "Verdicts")
+        doc.ul([factor_verdict(m, rows) for m, rows in result["effects"].items()])
+        _readouts_table(doc, result)
     for m, rows in result["effects"].items():
         doc.h(2, f"{m}: ranked factor effects")
         base = result["baseline"].get(m) or {}
@@ -125,16 +190,22 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
             doc.p(f"Mean score of the originals: {base['mean']:.3f} ({base['n']} scored of "
                   f"{result['n_samples']}).")
         factorial = st["design"] == "factorial"
-        head = ["rank", "factor", "n pairs", "categories", "effect [95% CI]"]
+        head = ["rank", "factor", "n pairs", "categories", "Δ log-odds [95% CI]", "Δ score [95% CI]"]
         head += [] if factorial else ["add", "remove"]
-        head += ["label eval", "label deploy", "unscored"]
+        head += ["label eval", "label deploy", "unscored", "clipped"]
         table = []
         for r in rows:
-            row = [r["rank"], r["factor"], r["n"], r["n_groups"], ci(r["mean"], r["ci"])]
+            lo = r.get("logit") or {}
+            row = [r["rank"], r["factor"], r["n"], r["n_groups"], ci(lo.get("mean"), lo.get("ci")),
+                   ci(r["mean"], r["ci"])]
             if not factorial:
                 row += [_fmt(r["by_direction"]["add"]), _fmt(r["by_direction"]["remove"])]
-            row += [_fmt(r["by_label"]["eval"]), _fmt(r["by_label"]["deploy"]), r["n_unscored"]]
+            row += [_fmt(r["by_label"]["eval"]), _fmt(r["by_label"]["deploy"]), r["n_unscored"],
+                    r.get("n_clipped", 0)]
             table.append(row)
+        doc.p(f"Log-odds: {result.get('scales', {}).get(m, 'logit(P)')}; ranked by the log-odds effect. "
+              f"The splits (add / remove, by label) are on the score; `clipped`: pairs with a score of "
+              f"exactly 0 or 1 held inside the log-odds bound.")
         doc.table(head, table)
         fig = d / f"forest-{slug(m)}.png"
         plots.forest(fig, f"{m}: effect of each factor on the score (95% CI)", [

@@ -1,5 +1,6 @@
-"""Counterfactual samples: each sample with one factor switched (``single`` design), or with every
-on/off combination of up to four factors (``factorial``).
+"""Counterfactual samples: each sample with one factor switched (``single`` design), with every
+on/off combination of up to four factors (``factorial``), or with every factor it shows removed
+(``neutralize``: its format-neutralized twin).
 
 A variant is an ordinary :class:`~harness.core.sample.Sample` (any dataset format, Inspect logs
 included) whose metadata ``extra`` holds ``pair`` (the original's id), ``factor`` and
@@ -8,6 +9,14 @@ included) whose metadata ``extra`` holds ``pair`` (the original's id), ``factor`
 original's. A variant is refused, with the reason, when its own transform cannot apply or when
 it also switches another of the chosen factors (the detectors before and after disagree), so
 every estimated change is the change of one factor.
+
+A ``neutralize`` twin applies, one after another in the order of the factors, the removal of
+each factor the sample shows (each removal checked as in ``single``: a removal that cannot apply
+exactly, or that would switch another factor *on*, is refused with its reason and the factor
+stays); one that also switches off another factor the sample shows is kept and says so
+(``also_removed``). Its metadata ``extra`` holds ``changes`` (the removals made, in order) and
+``kept`` (the factors it still shows; why, in the plan's refusals); a sample with no removal made has no twin (its
+twin is itself: the same prompt, the same score).
 
 A factor whose own code fails (a user's factor from a ``--factors`` file whose ``detect``, ``add``
 or ``remove`` raises anything but :class:`~harness.cues.factors.NotApplicable`) stops the plan
@@ -26,7 +35,8 @@ from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
 from harness.cues.factors import Factor, NotApplicable
 
-DESIGNS = ("single", "factorial")
+DESIGNS = ("single", "factorial", "neutralize")
+NEUTRAL = "neutralized"  # the twin's suffix and factor name
 MAX_FACTORIAL = 4
 SEP = "~"  # between the original's id and the variant's suffix
 
@@ -53,7 +63,9 @@ class Plan:
         for f in self.factors:
             n_with = sum(1 for p in self.present.values() if p[f.name])
             built = Counter(str(v.metadata.extra["direction"]) for v in self.variants
-                            if v.metadata.extra["factor"] == f.name)
+                            if v.metadata.extra["factor"] == f.name
+                            or any(f.name in (c["factor"], *c["also_removed"])
+                                   for c in v.metadata.extra.get("changes", ())))
             reasons = Counter(r["reason"] for r in self.refused if r["factor"] == f.name)
             out[f.name] = {"description": f.description, "n_present": n_with,
                            "n_absent": len(self.present) - n_with, "n_add": built.get("add", 0),
@@ -130,6 +142,10 @@ def build_plan(samples: Sequence[Sample], factors: Sequence[Factor], design: str
                     plan.refused.append({"sample": s.id, "factor": f.name, "direction": d, "reason": str(e)})
                     continue
                 plan.variants.append(_variant(s, f"{f.name}:{d}", out, factor=f.name, direction=d))
+        elif design == "neutralize":
+            twin = _neutralized(s, factors, turns, before, plan.refused)
+            if twin is not None:
+                plan.variants.append(twin)
         else:
             cells, why = _cells(s, factors, turns, before)
             if why:
@@ -164,3 +180,31 @@ def _cells(s: Sample, factors: Sequence[Factor], turns: str, before: dict[str, b
             return [], f"cell {cell_name(want)}: the detectors disagree with the cell"
         out.append(_variant(s, cell_name(want), msgs, factor=cell_name(want), direction="cell", cell=want))
     return out, None
+
+
+def _neutralized(s: Sample, factors: Sequence[Factor], turns: str, before: dict[str, bool],
+                 refused: list[dict[str, str]]) -> Sample | None:
+    """The sample with every factor it shows removed, in order (see the module docstring); None
+    when no removal could be made. Refusals are appended to `refused`."""
+    msgs: Any = s.messages
+    state = dict(before)
+    changes: list[dict[str, Any]] = []
+    for f in factors:
+        if not state[f.name]:
+            continue
+        try:
+            out = _apply(f, msgs, "remove", turns, s)
+            after = _states(factors, out, turns, s)
+            on = [n for n in after if after[n] and not state[n]]
+            if on:
+                raise NotApplicable(f"also switches on {', '.join(on)}")
+        except NotApplicable as e:
+            refused.append({"sample": s.id, "factor": f.name, "direction": "remove", "reason": str(e)})
+            continue
+        changes.append({"factor": f.name,
+                        "also_removed": [n for n in after if n != f.name and state[n] and not after[n]]})
+        msgs, state = out, after
+    if not changes:
+        return None
+    kept = [n for n, on in state.items() if on]
+    return _variant(s, NEUTRAL, msgs, factor=NEUTRAL, direction="remove", changes=changes, kept=kept)

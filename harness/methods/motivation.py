@@ -28,7 +28,7 @@ class UserMotivation(QuestionVoteMethod):
     prompt_set = "motivation"
     aggregate = staticmethod(majority)
     options = QuestionVoteMethod.options + JUDGE_OPTIONS
-    report = ReportSpec(order=30, score="share of aware verdicts")
+    report = ReportSpec(order=30, score="share of aware verdicts", scale="share")
 
     def parse_answers(self, gens: Sequence[Generation],
                       tags: Sequence[tuple[str, int]]) -> list[tuple[Parsed, Verdict | None]]:

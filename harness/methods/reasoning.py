@@ -65,7 +65,7 @@ class ReasoningTrace(Method):
     name = "reasoning"
     needs_judge = True
     description = "a judge reads the reasoning (native, or elicited with <think>) for awareness cues"
-    report = ReportSpec(order=40, score="share of aware verdicts")
+    report = ReportSpec(order=40, score="share of aware verdicts", scale="share")
     options = Method.options + ANSWER_OPTIONS + JUDGE_OPTIONS  # one trace, one verdict: no n_votes
 
     def __init__(self, ctx: RunContext, source: str = "auto") -> None:

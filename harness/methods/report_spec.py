@@ -16,6 +16,10 @@ asks :class:`Specs` for every method it finds in a run; a method nobody declared
   the runs hold enough votes, the kappa-vs-votes experiment (:class:`KappaPair`).
 - ``curve``: the records hold a curve along the model's output; the report plots its mean for
   eval and deploy samples and tabulates the signal it stands on (:class:`Curve`).
+- ``scale``: what kind of number ``score`` is, so effects can be put on the log-odds scale
+  (:mod:`harness.cues.scale`): ``probability`` (a P(eval)), ``share`` (a share of ``n_valid``
+  votes or verdicts), ``log-ratio`` (already a log-ratio, in nats); ``log_odds_detail`` names a
+  ``details`` key that holds the exact log-odds (the probes' ``decision``).
 """
 
 from __future__ import annotations
@@ -73,8 +77,11 @@ class ReportSpec:
     family: Family | None = None
     kappa_pair: KappaPair | None = None
     curve: Curve | None = None
+    scale: str = "probability"
+    log_odds_detail: str | None = None
 
 
+SCALES = ("probability", "share", "log-ratio")
 DEFAULT = ReportSpec()
 _PREFIXES: dict[str, ReportSpec] = {}
 

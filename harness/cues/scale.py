@@ -1,0 +1,66 @@
+"""A record's score on the log-odds scale, as its method declares it (``ReportSpec.scale``).
+
+Readouts saturate: `logprob_question` sits near 0.95-0.998 on SmolLM2, where a shift of one
+log-odds unit moves P(eval) by 0.002 at 0.998 but by 0.2 at 0.5. Effects are compared on the
+log-odds scale (ranked by it), with the raw change beside it:
+
+- ``probability``: logit(p), p held inside [EPS, 1 - EPS] (a score of exactly 0 or 1 in floating
+  point carries no finite log-odds; such a record is counted as ``clipped``);
+- ``share`` (k of n votes or verdicts): the empirical logit log((k + 1/2) / (n - k + 1/2)),
+  finite at 0/n and n/n;
+- ``log-ratio`` (the monitor's nats): the score itself;
+- a ``log_odds_detail`` (the probes' ``decision``): that exact value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from harness.methods import available
+from harness.methods.report_spec import SCALES, ReportSpec, Specs
+
+EPS = 1e-6
+
+
+def specs() -> Specs:
+    return Specs({name: cls.report for name, cls in available().items()})
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def log_odds(record: Mapping[str, Any], spec: ReportSpec) -> tuple[float | None, bool]:
+    """(the record's score on the log-odds scale or None, whether it was clipped at EPS)."""
+    if spec.log_odds_detail:
+        v = _finite((record.get("details") or {}).get(spec.log_odds_detail))
+        if v is not None:
+            return v, False
+    s = _finite(record.get("score"))
+    if s is None:
+        return None, False
+    if spec.scale not in SCALES:
+        raise ValueError(f"unknown score scale {spec.scale!r}")
+    if spec.scale == "log-ratio":
+        return s, False
+    if spec.scale == "share":
+        n = int(record.get("n_valid") or 0)
+        if n > 0:
+            k = min(max(s, 0.0), 1.0) * n
+            return math.log((k + 0.5) / (n - k + 0.5)), False
+    p = min(max(s, EPS), 1.0 - EPS)
+    return math.log(p / (1.0 - p)), p != s
+
+
+def describe(spec: ReportSpec) -> str:
+    """How the readout's log-odds were made, in words (for the report's rows)."""
+    if spec.log_odds_detail:
+        return f"details.{spec.log_odds_detail} (exact)"
+    return {"probability": f"logit(P), P within [{EPS:g}, 1 - {EPS:g}]",
+            "share": "empirical logit of k of n: log((k + 1/2) / (n - k + 1/2))",
+            "log-ratio": "the score (already nats)"}[spec.scale]

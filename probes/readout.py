@@ -1,0 +1,72 @@
+"""A saved probe as a readout of `evalaware cues` (:class:`harness.cues.attribute.Readout`): the
+probe stays frozen (trained elsewhere, e.g. on another dataset's eval/deploy labels); its layer
+and pooling are captured for every original and variant of the cues run directory, with the
+sequence the probe was trained on (prompt only, or prompt + answer), and its P(eval) is written
+as records of method ``name``, so the probe's effects sit beside the methods'.
+
+A sample whose original the probe was trained on is not scored (its score would be in-sample):
+the count is recorded as ``excluded_train_overlap``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import Backend
+from harness.core.errors import EvalAwareError
+from harness.cues.variants import SEP
+from harness.runlog import RunLog
+
+from probes.activations.capture import run_capture
+from probes.apply import apply_probe
+from probes.io import load_probe
+from probes.records import probe_records, write_records
+
+
+class ProbeReadout:
+    """Capture + apply one frozen probe in a cues run directory."""
+
+    def __init__(self, probe_dir: str | Path, model: str | None, backend: Backend | None = None,
+                 engine_opts: dict[str, Any] | None = None, name: str = "probe",
+                 batch_size: int = 8, progress: bool = True) -> None:
+        self.probe_dir, self.model, self.backend = str(probe_dir), model, backend
+        self.engine_opts, self.name = dict(engine_opts or {}), name
+        self.batch_size, self.progress = batch_size, progress
+        self.probe = load_probe(probe_dir)
+        cap = self.probe.meta.get("capture") or {}
+        self.include_answer = bool(cap.get("include_answer", False))
+        train = self.probe.meta.get("train") or {}
+        self.train_ids = set(train.get("sample_ids") or [])
+        self.settings = {"probe": self.probe_dir, "layer": self.probe.layer, "pooling": self.probe.pooling,
+                         "include_answer": self.include_answer, "kind": self.probe.meta.get("kind"),
+                         "label_source": self.probe.meta.get("label_source"),
+                         "train_run": train.get("run"), "train_ids_sha256": train.get("sample_ids_sha256")}
+        if self.probe.meta.get("label_source") not in (None, "truth"):
+            raise EvalAwareError(f"{probe_dir}: a probe trained on {self.probe.meta.get('label_source')!r} "
+                                 f"labels is no eval/deploy readout; train it on the truth labels")
+
+    @property
+    def capture_name(self) -> str:
+        return f"cues-{self.name}-L{self.probe.layer}-{self.probe.pooling}" + ("-answer" if self.include_answer else "")
+
+    def score(self, run_dir: Path) -> dict[str, Any]:
+        """Capture the probe's layer for every sample of `run_dir` (resumable), apply the probe,
+        write its records (replacing earlier ones); what was done."""
+        hidden = self.backend is not None and self.backend.capabilities.hidden_states
+        summary = run_capture(run_dir, layers=str(self.probe.layer), poolings=self.probe.pooling,
+                              model=self.model, name=self.capture_name, batch_size=self.batch_size,
+                              include_answer=self.include_answer, progress=self.progress,
+                              backend=self.backend if hidden else None, engine="hf",
+                              engine_opts=self.engine_opts)
+        with RunLog(run_dir, create=False) as store:
+            res = apply_probe(self.probe, store, self.capture_name)
+            keep = [i for i, sid in enumerate(res["ids"]) if sid.split(SEP)[0] not in self.train_ids]
+            details = {"probe": self.probe.meta.get("kind"), "layer": self.probe.layer,
+                       "pooling": self.probe.pooling, "capture": self.capture_name, "scores": "applied, frozen",
+                       "train_run": (self.probe.meta.get("train") or {}).get("run")}
+            recs = probe_records(store, [res["ids"][i] for i in keep], res["proba"][keep], res["decision"][keep],
+                                 details, method=self.name)
+            write_records(store, recs, self.name)
+        return {"captured": summary.samples_captured, "captured_before": summary.samples_done_before,
+                "scored": len(keep), "excluded_train_overlap": len(res["ids"]) - len(keep),
+                "capture": self.capture_name}
