@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -26,6 +27,13 @@ from probes.train import EvalConfig, evaluate, fit_probe, oof_for
 
 def ids_digest(ids: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
+def messages_digest(sample: Any) -> str:
+    """sha256 of a sample's messages (roles and texts): the same prompt under another id (a
+    dataset that reuses another's prompts) has the same digest."""
+    return hashlib.sha256(json.dumps([[m.role, m.content] for m in sample.messages],
+                                     ensure_ascii=False).encode()).hexdigest()
 
 
 def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, out_dir: str | Path,
@@ -69,7 +77,8 @@ def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, 
         "cv": cv, "layer_selection": selection,
         "train": {"run": str(store.run_dir), "capture": capture, "n": len(data.ids),
                   "n_eval": int(data.y.sum()), "sample_ids": data.ids,
-                  "sample_ids_sha256": ids_digest(data.ids)},
+                  "sample_ids_sha256": ids_digest(data.ids),
+                  "messages_sha256": sorted({messages_digest(s) for s in store.samples() if s.id in set(data.ids)})},
         "score": "sigmoid(((x - scaler_mean) / scaler_scale) . weight + bias) = P(eval)",
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

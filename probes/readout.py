@@ -5,7 +5,10 @@ sequence the probe was trained on (prompt only, or prompt + answer), and its P(e
 as records of method ``name``, so the probe's effects sit beside the methods'.
 
 A sample whose original the probe was trained on is not scored (its score would be in-sample):
-the count is recorded as ``excluded_train_overlap``."""
+the same id, or the same messages under another id (an organism's paired set reuses the demo
+set's prompts as its no-cue side), by the digests the probe recorded; the count is recorded as
+``excluded_train_overlap``. The capture matches the probe's own: layer, pooling, the answer or
+not, and the activations' storage dtype."""
 
 from __future__ import annotations
 
@@ -14,11 +17,12 @@ from typing import Any
 
 from harness.backends.base import Backend
 from harness.core.errors import EvalAwareError
+from harness.core.sample import Sample
 from harness.cues.variants import SEP
 from harness.runlog import RunLog
 
 from probes.activations.capture import run_capture
-from probes.apply import apply_probe
+from probes.apply import apply_probe, messages_digest
 from probes.io import load_probe
 from probes.records import probe_records, write_records
 
@@ -37,13 +41,33 @@ class ProbeReadout:
         self.include_answer = bool(cap.get("include_answer", False))
         train = self.probe.meta.get("train") or {}
         self.train_ids = set(train.get("sample_ids") or [])
+        self.train_texts = set(train.get("messages_sha256") or [])
+        self.store_dtype = str(cap.get("dtype") or "fp16")
         self.settings = {"probe": self.probe_dir, "layer": self.probe.layer, "pooling": self.probe.pooling,
-                         "include_answer": self.include_answer, "kind": self.probe.meta.get("kind"),
+                         "include_answer": self.include_answer, "store_dtype": self.store_dtype,
+                         "kind": self.probe.meta.get("kind"), "text_overlap_checked": bool(self.train_texts),
                          "label_source": self.probe.meta.get("label_source"),
                          "train_run": train.get("run"), "train_ids_sha256": train.get("sample_ids_sha256")}
         if self.probe.meta.get("label_source") not in (None, "truth"):
             raise EvalAwareError(f"{probe_dir}: a probe trained on {self.probe.meta.get('label_source')!r} "
                                  f"labels is no eval/deploy readout; train it on the truth labels")
+
+    def trained_on(self, samples: list[Sample]) -> set[str]:
+        """Ids of the samples whose original (the sample itself, or a variant's ``pair``) the
+        probe was trained on, by id or by messages."""
+        by_id = {s.id: s for s in samples}
+
+        def original(s: Sample) -> Sample:
+            ex = s.metadata.extra
+            is_variant = SEP in s.id and "direction" in ex and str(ex.get("pair")) in by_id
+            return by_id[str(ex["pair"])] if is_variant else s
+
+        out = set()
+        for s in samples:
+            o = original(s)
+            if o.id in self.train_ids or messages_digest(o) in self.train_texts:
+                out.add(s.id)
+        return out
 
     @property
     def capture_name(self) -> str:
@@ -54,13 +78,15 @@ class ProbeReadout:
         write its records (replacing earlier ones); what was done."""
         hidden = self.backend is not None and self.backend.capabilities.hidden_states
         summary = run_capture(run_dir, layers=str(self.probe.layer), poolings=self.probe.pooling,
-                              model=self.model, name=self.capture_name, batch_size=self.batch_size,
+                              dtype=self.store_dtype, model=self.model, name=self.capture_name,
+                              batch_size=self.batch_size,
                               include_answer=self.include_answer, progress=self.progress,
                               backend=self.backend if hidden else None, engine="hf",
                               engine_opts=self.engine_opts)
         with RunLog(run_dir, create=False) as store:
             res = apply_probe(self.probe, store, self.capture_name)
-            keep = [i for i, sid in enumerate(res["ids"]) if sid.split(SEP)[0] not in self.train_ids]
+            trained = self.trained_on(store.samples())
+            keep = [i for i, sid in enumerate(res["ids"]) if sid not in trained]
             details = {"probe": self.probe.meta.get("kind"), "layer": self.probe.layer,
                        "pooling": self.probe.pooling, "capture": self.capture_name, "scores": "applied, frozen",
                        "train_run": (self.probe.meta.get("train") or {}).get("run")}

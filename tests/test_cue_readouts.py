@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -50,6 +51,14 @@ def test_log_odds_follow_each_declared_scale():
     probe = ReportSpec(log_odds_detail="decision")
     assert scale.log_odds({"score": 0.99, "details": {"decision": 7.25}}, probe) == (7.25, False)
     assert scale.log_odds({"score": None}, prob) == (None, False)
+    # one n per method for shares: 5 of 5 and 4 of 4 are the same log-odds (one invalid vote is
+    # no effect); a clipped probability leaves the log-odds effects (None), counted
+    from harness.cues.effects import log_odds_by_id
+    lo, _ = log_odds_by_id([{"sample_id": "a", "score": 1.0, "n_valid": 5},
+                            {"sample_id": "b", "score": 1.0, "n_valid": 4}], share)
+    assert lo["a"] == lo["b"] == pytest.approx(math.log(5.5 / 0.5))
+    lo, clipped = log_odds_by_id([{"sample_id": "a", "score": 1.0}, {"sample_id": "b", "score": 0.5}], prob)
+    assert lo == {"a": None, "b": 0.0} and clipped == {"a"}
     # the methods declare their scales once; the cues analysis reads them
     sp = scale.specs()
     assert sp("monitor").scale == "log-ratio" and sp("motivation").scale == "share"
@@ -105,11 +114,18 @@ def test_neutralize_twin_removes_every_factor_a_sample_shows_and_says_what_it_ke
     t = twins["s04"]
     assert t.id == "s04" + SEP + "neutralized" and t.messages[0].content == TOPICS[2] + "? urgent"
     assert [c["factor"] for c in t.metadata.extra["changes"]] == ["lettered_options", "answer_prefix"]
-    assert twins["s00"].metadata.extra["kept"] == ["grading"]  # run on with its task: refused
+    (kept,) = twins["s00"].metadata.extra["kept"]  # run on with its task: refused, with the reason
+    assert kept["factor"] == "grading" and "other words" in kept["reason"]
     assert "what should i check first your answer will be graded" in twins["s00"].messages[0].content
     assert any(r["sample"] == "s00" and r["factor"] == "grading" for r in plan.refused)
     counts = plan.counts()
     assert counts["lettered_options"]["n_remove"] == 12 and counts["grading"]["n_remove"] == 0
+    # removals run in passes until none applies: the order of the factors does not change the twin
+    rev = build_plan(samples, [FACTORS[n] for n in ("grading", "answer_prefix", "lettered_options")],
+                     design="neutralize")
+    assert {v.id: v.messages for v in rev.variants} == {v.id: v.messages for v in plan.variants}
+    assert [r for r in plan.refused] == [{"sample": "s00", "factor": "grading", "direction": "remove",
+                                          "reason": plan.refused[0]["reason"]}]
 
 
 def test_neutralized_auroc_falls_for_a_format_reader_and_holds_for_a_content_reader(tmp_path, tokenizer):
@@ -150,7 +166,8 @@ def test_neutralized_auroc_falls_for_a_format_reader_and_holds_for_a_content_rea
     neu = s4.metadata.extra["neutralized"]
     assert s4.messages[0].content == TOPICS[2] + "? urgent"
     assert [c["factor"] for c in neu["changes"]] == ["lettered_options", "answer_prefix"]
-    assert neu["p_eval"]["binary"]["drop"] == pytest.approx(sig(1.8) - sig(-0.7), abs=1e-6)
+    assert neu["scores"]["binary"]["drop"] == pytest.approx(sig(1.8) - sig(-0.7), abs=1e-6)
+    assert neu["scores"]["binary"]["log_odds_drop"] == pytest.approx(2.5, abs=1e-6)
     s0 = next(s for s in twin if s.id == "s00").metadata.extra["neutralized"]
     assert s0["kept"][0]["factor"] == "grading" and "other words" in s0["kept"][0]["reason"]
     s1 = next(s for s in twin if s.id == "s01")
@@ -176,6 +193,7 @@ def test_a_frozen_probe_is_a_readout_beside_the_methods(tmp_path, hf_tiny):
         text = s.messages[0].content + (" Your answer will be graded." if graded else "")
         train.append(Sample(s.id, (Message("user", text),), "eval" if graded else "deploy", s.metadata))
     train.append(demo[0])  # one cues original among the probe's training samples
+    demo = demo + [replace(demo[0], id="elsewhere:" + demo[0].id)]  # its prompt under another id
     store = answer_run(tmp_path / "train", train, hf_tiny, answers=False)
     store.close()
     run_capture(tmp_path / "train", layers="all", poolings="mean_prompt", backend=hf_tiny,
@@ -189,16 +207,18 @@ def test_a_frozen_probe_is_a_readout_beside_the_methods(tmp_path, hf_tiny):
     res = run_cues(demo, [FACTORS["grading"], FACTORS["answer_prefix"]], ["logprob"], hf_tiny,
                    tmp_path / "cues", config=CONFIG, n_boot=200, progress=False, readouts=[readout])
     done = res["readouts"]["probe"]
-    n_pairs = 1 + sum(1 for v in build_plan(demo, [FACTORS["grading"], FACTORS["answer_prefix"]]).variants
-                      if v.metadata.extra["pair"] == demo[0].id)
+    trained = {demo[0].id, demo[-1].id}
+    n_pairs = 2 + sum(1 for v in build_plan(demo, [FACTORS["grading"], FACTORS["answer_prefix"]]).variants
+                      if v.metadata.extra["pair"] in trained)
     assert done["excluded_train_overlap"] == n_pairs and done["scored"] == len(demo) + res["n_variants"] - n_pairs
     rows = res["effects"]["probe"]
-    graded = [v for v in build_plan(demo, [FACTORS["grading"]]).variants if v.metadata.extra["pair"] != demo[0].id]
+    graded = [v for v in build_plan(demo, [FACTORS["grading"]]).variants if v.metadata.extra["pair"] not in trained]
     assert rows[0]["factor"] == "grading" and rows[0]["logit"]["mean"] > 0 and rows[0]["n"] == len(graded) > 4
     assert res["settings"]["readouts"]["probe"]["layer"] == meta["layer"]
     assert set(res["effects"]) == {"logprob", "probe"}
     md = (tmp_path / "cues" / "cues.md").read_text()
-    assert "All readouts, ranked by the log-odds effect" in md and "| probe | grading |" in md
+    side = md.split("## All readouts side by side")[1].split("\n## ")[0]
+    assert "| factor | logprob | probe |" in side and "| grading | – | #1: " in side
     # the same call again: nothing captured again, the same effects
     again = run_cues(demo, [FACTORS["grading"], FACTORS["answer_prefix"]], ["logprob"], hf_tiny,
                      tmp_path / "cues", config=CONFIG, n_boot=200, progress=False, readouts=[readout])

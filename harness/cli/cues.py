@@ -78,10 +78,12 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
         raise click.BadParameter(str(e), param_hint="--factors") from None
     if write_neutralized and design != "neutralize":
         raise click.UsageError("--write-neutralized needs --design neutralize")
-    from probes.readout import ProbeReadout  # scikit-learn, safetensors: only when asked
+    def readouts(engine=None) -> list:  # type: ignore[no-untyped-def]
+        if not probe_dir:
+            return []
+        from probes.readout import ProbeReadout  # scikit-learn, safetensors: only when asked
 
-    def readouts(engine=None) -> list[ProbeReadout]:  # type: ignore[no-untyped-def]
-        return [ProbeReadout(probe_dir, opts.model, engine, opts.model_opts(), progress=progress)] if probe_dir else []
+        return [ProbeReadout(probe_dir, opts.model, engine, opts.model_opts(), progress=progress)]
 
     if report_only:
         res = attribute.report_only(opts.samples(), factor_list, method_list, out, design=design, turns=turns,

@@ -60,7 +60,6 @@ def analyze(plan: Plan, run_dir: str | Path, methods: Sequence[str], n_boot: int
         res["interactions"] = {}
     if plan.design == "neutralize":
         res["neutralized"] = {}
-        res["surface"] = neutralized.surface(plan, n_boot, seed)
     sp = scale.specs()
     for m in methods:
         sc = scores_by_id(recs[m])
@@ -85,6 +84,10 @@ def analyze(plan: Plan, run_dir: str | Path, methods: Sequence[str], n_boot: int
                     n_clip[f] = n_clip.get(f, 0) + 1
             res["effects"][m] = with_log_odds(single_effects(plan, sc, n_boot, seed),
                                               single_effects(plan, lo, n_boot, seed), n_clip)
+    if plan.design == "neutralize":
+        shared = [{r["sample"] for r in n["per_sample"]} for n in res["neutralized"].values()]
+        res["surface"] = neutralized.surface(plan, set.intersection(*shared) if shared else None, n_boot, seed)
+        res["kept_by_label"] = neutralized.kept_by_label(plan)
     res["examples"] = examples(plan)
     res["refused"] = plan.refused
     return res

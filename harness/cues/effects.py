@@ -44,13 +44,15 @@ def scores_by_id(records: Iterable[Mapping[str, Any]]) -> dict[str, float | None
 
 def log_odds_by_id(records: Iterable[Mapping[str, Any]], spec: ReportSpec
                    ) -> tuple[dict[str, float | None], set[str]]:
-    """Each record's score on the log-odds scale (:func:`harness.cues.scale.log_odds`), and the
-    ids whose score was clipped to get one."""
+    """Each record's score on the log-odds scale (:func:`harness.cues.scale.log_odds`; None for a
+    clipped one, so its pairs leave the log-odds effects), and the ids whose score was clipped."""
+    records = list(records)
+    n_share = max((int(r.get("n_valid") or 0) for r in records), default=0) or None
     out: dict[str, float | None] = {}
     clipped: set[str] = set()
     for r in records:
-        v, c = log_odds(r, spec)
-        out[str(r["sample_id"])] = v
+        v, c = log_odds(r, spec, n_share)
+        out[str(r["sample_id"])] = None if c else v
         if c:
             clipped.add(str(r["sample_id"]))
     return out, clipped

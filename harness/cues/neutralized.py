@@ -11,7 +11,11 @@ unscored; a sample with no removal made is its own twin, with the same score):
   log-odds (:mod:`harness.cues.scale`), by label too (neutralizing should lower P(eval) on eval
   prompts; on deploy prompts it should do little);
 - the same AUROCs for the surface predictors of ``data audit`` (out-of-fold, grouped CV by
-  category, the same splits on both sides): does neutralizing remove the surface signal?
+  category, the same splits on both sides), on the samples every readout scored on both sides
+  (the readouts' own rows may hold more: a probe leaves out its training samples): does
+  neutralizing remove the surface signal?
+- the factors the twins kept (a removal refused), by label: a readout that holds its AUROC
+  because eval prompts kept their format is told apart from one that does not read it.
 """
 
 from __future__ import annotations
@@ -74,29 +78,44 @@ def readout(plan: Plan, scores: Mapping[str, float | None], log_odds: Mapping[st
     return out
 
 
-def surface(plan: Plan, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """The audit's surface predictors on the originals and on the twin (out-of-fold scores, the
-    same grouped splits): {predictor: paired_auroc(...)}, or {"error": why}."""
+def surface(plan: Plan, ids: set[str] | None = None, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The audit's surface predictors on the originals (those in `ids`, default all) and on their
+    twins (out-of-fold scores, the same grouped splits; the view the edits reach: ``full`` when
+    every user turn is edited): {predictor: paired_auroc(...)}, or {"error": why}."""
     from harness.data.audit import audit  # scikit-learn: only when this report is made
 
+    keep = [i for i, s in enumerate(plan.originals) if ids is None or s.id in ids]
+    orig, twin = [plan.originals[i] for i in keep], [twins(plan)[i] for i in keep]
+    view = "full" if plan.turns == "all" else "first_turn"
     try:
-        a, b = audit(plan.originals, n_boot=0, seed=seed), audit(twins(plan), n_boot=0, seed=seed)
+        a, b = audit(orig, view=view, n_boot=0, seed=seed), audit(twin, view=view, n_boot=0, seed=seed)
     except EvalAwareError as e:
-        return {"error": str(e)}
-    y = [int(s.label == "eval") for s in plan.originals]
-    groups = [s.metadata.category for s in plan.originals]
-    out: dict[str, Any] = {"cv": a.cv, "valid": a.valid}
+        return {"error": str(e), "n": len(orig)}
+    y = [int(s.label == "eval") for s in orig]
+    groups = [s.metadata.category for s in orig]
+    out: dict[str, Any] = {"cv": a.cv, "valid": a.valid, "n": len(orig), "view": view}
     for name in SURFACE:
         if name in a.oof and name in b.oof:
             out[name] = paired_auroc(y, a.oof[name], b.oof[name], groups, n_boot, seed)
     return out
 
 
+def kept_by_label(plan: Plan) -> dict[str, dict[str, int]]:
+    """Per label, how many samples kept each factor (its removal refused)."""
+    label = {s.id: s.label for s in plan.originals}
+    out: dict[str, dict[str, int]] = {"eval": {}, "deploy": {}}
+    for r in plan.refused:
+        d = out.setdefault(label[r["sample"]], {})
+        d[r["factor"]] = d.get(r["factor"], 0) + 1
+    return out
+
+
 def write_neutralized(path: str | Path, plan: Plan, result: Mapping[str, Any]) -> int:
     """The twin as a dataset (JSONL, the native format, readable by every command): one line per
     original, its neutralized messages, and in ``metadata.neutralized`` the removals made, the
-    factors kept with the reasons, and per readout P(eval) before and after. Written atomically;
-    returns the number of lines."""
+    factors kept with the reasons, and per readout its score on the original and the twin, the
+    drop, the drop in log-odds, and what the score is (``scale``: the monitor's is nats). Written
+    atomically; returns the number of lines."""
     by_pair = {str(v.metadata.extra["pair"]): v for v in plan.variants}
     refused: dict[str, list[dict[str, str]]] = {}
     for r in plan.refused:
@@ -110,8 +129,11 @@ def write_neutralized(path: str | Path, plan: Plan, result: Mapping[str, Any]) -
         ex["neutralized"] = {
             "changes": list(v.metadata.extra["changes"]) if v else [],
             "kept": refused.get(s.id, []),
-            "p_eval": {m: {"original": rows[s.id]["score"], "neutralized": rows[s.id]["twin_score"],
-                           "drop": rows[s.id]["score"] - rows[s.id]["twin_score"]}
+            "scores": {m: {"original": rows[s.id]["score"], "neutralized": rows[s.id]["twin_score"],
+                           "drop": rows[s.id]["score"] - rows[s.id]["twin_score"],
+                           "log_odds_drop": None if rows[s.id]["delta_log_odds"] is None
+                           else -rows[s.id]["delta_log_odds"],
+                           "scale": (result.get("scales") or {}).get(m)}
                        for m, rows in measured.items() if s.id in rows}}
         lines.append(replace(s, messages=v.messages if v else s.messages,
                              metadata=replace(s.metadata, extra=ex)).to_json())

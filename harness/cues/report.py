@@ -67,14 +67,26 @@ def examples(plan: Plan, per_factor: int = 2) -> dict[str, list[dict[str, str]]]
     return out
 
 
+def _ranked_effect(r: dict[str, Any]) -> tuple[float | None, list[float] | None, str]:
+    """The effect a row is ranked by: (mean, interval, unit) on the log-odds scale where there is
+    one, else on the score."""
+    lo = r.get("logit") or {}
+    if lo.get("mean") is not None:
+        return lo["mean"], lo.get("ci"), " log-odds"
+    return r.get("mean"), r.get("ci"), ""
+
+
 def factor_verdict(method: str, rows: list[dict[str, Any]]) -> str:
-    """Which factors move this readout: those whose effect's interval excludes 0, largest first."""
-    moved = [r for r in rows if r.get("ci") and (r["ci"][0] > 0 or r["ci"][1] < 0)]
+    """Which factors move this readout: those whose effect's interval (log-odds, as ranked)
+    excludes 0, largest first."""
+    eff = [(r, *_ranked_effect(r)) for r in rows]
+    moved = [(r, m, c, u) for r, m, c, u in eff if c and (c[0] > 0 or c[1] < 0)]
     if not moved:
+        top = next(((r, m, u) for r, m, _, u in eff if m is not None), None)
         return (f"{method}: no factor moves it (none of {len(rows)} factors' intervals excludes 0"
-                + (f"; largest effect {rows[0]['factor']} {rows[0]['mean']:+.3f})" if rows and rows[0].get("mean") is not None else ")"))
+                + (f"; largest effect {top[0]['factor']} {top[1]:+.3f}{top[2]})" if top else ")"))
     return f"{method}: moved by " + ", ".join(
-        f"{r['factor']} ({r['mean']:+.3f} [{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}])" for r in moved) + \
+        f"{r['factor']} ({m:+.3f} [{c[0]:+.3f}, {c[1]:+.3f}]{u})" for r, m, c, u in moved) + \
         f" ({len(moved)} of {len(rows)} factors)"
 
 
@@ -91,23 +103,32 @@ def _atomic_write(path: Path, data: str) -> None:
 
 
 def _readouts_table(doc: Doc, result: dict[str, Any]) -> None:
-    """Every readout's factor effects in one table, ranked by the absolute log-odds effect."""
-    rows = [(m, r) for m, rs in result["effects"].items() for r in rs]
-    if len(result["effects"]) < 2 or not rows:
+    """Every readout's factor effects in one table: a row per factor, per readout its rank within
+    that readout and its log-odds effect; rows by the mean rank over the readouts (ranks, not
+    sizes, are compared across readouts: a monitor's nats, a probe's decision values and a
+    method's logits are different units)."""
+    eff = result["effects"]
+    if len(eff) < 2:
         return
+    ms = list(eff)
+    by = {m: {r["factor"]: r for r in rows} for m, rows in eff.items()}
+    def rank(m: str, f: str) -> int:
+        r = by[m].get(f)
+        return r["rank"] if r is not None and _ranked_effect(r)[0] is not None else len(by[m]) + 1
 
-    def size(mr: tuple[str, dict[str, Any]]) -> float:
-        v = (mr[1].get("logit") or {}).get("mean")
-        return -abs(v) if v is not None else 0.0
+    factors = sorted({f for rows in by.values() for f in rows}, key=lambda f: (sum(rank(m, f) for m in ms), f))
 
-    doc.h(2, "All readouts, ranked by the log-odds effect")
-    doc.p("One row per readout and factor: the paired change of the readout's log-odds (the monitor's "
-          "is already a log-ratio in nats) and of its score, 95% intervals over categories. An "
-          "interval covering 0 does not tell the factor from no effect.")
-    doc.table(["readout", "factor", "n pairs", "Δ log-odds [95% CI]", "Δ score [95% CI]", "interval"],
-              [[m, r["factor"], r["n"], ci((r.get("logit") or {}).get("mean"), (r.get("logit") or {}).get("ci")),
-                ci(r["mean"], r["ci"]), (r.get("logit") or {}).get("ci_method") or r.get("ci_note") or "–"]
-               for m, r in sorted(rows, key=size)])
+    def cell(r: dict[str, Any] | None) -> str:
+        mean, interval, unit = _ranked_effect(r) if r is not None else (None, None, "")
+        if r is None or mean is None:
+            return "–"
+        return f"#{r['rank']}: {ci(mean, interval)}{' (score)' if not unit and mean is not None else ''}"
+
+    doc.h(2, "All readouts side by side")
+    doc.p("Per readout, each factor's rank within that readout and its paired log-odds effect "
+          "[95% CI] (the monitor's unit is nats of its log-ratio, the probe's its decision value: "
+          "sizes are comparable within a column, ranks across columns); rows by the mean rank.")
+    doc.table(["factor", *ms], [[f, *[cell(by[m].get(f)) for m in ms]] for f in factors])
 
 
 def _neutralized_section(doc: Doc, result: dict[str, Any]) -> None:
@@ -138,8 +159,17 @@ def _neutralized_section(doc: Doc, result: dict[str, Any]) -> None:
                          ci(a["auroc_b"], a.get("auroc_b_ci")), ci(a["diff"], a.get("diff_ci")),
                          a.get("diff_ci_method") or "–"])
     doc.table(["readout", "n", "changed", "AUROC originals", "AUROC twin", "twin − original", "interval"], rows)
+    if surf.get("n") is not None and "error" not in surf:
+        doc.p(f"Surface predictors: on the {surf['n']} samples every readout scored on both sides, "
+              f"view `{surf.get('view')}`, {surf.get('cv')} CV.")
     if surf.get("cv") == "random" or surf.get("valid") is False:
         doc.p("Surface AUROCs: grouped CV was not valid on these samples (see `data audit`).")
+    kept = result.get("kept_by_label") or {}
+    if any(kept.values()):
+        doc.p("Factors the twins kept (removal refused), by label: " + "; ".join(
+            f"{lab}: " + (", ".join(f"{f} {n}" for f, n in sorted(d.items())) or "none")
+            for lab, d in kept.items()) + ". A readout that holds its AUROC where eval prompts kept "
+            "their format may still read it.")
     doc.h(3, "Change on the changed samples (twin − original)")
     doc.table(["readout", "n changed", "Δ log-odds [95% CI]", "Δ score [95% CI]", "Δ log-odds, eval",
                "Δ log-odds, deploy", "unscored"],

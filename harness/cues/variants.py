@@ -10,12 +10,12 @@ original's. A variant is refused, with the reason, when its own transform cannot
 it also switches another of the chosen factors (the detectors before and after disagree), so
 every estimated change is the change of one factor.
 
-A ``neutralize`` twin applies, one after another in the order of the factors, the removal of
-each factor the sample shows (each removal checked as in ``single``: a removal that cannot apply
-exactly, or that would switch another factor *on*, is refused with its reason and the factor
-stays); one that also switches off another factor the sample shows is kept and says so
+A ``neutralize`` twin applies, one after another in the order of the factors and in passes
+until a pass removes nothing, the removal of each factor the sample shows (each removal checked
+as in ``single``: a removal that cannot apply exactly, or that would switch another factor *on*,
+is refused and the factor stays, with the reason of the last pass); one that also switches off another factor the sample shows is kept and says so
 (``also_removed``). Its metadata ``extra`` holds ``changes`` (the removals made, in order) and
-``kept`` (the factors it still shows; why, in the plan's refusals); a sample with no removal made has no twin (its
+``kept`` (the factors it still shows, each with the reason its removal was refused); a sample with no removal made has no twin (its
 twin is itself: the same prompt, the same score).
 
 A factor whose own code fails (a user's factor from a ``--factors`` file whose ``detect``, ``add``
@@ -189,22 +189,27 @@ def _neutralized(s: Sample, factors: Sequence[Factor], turns: str, before: dict[
     msgs: Any = s.messages
     state = dict(before)
     changes: list[dict[str, Any]] = []
-    for f in factors:
-        if not state[f.name]:
-            continue
-        try:
-            out = _apply(f, msgs, "remove", turns, s)
-            after = _states(factors, out, turns, s)
-            on = [n for n in after if after[n] and not state[n]]
-            if on:
-                raise NotApplicable(f"also switches on {', '.join(on)}")
-        except NotApplicable as e:
-            refused.append({"sample": s.id, "factor": f.name, "direction": "remove", "reason": str(e)})
-            continue
-        changes.append({"factor": f.name,
-                        "also_removed": [n for n in after if n != f.name and state[n] and not after[n]]})
-        msgs, state = out, after
+    why: dict[str, str] = {}
+    progress = True
+    while progress:  # passes until none removes anything: a removal refused early may apply later
+        progress, why = False, {}
+        for f in factors:
+            if not state[f.name]:
+                continue
+            try:
+                out = _apply(f, msgs, "remove", turns, s)
+                after = _states(factors, out, turns, s)
+                on = [n for n in after if after[n] and not state[n]]
+                if on:
+                    raise NotApplicable(f"also switches on {', '.join(on)}")
+            except NotApplicable as e:
+                why[f.name] = str(e)
+                continue
+            changes.append({"factor": f.name,
+                            "also_removed": [n for n in after if n != f.name and state[n] and not after[n]]})
+            msgs, state, progress = out, after, True
+    kept = [{"factor": n, "reason": why.get(n, "")} for n, on in state.items() if on]
+    refused += [{"sample": s.id, "factor": k["factor"], "direction": "remove", "reason": k["reason"]} for k in kept]
     if not changes:
         return None
-    kept = [n for n, on in state.items() if on]
     return _variant(s, NEUTRAL, msgs, factor=NEUTRAL, direction="remove", changes=changes, kept=kept)
