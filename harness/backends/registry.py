@@ -1,130 +1,107 @@
-"""The one way to reach a model: backends by name, and the engine options each one takes.
+"""The one way to reach a model: backends by name, asked for by what they can do.
 
-:data:`ENGINE_OPTIONS` declares once every option that only some backends take: its name, the
-backends that take it, its command-line flag and help. The command line builds its options from
-it (:mod:`harness.cli.options`), :func:`check_backend` refuses one given to another backend, and
-:func:`make_backend` hands each backend only what it takes. Run, capture, steering and the
-taxonomy all open their model through :func:`open_backend`.
+:data:`BACKEND_CLASSES` is the registry, one line per backend: its name and its classes (the
+first serves; a later one is a variant, e.g. vLLM's capture engine, chosen when a caller needs a
+capability only it has or gives a keyword only it takes). Everything else is read from the
+classes' declarations (:mod:`harness.backends.declare`): the command line builds each backend's
+flags from :func:`backend_options`, :func:`check_backend` refuses another backend's option, a
+lacking capability or a bad ``-M`` engine argument without loading anything, and
+:func:`make_backend` hands each class only the keywords its constructor takes. Run, capture,
+steering and the taxonomy all open their model through :func:`open_backend`.
+
+Adding a backend: its own module with a :class:`~harness.backends.base.Backend` subclass (its
+`options`, `capabilities` and engine-argument declarations), and its line here.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
-from harness.backends.base import Backend
+from harness.backends.base import Backend, refuse_lacking
+from harness.backends.declare import BackendOption, check_engine_args, keywords
 from harness.backends.hf.backend import HFBackend
 from harness.backends.openai.backend import OpenAIBackend
-from harness.backends.openai.http_client import normalize_base_url
-from harness.backends.vllm.backend import VLLMBackend, refuse_data_parallel  # vllm: when started
+from harness.backends.vllm.backend import VLLMBackend  # vllm itself: when an engine starts
+from harness.backends.vllm.capture import VLLMCaptureBackend
 from harness.core import console
 from harness.core.errors import EvalAwareError
 from harness.models.fingerprint import check_model
 
-BACKEND_CLASSES: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend,
-                                              "openai": OpenAIBackend}
+BACKEND_CLASSES: dict[str, tuple[type[Backend], ...]] = {
+    "vllm": (VLLMBackend, VLLMCaptureBackend),
+    "hf": (HFBackend,),
+    "openai": (OpenAIBackend,),
+}
 BACKENDS = tuple(BACKEND_CLASSES)
 
 
-@dataclass(frozen=True)
-class EngineOption:
-    """An engine setting that only `backends` take; `name` is the backend's keyword."""
-
-    name: str
-    backends: tuple[str, ...]
-    help: str
-    click: dict[str, Any] = field(default_factory=dict)  # type, multiple, choices, min, range
-    dest: str | None = None  # the command line's parameter name when it is not `name`
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def param(self) -> str:
-        return self.dest or self.name
+def backend_options() -> tuple[BackendOption, ...]:
+    """Every backend's own options, each once (the command line's backend-specific flags)."""
+    seen: dict[str, BackendOption] = {}
+    for classes in BACKEND_CLASSES.values():
+        for cls in classes:
+            for o in cls.options:
+                seen.setdefault(o.name, o)
+    return tuple(seen.values())
 
 
-ENGINE_OPTIONS: tuple[EngineOption, ...] = (
-    EngineOption("tensor_parallel_size", ("vllm",), "vLLM: GPUs per model.", {"min": 1}),
-    EngineOption("pipeline_parallel_size", ("vllm",), "vLLM: pipeline stages (multi-node with Ray).",
-                 {"min": 1}),
-    EngineOption("data_parallel_size", ("vllm",),
-                 "vLLM: engine replicas. vLLM 0.32 takes it only in `vllm serve` (offline LLM "
-                 "refuses it): serve with `--data-parallel-size N` and use --backend openai, or "
-                 "give --base-url per replica.", {"min": 1}),
-    EngineOption("distributed_executor_backend", ("vllm",),
-                 "vLLM: how tensor/pipeline workers are started (ray for multi-node).",
-                 {"choices": ("mp", "ray", "uni", "external_launcher")}),
-    EngineOption("gpu_memory_utilization", ("vllm",), "vLLM: share of GPU (CPU: host) memory.",
-                 {"range": (0.0, 1.0)}),
-    EngineOption("max_model_len", ("vllm",), "vLLM: context length.", {"min": 1}),
-    EngineOption("base_url", ("openai",),
-                 "openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several times to "
-                 "spread requests over replicas serving the same model (a failing one's "
-                 "requests go to the others).", {"multiple": True}, dest="base_urls"),
-    EngineOption("max_concurrency", ("openai",),
-                 "openai: requests in flight per server, over all of a run's tasks (default 256; "
-                 "set it to the server's --max-num-seqs: vLLM's default is 256, 1024 on an "
-                 "H100/H200, 128 on CPU). 429/5xx answers are retried with backoff.", {"min": 1}),
-    EngineOption("top_logprobs", ("openai",),
-                 "openai: logprobs per position the server returns (vLLM: up to --max-logprobs; "
-                 "OpenAI: 20).", {"type": int}),
-)
-"""Options that only some backends take (a value given for another backend is refused)."""
-
-BY_NAME = {o.name: o for o in ENGINE_OPTIONS}
-
-COMMON = {"hf": {"dtype", "device", "batch_size", "trust_remote_code", "tokenizer", "revision"},
-          "openai": {"tokenizer", "api_key", "timeout", "max_retries"}}
-"""The keywords hf and openai take besides their :data:`ENGINE_OPTIONS`; vllm takes every other
-keyword (its engine's own, e.g. ``seed``, ``enforce_eager``), except these of hf and openai:"""
-NOT_VLLM = {"device", "batch_size", "api_key", "timeout", "max_retries"}
+def option_owners(name: str) -> tuple[str, ...]:
+    """The backends that declare the option `name`."""
+    return tuple(k for k, classes in BACKEND_CLASSES.items()
+                 if any(name in (o.name for o in c.options) for c in classes))
 
 
-def _takes(kind: str, key: str) -> bool:
-    opt = BY_NAME.get(key)
-    if opt is not None:
-        return kind in opt.backends
-    return key not in NOT_VLLM if kind == "vllm" else key in COMMON[kind]
+def backends_with(*needs: str) -> tuple[str, ...]:
+    """The backends with a class that has every capability of `needs`."""
+    return tuple(k for k, classes in BACKEND_CLASSES.items()
+                 if any(not c.capabilities.lacks(needs) for c in classes))
 
 
-def make_backend(kind: str, model: str, **opts: Any) -> Backend:
-    """Create a backend by name; options it does not take, or given as None, are dropped."""
+def takes(kind: str, keyword: str) -> bool:
+    """Whether a class of backend `kind` takes `keyword` (e.g. an API key)."""
+    return any(keyword in keywords(c) for c in BACKEND_CLASSES.get(kind, ()))
+
+
+def backend_class(kind: str, needs: Sequence[str] = (), given: Sequence[str] = ()) -> type[Backend]:
+    """The class of backend `kind` that has the capabilities `needs`: the first one, unless a
+    variant's own keyword is in `given`. Refuses an unknown backend or a lacking capability,
+    naming it and the backends that have it."""
     if kind not in BACKEND_CLASSES:
         raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
-    kept = {k: v for k, v in opts.items() if v is not None and _takes(kind, k)}
-    if kind == "openai":
-        return OpenAIBackend(model=model, **kept)
-    return BACKEND_CLASSES[kind](model, **kept)
+    first, *variants = BACKEND_CLASSES[kind]
+    able = [c for c in (first, *variants) if not c.capabilities.lacks(needs)]
+    if not able:
+        refuse_lacking(first, needs, " or ".join(backends_with(*needs)))
+    own = [c for c in able if c is not first and set(given) & (keywords(c) - keywords(first))]
+    return (own or able)[0]
 
 
-def check_backend(kind: str, model: str, opts: dict[str, Any],
-                  flags: dict[str, str] | None = None) -> None:
-    """Refuse without loading anything what cannot work: an unknown backend, another backend's
-    option, openai without a server URL, a model that is not on this machine (hf, vllm).
-    `flags` names the command-line options in messages (default ``--option-name``)."""
-    flag = lambda k: (flags or {}).get(k) or "--" + k.replace("_", "-")  # noqa: E731
-    if kind not in BACKENDS:
-        raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
-    wrong = sorted(k for k, v in opts.items() if v not in (None, (), []) and k in BY_NAME
-                   and kind not in BY_NAME[k].backends)
+def make_backend(kind: str, model: str, needs: Sequence[str] = (), **opts: Any) -> Backend:
+    """Create a backend by name (the class :func:`backend_class` picks); options its constructor
+    does not take, or given as None, are dropped."""
+    given = [k for k, v in opts.items() if v is not None]
+    cls = backend_class(kind, needs, given)
+    kept = {k: v for k, v in opts.items() if v is not None and k in keywords(cls)}
+    return cls(model=model, **kept)
+
+
+def check_backend(kind: str, model: str, opts: dict[str, Any], flags: Mapping[str, str] | None = None,
+                  needs: Sequence[str] = ()) -> None:
+    """Refuse without loading anything what cannot work: an unknown backend, one without the
+    capabilities `needs`, another backend's option, a bad ``engine_args`` (``-M``), what the
+    class's own check refuses (openai without a server URL), a model that is not on this machine
+    (backends with `local_weights`). `flags` names the command-line options in messages."""
+    flag: Callable[[str], str] = lambda k: (flags or {}).get(k) or "--" + k.replace("_", "-")  # noqa: E731
+    cls = backend_class(kind, needs, [k for k, v in opts.items() if v is not None])
+    wrong = sorted(k for k, v in opts.items() if v not in (None, (), [])
+                   and option_owners(k) and kind not in option_owners(k))
     if wrong:
-        raise EvalAwareError("; ".join(f"{flag(k)} applies to the {'/'.join(BY_NAME[k].backends)} "
+        raise EvalAwareError("; ".join(f"{flag(k)} applies to the {'/'.join(option_owners(k))} "
                                        f"backend" for k in wrong) + f", not to {kind}")
-    if kind == "openai" and not opts.get("base_url"):
-        raise EvalAwareError(f"the openai backend needs {flag('base_url')} (the server's URL)")
-    if kind == "openai":
-        urls = opts["base_url"]
-        for url in [urls] if isinstance(urls, str) else urls:
-            try:
-                normalize_base_url(url)
-            except ValueError as e:
-                raise EvalAwareError(f"{flag('base_url')}: {e}") from None
-    if kind == "vllm":
-        refuse_data_parallel(opts.get("data_parallel_size"))
-    if kind in ("hf", "vllm"):
+    check_engine_args(cls, opts.get("engine_args") or {}, flags)
+    cls.check_options(model, opts, flag)
+    if cls.capabilities.local_weights:
         check_model(model, opts.get("revision"))  # a hub id not cached is downloaded on opening
 
 

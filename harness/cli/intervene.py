@@ -42,7 +42,7 @@ def _rerun(method: str) -> bool:
                 keywords={"auto": None, "none": []}, among=lambda c: _rerun(c.name))
 @click.option("--monitor-sentences", type=click.Path(exists=True, dir_okay=False),
               help="Sentence-pair file (default: the built-in monitor pairs).")
-@run_options(dataset=None, judge=False, backends=("hf", "vllm", "openai"), default_backend="hf",
+@run_options(dataset=None, judge=False, default_backend="hf",
              model_help="Default: the run's model.")
 @click.option("--batch-size", type=bounds.batch(), default=16, show_default=True)
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)

@@ -10,7 +10,9 @@ and checks them the same way:
   checks the backends without loading them, opens them (:meth:`RunOptions.open_model`,
   :meth:`RunOptions.open_judge`) and loads the samples (:meth:`RunOptions.samples`).
   ``--dtype`` is always the model's dtype (``activations capture`` stores activations in
-  ``--store-dtype``).
+  ``--store-dtype``). Each backend's own flags come from its class's declared ``options``; a
+  command names the capabilities it needs (``needs``), never backends (:class:`BackendKind`);
+  ``-M key=value`` passes engine arguments the backend does not model to its engine.
 - :func:`method_options`: the methods' settings, one flag per option declared in
   :mod:`harness.methods.config` (view, person, votes, sampling, token limits, ``--constrain``, the
   logprob methods' words and coverage gate, ...) that the command's methods read, with prompt
@@ -49,7 +51,9 @@ from harness.methods import REGISTRY, Method, MethodConfig, ordered_methods, rea
 from harness.methods.base import check_person
 from harness.methods.config import OPTIONS, MethodOption
 from harness.methods.prompts import PromptLibrary
-from harness.backends.registry import BACKENDS, ENGINE_OPTIONS, check_backend, open_backend
+from harness.backends.declare import CAPABILITY_TEXT, BackendOption, parse_engine_args
+from harness.backends.registry import (BACKENDS, backend_class, backend_options, backends_with, check_backend,
+                                       open_backend, takes)
 from harness.core.sample import LABELS, Sample
 from harness.data.subset import select
 from harness.methods.token_limits import PLAIN, default_token_limits
@@ -151,23 +155,23 @@ def _grouped(options: Sequence[Callable[[F], F]], into: str,
 
 # --- the model, its engine, the judge, the dataset --------------------------------------------
 
+SHARED_FLAGS = {"dtype": "--dtype", "tokenizer": "--tokenizer", "revision": "--revision",
+                "trust_remote_code": "--trust-remote-code", "api_key": "--api-key-env"}
+"""The flags of the engine settings every backend may take (named when ``-M`` repeats one)."""
+
+
 @dataclass(frozen=True)
 class EngineOptions:
-    """Engine settings of the model under test (and of a separate judge where they apply);
-    :func:`harness.backends.registry.check_backend` refuses one given to a backend that does not take it."""
+    """Engine settings of the model under test (and of a separate judge where they apply):
+    the shared ones, each backend's own (`specific`, by command-line parameter name:
+    :func:`~harness.backends.registry.backend_options`) and the ``-M`` engine arguments
+    (`engine_args`, the model under test only); :func:`harness.backends.registry.check_backend`
+    refuses one given to a backend that does not take it."""
 
     dtype: str = "auto"
     tokenizer: str | None = None
-    hf_batch_size: int = 8
-    tensor_parallel_size: int | None = None  # the backend-specific ones: ENGINE_OPTIONS
-    pipeline_parallel_size: int | None = None
-    data_parallel_size: int | None = None
-    distributed_executor_backend: str | None = None
-    gpu_memory_utilization: float | None = None
-    max_model_len: int | None = None
-    base_urls: tuple[str, ...] = ()
-    max_concurrency: int | None = None
-    top_logprobs: int | None = None
+    specific: dict[str, Any] = field(default_factory=dict)
+    engine_args: dict[str, Any] = field(default_factory=dict)
     api_key_env: str = "OPENAI_API_KEY"
     trust_remote_code: bool = False
     enable_thinking: bool | None = None
@@ -188,17 +192,23 @@ class EngineOptions:
         """Chat-template switches (recorded in the manifest)."""
         return {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
 
+    def value(self, o: BackendOption) -> Any:
+        """A backend's own option as given (None: not given; a repeated flag as a list)."""
+        v = self.specific.get(o.param)
+        return (list(v) or None) if isinstance(v, (tuple, list)) else v
+
     def backend_opts(self, backend: str) -> dict[str, Any]:
-        """The options :func:`harness.backends.registry.open_backend` takes for the model under test."""
-        specific = {o.name: getattr(self, o.param) for o in ENGINE_OPTIONS}
-        specific["base_url"] = list(self.base_urls) or None
-        return dict(dtype=self.dtype, tokenizer=self.tokenizer, batch_size=self.hf_batch_size,
-                    **specific, api_key=self.api_key if backend == "openai" else None,
+        """The options :func:`harness.backends.registry.open_backend` takes for the model under test
+        (the key is read only for a backend that takes one)."""
+        return dict(dtype=self.dtype, tokenizer=self.tokenizer,
+                    **{o.name: self.value(o) for o in backend_options()},
+                    engine_args=self.engine_args or None,
+                    api_key=self.api_key if takes(backend, "api_key") else None,
                     trust_remote_code=self.trust_remote_code or None, revision=self.revision)
 
     def given(self) -> list[str]:
         """The flags of the backend-specific options given a value."""
-        return [o.flag for o in ENGINE_OPTIONS if getattr(self, o.param) not in (None, ())]
+        return [o.flag for o in backend_options() if self.value(o) is not None]
 
 
 @dataclass(frozen=True)
@@ -208,6 +218,7 @@ class RunOptions:
     model: str | None
     backend: str
     engine: EngineOptions = field(default_factory=EngineOptions)
+    needs: tuple[str, ...] = ()  # the capabilities the command needs of the model's backend
     judge_model: str | None = None
     judge_backend: str | None = None
     judge_base_url: str | None = None
@@ -231,7 +242,8 @@ class RunOptions:
 
     def check_model(self) -> None:
         """Refuse, without loading it, a model or engine setting that cannot work."""
-        check_backend(self.backend, str(self.model), self.model_opts())
+        check_backend(self.backend, str(self.model), self.model_opts(), flags=SHARED_FLAGS,
+                      needs=self.needs)
 
     @property
     def separate_judge(self) -> bool:
@@ -259,7 +271,7 @@ class RunOptions:
 
     def open_model(self, stack: ExitStack, **extra: Any) -> Backend:
         """The model under test, closed with `stack`."""
-        return stack.enter_context(open_backend(self.backend, str(self.model),
+        return stack.enter_context(open_backend(self.backend, str(self.model), needs=self.needs,
                                                 **{**self.model_opts(), **extra}))
 
     def open_judge(self, stack: ExitStack) -> Backend:
@@ -276,9 +288,35 @@ class RunOptions:
         return self.open_judge(stack) if self.separate_judge else engine
 
 
-def _engine_option(o: Any) -> Callable[[F], F]:
-    """The click option of one :class:`~harness.backends.registry.EngineOption`."""
+class BackendKind(click.ParamType):
+    """The type of ``--backend``: a registered backend's name. One without the capabilities the
+    command needs (`needs`) is refused naming the capability (an EvalAwareError: one line, exit 2)."""
+
+    name = "backend"
+
+    def __init__(self, needs: Sequence[str] = ()) -> None:
+        self.needs = tuple(needs)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join(backends_with(*self.needs)) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value not in BACKENDS:
+            self.fail(f"{value!r} is not one of {', '.join(map(repr, BACKENDS))}", param, ctx)
+        backend_class(value, self.needs)
+        return value
+
+
+def _can(needs: Sequence[str]) -> str:
+    """The capabilities `needs` in words ("capture hidden states")."""
+    return " and ".join(CAPABILITY_TEXT.get(n, (n,))[0] for n in needs)
+
+
+def _engine_option(o: BackendOption) -> Callable[[F], F]:
+    """The click option of one backend's declared :class:`~harness.backends.declare.BackendOption`."""
     kw = dict(o.click)
+    if kw.get("type") == "batch":
+        kw["type"] = bounds.batch()
     if "choices" in kw:
         kw["type"] = click.Choice(list(kw.pop("choices")))
     if "min" in kw:
@@ -290,23 +328,31 @@ def _engine_option(o: Any) -> Callable[[F], F]:
 
 
 def run_options(*, model_required: bool = False, dataset: str | None = "required",
-                judge: bool = True, backends: Sequence[str] = BACKENDS, default_backend: str = "vllm",
+                judge: bool = True, needs: Sequence[str] = (), default_backend: str = "vllm",
                 model_help: str = "Asset name (smollm2), local path, or hub id in the local HF cache.",
                 engine_alias: bool = False) -> Callable[[F], F]:
-    """--model, --backend, the engine settings, (`judge`) --judge-model/--judge-backend/
-    --judge-base-url and (`dataset`: "required", "optional" or None) --dataset with --label,
-    --label-field, --limit and --first; the command gets ``opts`` (:class:`RunOptions`)."""
+    """--model, --backend (one with the capabilities `needs`), the engine settings, -M,
+    (`judge`) --judge-model/--judge-backend/--judge-base-url and (`dataset`: "required",
+    "optional" or None) --dataset with --label, --label-field, --limit and --first; the command
+    gets ``opts`` (:class:`RunOptions`)."""
+    alias = " (`--engine` is its old name)" if engine_alias else ""
     opts: list[Callable[[F], F]] = [
         click.option("--model", required=model_required, help=model_help),
         click.option("--backend", *(["--engine"] if engine_alias else []), "backend",
-                     type=click.Choice(list(backends)), default=default_backend, show_default=True,
-                     help="Inference backend" + (" (`--engine` is its old name)." if engine_alias else ".")),
+                     type=BackendKind(needs), default=default_backend, show_default=True,
+                     help=f"Inference backend{alias}" + (f"; one that can {_can(needs)}: "
+                                                         f"{', '.join(backends_with(*needs))}." if needs else ".")),
         click.option("--dtype", default="auto", show_default=True,
                      help="The model's dtype (auto: the checkpoint's); a separate judge gets it too."),
         click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai)."),
-        click.option("--hf-batch-size", type=bounds.batch(), default=8, show_default=True,
-                     help="hf: prompts per forward pass."),
-        *map(_engine_option, ENGINE_OPTIONS),
+        *map(_engine_option, backend_options()),
+        click.option("-M", "--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
+                     help="An engine argument the backend does not model, passed as is (repeatable; "
+                          "the value is JSON when it parses, else a string; recorded): vllm: to "
+                          "LLM(...) (e.g. -M enable_prefix_caching=false); hf: to from_pretrained "
+                          "(e.g. -M attn_implementation=eager); openai: refused (give them to `vllm "
+                          "serve`). A setting the backend has a flag for, or one its engine does not "
+                          "know, is refused."),
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
                      help="openai: env var holding the key."),
         click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code."),
@@ -321,17 +367,21 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         opts += [
             click.option("--judge-model", "--judge", "judge_model",
                          help="Judge model (default: the model under test)."),
-            click.option("--judge-backend", type=click.Choice(list(BACKENDS)), help="Judge backend (default: --backend)."),
+            click.option("--judge-backend", type=BackendKind(), help="Judge backend (default: --backend)."),
             click.option("--judge-base-url", help="Judge server URL (openai backend)."),
         ]
     if dataset:
         opts.append(click.option("--dataset", required=dataset == "required",
                                  help="Dataset file, directory of Inspect logs, or `demo`."))
     engine_keys = {f.name for f in fields(EngineOptions)}
+    own = {o.param for o in backend_options()}
 
     def build(v: dict[str, Any]) -> RunOptions:
-        eng = EngineOptions(**{k: v.pop(k) for k in list(v) if k in engine_keys})
-        return RunOptions(engine=eng, **v)
+        specific = {k: v.pop(k) for k in list(v) if k in own}
+        engine_args = parse_engine_args(v.pop("engine_args"))
+        eng = EngineOptions(specific=specific, engine_args=engine_args,
+                            **{k: v.pop(k) for k in list(v) if k in engine_keys})
+        return RunOptions(engine=eng, needs=tuple(needs), **v)
 
     def deco(f: F) -> F:
         g = _grouped(opts, "opts", build)

@@ -8,11 +8,10 @@ from dataclasses import replace
 
 import click
 
-from harness.backends.base import refuse_steering
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
 from harness.core.errors import EvalAwareError
-from harness.backends.registry import BACKEND_CLASSES, open_backend
+from harness.backends.registry import open_backend
 from harness.run.loop import needs_judge
 from harness.runlog import RunLog
 
@@ -100,7 +99,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 
 @steer.command("run")
 @click.option("--vector", "vector_dir", required=True, type=click.Path(exists=True))
-@run_options(backends=("hf", "vllm", "openai"), default_backend="hf",
+@run_options(needs=("steering",), default_backend="hf",
              model_help="Default: the vector's model.")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @methods_option("logprob_question", "The methods run under each alpha.")
@@ -131,7 +130,6 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
       evalaware steer run --vector vectors/smollm2 --layers 10,15 --alphas -0.5,0,0.5 \\
           --backend vllm --dataset demo --samples all --out runs/steer_vllm
     """
-    refuse_steering(BACKEND_CLASSES[opts.backend])  # by the class: before any engine is touched
     method_list = methods
     vec = load_vector(vector_dir)
     layer_ids = [vec.best_layer()] if not layers else [int(x) for x in layers.split(",") if x.strip()]
@@ -149,7 +147,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
     opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
     samples = opts.samples(among=lambda ss: select_samples(ss, vec, which))
     with ExitStack() as backends:
-        engine = opts.open_model(backends, enforce_eager=True if opts.backend == "vllm" else None)
+        engine = opts.open_model(backends, enforce_eager=True)  # where taken: hooks need eager
         judge = opts.judge_for(backends, engine, method_list)
         want, got = vec.meta.get("weights_sha256"), engine.identity.get("weights_sha256")
         if want and got and want != got and not force:

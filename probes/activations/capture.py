@@ -14,16 +14,20 @@ from tqdm.auto import tqdm
 from harness.core.errors import EvalAwareError
 from harness.runlog.provenance import git_revision, package_versions
 from harness.runlog.lock import writes_run_dir
-from harness.backends.registry import open_backend
+from harness.backends.declare import keywords
+from harness.backends.registry import backend_class, backends_with, open_backend
 from harness.core.sample import Sample
 from harness.runlog import RunLog
 
-from harness.backends.base import Backend
+from harness.backends.base import Backend, refuse_lacking
 from harness.backends.vllm.hidden import text_config_shape
 from harness.models.fingerprint import local_model_path
 from probes.activations.store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
 from probes.activations.pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
 from probes.activations.sequences import CaptureItem, build_items
+
+
+HIDDEN = ("hidden_states",)  # what a capture needs of its backend
 
 
 def parse_layers(spec: str, n_layers: int) -> list[int]:
@@ -105,9 +109,7 @@ def capture(store: RunLog, backend: Backend, layers: Sequence[int], poolings: Se
     captured again (`repaired_shards`).
 
     `backend` has the `hidden_states` capability (hf; vllm started with these layers)."""
-    if not backend.capabilities.hidden_states:
-        raise EvalAwareError(f"the {backend.kind} backend gives no hidden states; capture with "
-                             f"--backend hf or vllm")
+    refuse_lacking(backend, HIDDEN, " or ".join(backends_with(*HIDDEN)))
     layout = backend.hidden_layout()
     if dtype not in DTYPES:
         raise EvalAwareError(f"--store-dtype {dtype!r}: use fp16, bf16 or fp32")
@@ -188,6 +190,16 @@ DTYPES_NP = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32}
 """numpy dtype used for the overflow check (bf16 has float32's range)."""
 
 
+def _open(engine: str, model: str, layers: str, opts: dict[str, Any]) -> Backend:
+    """Backend `engine` for capture (its class with the `hidden_states` capability); one started
+    for the layers it captures gets their ids, read from the model's config."""
+    if "hidden_state_layers" in keywords(backend_class(engine, HIDDEN)):
+        n_layers, _ = text_config_shape(local_model_path(model, opts.get("revision")),
+                                        bool(opts.get("trust_remote_code")))
+        opts = {**opts, "hidden_state_layers": parse_layers(layers, n_layers)}
+    return open_backend(engine, model, needs=HIDDEN, **opts)
+
+
 @writes_run_dir("run_dir", create=False)
 def run_capture(run_dir: str | Path, layers: str = "all",
                 poolings: str | Sequence[str] = DEFAULT_POOLINGS, dtype: str = "fp16",
@@ -203,9 +215,10 @@ def run_capture(run_dir: str | Path, layers: str = "all",
     model is loaded (dtype, trust_remote_code, ...; :class:`harness.cli.options.EngineOptions`);
     `dtype` is the storage dtype of the activations.
 
-    `engine` names the backend (hf, or vllm started for the capture's layers), opened through
-    :func:`harness.backends.registry.open_backend`; `backend` (an already opened one with the
-    `hidden_states` capability) skips loading, for tests and benchmarks."""
+    `engine` names a backend with the `hidden_states` capability, opened through
+    :func:`harness.backends.registry.open_backend` (one that takes ``hidden_state_layers``, vLLM's
+    capture engine, is started for the layers it captures: their ids come from the model's
+    config); `backend` (an already opened one) skips loading, for tests and benchmarks."""
     store = RunLog(run_dir, create=False)
     own_backend = backend is None
     try:
@@ -217,22 +230,10 @@ def run_capture(run_dir: str | Path, layers: str = "all",
             raise EvalAwareError(f"{run_dir}: the run's manifest names no model; pass --model")
         pools = parse_poolings(poolings)
         opts = {k: v for k, v in (engine_opts or {}).items() if v is not None}
-        if backend is not None:
-            layer_ids = parse_layers(layers, backend.hidden_layout().n_layers)
-        elif engine == "hf":
-            backend = open_backend("hf", name_or_path, **{**opts, "device": device,
-                                                          "batch_size": batch_size})
-            layer_ids = parse_layers(layers, backend.hidden_layout().n_layers)
-        elif engine == "vllm":
-            # the engine is started for the layers it captures: their ids come from the config
-            n_layers, _ = text_config_shape(local_model_path(name_or_path),
-                                            bool(opts.get("trust_remote_code")))
-            layer_ids = parse_layers(layers, n_layers)
-            keep = ("dtype", "gpu_memory_utilization", "max_model_len", "trust_remote_code")
-            backend = open_backend("vllm", name_or_path, hidden_state_layers=layer_ids,
-                                   **{k: v for k, v in opts.items() if k in keep})
-        else:
-            raise EvalAwareError(f"--engine {engine!r}: use hf or vllm")
+        if backend is None:
+            backend = _open(engine, name_or_path, layers, {**opts, "device": device,
+                                                           "batch_size": batch_size})
+        layer_ids = parse_layers(layers, backend.hidden_layout().n_layers)
         want = run_identity.get("weights_sha256")
         got = backend.identity.get("weights_sha256")
         if want and got and want != got and model is None:

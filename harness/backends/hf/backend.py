@@ -6,11 +6,12 @@ This is the reference implementation for log-probabilities and activations.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from harness.backends.declare import BackendOption, engine_identity
 from harness.backends.hooks import add_to_residual, capture_pooled, num_layers, steerable_layers
 
 from harness.models.assets import resolve_model
@@ -29,17 +30,21 @@ CONVENTION = ("hf: id i < L is the residual stream entering block i (0 = embeddi
 
 
 class HFBackend(Backend):
-    """transformers `AutoModelForCausalLM`. `dtype="auto"`: float32 on CPU, bfloat16 on CUDA."""
+    """transformers `AutoModelForCausalLM`. `dtype="auto"`: float32 on CPU, bfloat16 on CUDA.
+    `engine_args` go to ``from_pretrained`` as they are (e.g. ``attn_implementation``)."""
 
     kind = "hf"
-    capabilities = Capabilities(hidden_states=True, steering=True, structured_output=True)
+    capabilities = Capabilities(hidden_states=True, steering=True, structured_output=True,
+                                local_weights=True)
+    options = (BackendOption("batch_size", "hf: prompts per forward pass (default 8).",
+                             {"type": "batch"}, dest="hf_batch_size", flag_name="--hf-batch-size"),)
+    engine_args_to = "transformers' from_pretrained"
+    sets_itself = frozenset({"pretrained_model_name_or_path", "torch_dtype", "config"})
 
     def __init__(self, model: str, dtype: str = "auto", device: str | None = None,
                  batch_size: int = 8, trust_remote_code: bool = False,
                  tokenizer: str | None = None, revision: str | None = None,
-                 keep_kv_bytes: int = 1 << 30) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
-
+                 keep_kv_bytes: int = 1 << 30, engine_args: Mapping[str, Any] | None = None) -> None:
         self.model_name = model
         path = local_model_path(model, revision)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -48,34 +53,23 @@ class HFBackend(Backend):
         if dtype not in _DTYPES:
             raise BackendError(f"unknown dtype {dtype!r}; use one of {', '.join(sorted(_DTYPES))}")
         self.dtype = _DTYPES[dtype]
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer) if tokenizer else path,
-                                                           trust_remote_code=trust_remote_code)
-            self.model = AutoModelForCausalLM.from_pretrained(
-                path, dtype=getattr(torch, self.dtype), trust_remote_code=trust_remote_code
-            ).to(self.device).eval()
-        except OSError as e:
-            raise BackendError(f"cannot load model {model!r}: {e}") from e
+        self.tokenizer, self.model = _load(model, path, resolve_model(tokenizer) if tokenizer else path,
+                                           self.dtype, self.device, trust_remote_code, engine_args or {})
         self.batch_size = batch_size
+        self.settings = {"batch_size": batch_size, **({"engine_args": dict(engine_args)}
+                                                      if engine_args else {})}
         # The KV caches of the last first-token call, for the continuations asked right after
         # (tokenizer-aware scoring): at most `keep_kv_bytes`; 0 keeps none.
         self.keep_kv_bytes = keep_kv_bytes
         self._kept: dict[tuple[int, ...], tuple[PromptBatch, int]] = {}
         self._kept_under: Any = None  # the steering key the kept caches were computed under
         self._steer_key: Any = None
-        self.pad_id = self.tokenizer.pad_token_id
-        if self.pad_id is None:
-            self.pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
-        eos = self.model.generation_config.eos_token_id
-        eos = [eos] if isinstance(eos, int) else list(eos or [])
-        if self.tokenizer.eos_token_id is not None:
-            eos.append(self.tokenizer.eos_token_id)
-        self.eos_ids = sorted(set(eos))
+        self.pad_id, self.eos_ids = _pad_and_eos(self.tokenizer, self.model)
         self.model_info = model_identity(path)
         if revision:  # the snapshot's directory was loaded: name the model and revision asked for
             self.model_info.update(model=model, revision=revision)
         self._identity = {"backend": "hf", "weights_sha256": self.model_info["weights_sha256"],
-                          "dtype": self.dtype}
+                          "dtype": self.dtype, **engine_identity(engine_args)}
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -136,7 +130,7 @@ class HFBackend(Backend):
         self._kept = {}
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        from transformers import GenerationConfig, LogitsProcessorList  # heavy (see __init__)
+        from transformers import LogitsProcessorList  # heavy: ~2 s to import
 
         self.forget_prompts()
         out: list[Generation | None] = [None] * len(requests)
@@ -145,12 +139,7 @@ class HFBackend(Backend):
             groups.setdefault(r.params, []).append(i)
         for params, idx in groups.items():
             greedy = params.temperature <= 0.0
-            cfg = GenerationConfig(
-                max_new_tokens=params.max_tokens, do_sample=not greedy,
-                temperature=None if greedy else params.temperature,
-                top_p=None if greedy else params.top_p, top_k=None,
-                pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-            )
+            cfg = _generation_config(params, self.pad_id, self.eos_ids)
             for batch in by_length([requests[i].prompt_ids for i in idx], self.batch_size):
                 batch = [idx[b] for b in batch]
                 ids, mask, _ = self.left_pad([requests[i].prompt_ids for i in batch])
@@ -164,12 +153,7 @@ class HFBackend(Backend):
                                               **extra)
                 new = gen[:, ids.shape[1]:].cpu().tolist()
                 for row, i in enumerate(batch):
-                    toks, finish = new[row], "length"
-                    for j, t in enumerate(toks):
-                        if t in self.eos_ids:
-                            toks, finish = toks[:j], "stop"
-                            break
-                    out[i] = self._decode_generation(toks, finish)
+                    out[i] = self._decode_generation(*_until_eos(new[row], self.eos_ids))
         return [g for g in out if g is not None]
 
     def _grammar(self, structured: StructuredOutput) -> list[Any]:
@@ -209,13 +193,7 @@ class HFBackend(Backend):
         self.check_steering(steering)
         additions = {l: torch.from_numpy(v) for l, v in steering.arrays().items()}
         before, self._steer_key = self._steer_key, steering.key()
-        state = {"on": True}
-        handle = None
-        if steering.positions == "generated":
-            def pre(mod: Any, args: tuple, kwargs: dict) -> None:
-                cache = kwargs.get("past_key_values")
-                state["on"] = cache is not None and int(cache.get_seq_length()) > 0
-            handle = self.model.register_forward_pre_hook(pre, with_kwargs=True)
+        state, handle = _gate(self.model, steering.positions == "generated")
         try:
             with add_to_residual(self.model, additions, gate=lambda: state["on"]):
                 yield
@@ -249,3 +227,69 @@ class HFBackend(Backend):
         del self.model
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()
+
+
+def _load(model: str, path: str, tokenizer: str, dtype: str, device: str, trust_remote_code: bool,
+          engine_args: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(tokenizer, model in eval mode on `device`); `engine_args` go to ``from_pretrained``, and
+    one transformers does not know is refused by name."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
+
+    try:
+        tok = AutoTokenizer.from_pretrained(tokenizer, trust_remote_code=trust_remote_code)
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype),
+                                                  trust_remote_code=trust_remote_code, **engine_args)
+    except OSError as e:
+        raise BackendError(f"cannot load model {model!r}: {e}") from e
+    except TypeError as e:  # transformers hands a keyword it does not know to the model's class
+        bad = [k for k in engine_args if repr(k) in str(e)]
+        if not bad:
+            raise
+        raise BackendError(f"-M {', '.join(bad)}: not an engine argument of "
+                           f"{HFBackend.engine_args_to} ({e})") from None
+    return tok, lm.to(device).eval()
+
+
+def _pad_and_eos(tokenizer: Any, model: Any) -> tuple[int, list[int]]:
+    """The padding id (the tokenizer's, else its end of sequence, else 0) and the ids that end a
+    generation (the model's and the tokenizer's)."""
+    pad = tokenizer.pad_token_id
+    if pad is None:
+        pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    eos = model.generation_config.eos_token_id
+    eos = [eos] if isinstance(eos, int) else list(eos or [])
+    if tokenizer.eos_token_id is not None:
+        eos.append(tokenizer.eos_token_id)
+    return pad, sorted(set(eos))
+
+
+def _generation_config(params: Any, pad_id: int, eos_ids: list[int]) -> Any:
+    """transformers' GenerationConfig of `params` (greedy at temperature 0)."""
+    from transformers import GenerationConfig  # heavy: ~2 s to import
+
+    greedy = params.temperature <= 0.0
+    return GenerationConfig(max_new_tokens=params.max_tokens, do_sample=not greedy,
+                            temperature=None if greedy else params.temperature,
+                            top_p=None if greedy else params.top_p, top_k=None,
+                            pad_token_id=pad_id, eos_token_id=eos_ids)
+
+
+def _until_eos(toks: list[int], eos_ids: Sequence[int]) -> tuple[list[int], str]:
+    """The generated ids before the first end-of-sequence id, and why generation stopped."""
+    for j, t in enumerate(toks):
+        if t in eos_ids:
+            return toks[:j], "stop"
+    return toks, "length"
+
+
+def _gate(model: Any, generated_only: bool) -> tuple[dict[str, bool], Any]:
+    """The steering gate's state and, for `generated_only`, the pre-hook that turns it on only
+    in forward passes that extend a non-empty KV cache (remove it after)."""
+    state = {"on": True}
+    if not generated_only:
+        return state, None
+
+    def pre(mod: Any, args: tuple, kwargs: dict) -> None:
+        cache = kwargs.get("past_key_values")
+        state["on"] = cache is not None and int(cache.get_seq_length()) > 0
+    return state, model.register_forward_pre_hook(pre, with_kwargs=True)

@@ -43,7 +43,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.core.errors import BackendError
+from harness.backends.declare import BackendOption
+from harness.core.errors import BackendError, EvalAwareError
 from harness.core.reasoning import split_reasoning
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView,
                    SamplingParams, TokenIds, top_k_rows)
@@ -54,21 +55,50 @@ from harness.backends.openai.wire import TokenNames, chat_fields, chunks_of, com
 __all__ = ["OpenAIBackend", "normalize_base_url"]
 
 
-class OpenAIBackend(Backend):
-    """Client for an OpenAI-compatible server.
+OPTIONS = (
+    BackendOption("base_url", "openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several "
+                  "times to spread requests over replicas serving the same model (a failing "
+                  "one's requests go to the others).", {"multiple": True}, dest="base_urls"),
+    BackendOption("max_concurrency", "openai: requests in flight per server, over all of a run's "
+                  "tasks (default 256; set it to the server's --max-num-seqs: vLLM's default is "
+                  "256, 1024 on an H100/H200, 128 on CPU). 429/5xx answers are retried with "
+                  "backoff.", {"min": 1}),
+    BackendOption("top_logprobs", "openai: logprobs per position the server returns (vLLM: up to "
+                  "--max-logprobs; OpenAI: 20).", {"type": int}),
+)
+# -M is refused: the engine is the server's (`vllm serve` takes its engine arguments), and a
+# request field passed on would change every answer without changing the call cache's keys
+ENGINE_ARGS_REFUSAL = ("its engine is the server's: give engine arguments to `vllm serve`; "
+                       "request fields would change answers the call cache does not tell apart")
 
-    `model` is the served model name (None: the only model listed by `/v1/models`; an asset name
-    such as "smollm2" also matches a server started on the asset's path). `tokenizer` (path or
-    asset name; default: `model` when it is local) decodes generated ids and maps token strings.
-    `weights` (path or asset name) names the local weights the server serves, for the identity
-    hash (default: `model` when it is a local path or an asset).
-    `vllm_extensions` (default: not `chat_mode`) sends vLLM-only request fields; structured output
-    needs them (the `structured_output` capability says so).
-    `base_url` may be a list of servers serving the same model; `max_concurrency` is per server.
-    """
+
+def check_base_urls(urls: str | Sequence[str] | None, flag: str) -> None:
+    """Refuse no server URL, or one that is not a URL (`flag` names the option in messages)."""
+    if not urls:
+        raise EvalAwareError(f"the openai backend needs {flag} (the server's URL)")
+    for url in [urls] if isinstance(urls, str) else urls:
+        try:
+            normalize_base_url(url)
+        except ValueError as e:
+            raise EvalAwareError(f"{flag}: {e}") from None
+
+
+class OpenAIBackend(Backend):
+    """Client for an OpenAI-compatible server. `model`: the served model's name (None: the only
+    one `/v1/models` lists; an asset name such as "smollm2" matches a server started on its path).
+    `tokenizer` and `weights` (paths or asset names; default `model` when local): the decoder of
+    ids and token strings, and the weights the identity hashes. `vllm_extensions` (default: not
+    `chat_mode`): vLLM-only request fields (structured output needs them). `base_url`: one or
+    several servers of the same model; `max_concurrency` is per server."""
 
     kind = "openai"
-    capabilities = Capabilities(structured_output=True)  # a vLLM server's structured_outputs
+    capabilities = Capabilities(structured_output=True, streaming=True)  # narrowed per instance
+    options = OPTIONS
+    engine_args_refusal = ENGINE_ARGS_REFUSAL
+
+    @classmethod
+    def check_options(cls, model: str, opts: dict[str, Any], flag: Any) -> None:
+        check_base_urls(opts.get("base_url"), flag("base_url"))
 
     def __init__(self, base_url: str | Sequence[str], model: str | None = None, api_key: str | None = None,
                  tokenizer: str | None = None, weights: str | None = None,
@@ -84,8 +114,7 @@ class OpenAIBackend(Backend):
                                    backoff_cap)
         self.pool, self.stats = self.http.pool, self.http.stats
         self.base_urls = self.http.shown_urls  # redacted: settings, manifests, messages
-        self.base_url = self.base_urls[0]
-        self.device = ", ".join(self.base_urls)
+        self.base_url, self.device = self.base_urls[0], ", ".join(self.base_urls)
         self.max_concurrency = max_concurrency
         self.top_logprobs = int(top_logprobs)
         self.chat_mode = chat_mode

@@ -77,8 +77,8 @@ def hidden_from_tensors(data: dict[str, torch.Tensor], expect_ids: Sequence[int]
 
 
 class VLLMHiddenStates:
-    """The `hidden_states` capability of :class:`harness.backends.vllm.backend.VLLMBackend`: an
-    engine started with ``hidden_state_layers`` writes, per request, the residual stream at those
+    """The `hidden_states` capability of :class:`harness.backends.vllm.capture.VLLMCaptureBackend`:
+    an engine started with ``hidden_state_layers`` writes, per request, the residual stream at those
     layer ids, which :meth:`pooled_hidden_states` reads back and pools. Such an engine serves
     hidden states only (prefix caching off, no steering or grammar)."""
 

@@ -1,0 +1,118 @@
+"""What a backend class declares about itself, and the checks made from it.
+
+A :class:`~harness.backends.base.Backend` subclass declares, at class level:
+
+- ``options``: its own settings (:class:`BackendOption`): the command line's flags, the refusal
+  of a flag given to another backend and the recorded ``settings`` come from them;
+- ``capabilities``: what it can do beyond the contract (:class:`~harness.backends.base.Capabilities`);
+  commands ask for these (:data:`CAPABILITY_TEXT` says each in words), never for a backend's name;
+- ``engine_args_to``: where ``-M key=value`` engine arguments it does not model go (None:
+  refused), and ``sets_itself``: the engine arguments it sets itself (refused as ``-M``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from harness.core.errors import EvalAwareError
+
+BackendClass = Any  # a Backend subclass (harness.backends.base imports this module)
+
+
+@dataclass(frozen=True)
+class BackendOption:
+    """A setting one backend declares: `name` is its constructor keyword. `click` describes the
+    flag's type without importing click (``min``, ``range``, ``choices``, ``multiple``, ``type``);
+    `dest` is the command line's parameter name when it is not `name`, `flag` its flag when not
+    ``--name``."""
+
+    name: str
+    help: str
+    click: dict[str, Any] = field(default_factory=dict)
+    dest: str | None = None
+    flag_name: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return self.flag_name or "--" + self.name.replace("_", "-")
+
+    @property
+    def param(self) -> str:
+        return self.dest or self.name
+
+
+CAPABILITY_TEXT: dict[str, tuple[str, str]] = {
+    "hidden_states": ("capture hidden states", "activations are read inside the model"),
+    "steering": ("steer", "steering adds vectors inside the model, which needs local weights"),
+    "local_weights": ("load a model directory", "the weights are loaded on this machine"),
+    "structured_output": ("constrain answers", "generation follows a grammar"),
+    "streaming": ("stream", "many calls share one running batch"),
+}
+"""Each capability a command may ask for: (what it lets a backend do, why some cannot)."""
+
+
+def keywords(cls: BackendClass) -> frozenset[str]:
+    """The keywords `cls`'s constructor takes (besides the model), with those a ``**kwargs``
+    hands on to its base class's constructor."""
+    out: set[str] = set()
+    for klass in cls.__mro__[:-1]:  # not object
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters.values()
+        out |= {p.name for p in params if p.name not in ("self", "model")
+                and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return frozenset(out)
+
+
+def parse_engine_args(pairs: Iterable[str]) -> dict[str, Any]:
+    """``key=value`` strings (``-M``) as a dict: a value that parses as JSON is that value
+    (``true``, ``3``, ``{"a": 1}``), else the string. A key given twice or without ``=`` is refused."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, raw = pair.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise EvalAwareError(f"-M {pair!r}: give an engine argument as key=value (e.g. "
+                                 f"-M enable_prefix_caching=false)")
+        if key in out:
+            raise EvalAwareError(f"-M {key}: given twice")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def engine_identity(args: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What ``-M`` engine arguments add to a backend's identity (the call cache's keys): they may
+    change what the model computes (a quantization, an attention kernel), so calls made under
+    other ones are not reused; nothing when none are given (the keys stay as they were)."""
+    return {"engine_args": dict(sorted(args.items()))} if args else {}
+
+
+def check_engine_args(cls: BackendClass, args: Mapping[str, Any],
+                      flags: Mapping[str, str] | None = None) -> None:
+    """Refuse, without loading anything, engine arguments `cls` cannot take: any on a backend
+    without ``engine_args_to``, one it models (a keyword or a declared option; `flags` names the
+    command line's flag for it) or sets itself, and one its engine does not know (where the
+    class can tell: ``known_engine_args``)."""
+    if not args:
+        return
+    if cls.engine_args_to is None:
+        raise EvalAwareError(f"-M {', '.join(sorted(args))}: the {cls.kind} backend takes no engine "
+                             f"arguments ({cls.engine_args_refusal})")
+    flags = {**{o.name: o.flag for o in cls.options}, **(flags or {})}
+    for key in sorted(args):
+        if key in keywords(cls) or key in cls.sets_itself or key in flags:
+            how = f"; use {flags[key]}" if key in flags else ""
+            raise EvalAwareError(f"-M {key}: the {cls.kind} backend sets it itself{how}")
+    known = cls.known_engine_args()
+    unknown = sorted(k for k in args if known is not None and k not in known)
+    if unknown:
+        raise EvalAwareError(f"-M {', '.join(unknown)}: not an engine argument of "
+                             f"{cls.engine_args_to}")
