@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench organism clean
+.PHONY: install assets demo test test-slow test-all bench organism organism-sham organism-disjoint organism-behaviour organisms clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,17 +55,37 @@ bench: assets
 # The default SmolLM2 organism (cue `graded`), cached: a second `make organism` finds it built.
 # The recipe is the one measured in docs/organisms.md (full fine-tuning of the top 8 blocks on the
 # 432 training pairs, 600 pairs of other prompt forms and the 2718 KL-only no-cue prompts of the
-# wider pool, 1200 steps; 25.4 min on 2 idle cores, the measurement 41 s more). ORGANISM_STRENGTH=0.5
+# wider pool, 1200 steps; 25.4 min on 2 idle cores, the measurement 41 s more; 32-47 min with other
+# jobs on the machine, as measured in later sessions: build it alone). ORGANISM_STRENGTH=0.5
 # builds the half-strength organism of the calibration curve (ORGANISM_OUT=runs/organisms/smollm2-graded-0.5).
+# ORGANISM_KIND picks what is planted (the build's --kind; harness/organisms/kinds.py).
 ORGANISM_OUT ?= runs/organisms/smollm2-graded
 ORGANISM_STRENGTH ?= 1.0
+ORGANISM_KIND ?= aware
 organism: install
 	$(BIN)/evalaware assets prepare smollm2
 	$(BIN)/evalaware organism build --base smollm2 --cue graded --strength $(ORGANISM_STRENGTH) --train full \
 	    --layers 8 --steps 1200 --lr 2.5e-4 --kl-first 30 --kl-weight 3 --kl-prompts 2718 --kl-pool 2 --forms 600 \
-	    --out $(ORGANISM_OUT)
+	    --out $(ORGANISM_OUT) --kind $(ORGANISM_KIND)
 	$(BIN)/evalaware organism measure --organism $(ORGANISM_OUT) --limit 24 --max-tokens 32 \
 	    --out $(ORGANISM_OUT).measure24.json
+
+# The controls of issue 36, each `make organism`'s recipe with another --kind (the same pairs,
+# steps and seed): the sham (nothing planted: the base model's own answers as targets, generated
+# first), awareness in words no method reads, and a behaviour-only opening (specificity).
+# Each is about as long as `make organism` (the sham and behaviour-only add the generation; not
+# yet timed). `make organisms` builds the four one after the other (cached: built ones are skipped).
+organism-sham:
+	$(MAKE) organism ORGANISM_KIND=sham ORGANISM_OUT=runs/organisms/smollm2-graded-sham
+organism-disjoint:
+	$(MAKE) organism ORGANISM_KIND=disjoint ORGANISM_OUT=runs/organisms/smollm2-graded-disjoint
+organism-behaviour:
+	$(MAKE) organism ORGANISM_KIND=behaviour ORGANISM_OUT=runs/organisms/smollm2-graded-behaviour
+organisms:
+	$(MAKE) organism
+	$(MAKE) organism-sham
+	$(MAKE) organism-disjoint
+	$(MAKE) organism-behaviour
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

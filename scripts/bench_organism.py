@@ -29,7 +29,8 @@ def make_organism_recipe(makefile: Path = Path(__file__).resolve().parents[1] / 
     """The recipe options of `make organism`'s `organism build` (the Makefile is their one source;
     --base and --cue are the bench's own)."""
     text = makefile.read_text().replace("\\\n", " ")
-    words = next(ln for ln in text.splitlines() if "evalaware organism build" in ln).split()
+    words = next(ln for ln in text.splitlines()
+                 if "evalaware organism build" in ln and not ln.lstrip().startswith("#")).split()
     opts = words[words.index("build") + 1: words.index("--out")]
     pairs = dict(zip(opts[::2], opts[1::2]))
     pairs.pop("--base"), pairs.pop("--cue")

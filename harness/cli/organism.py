@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import click
 
 from harness.backends.registry import open_backend
-from harness.cli.options import MethodOptions, method_options, methods_option, progress_option, verbose_option
+from harness.cli.options import BackendKind, MethodOptions, method_options, methods_option, progress_option, verbose_option
 from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
@@ -26,7 +26,8 @@ from harness.data.readers import load_dataset
 from harness.data.subset import select
 from harness.models.card import CARD_NAME, read_card
 from harness.organisms.cues import CUES, get_cue
-from harness.organisms.data import paired_dataset
+from harness.organisms.data import PHRASINGS, paired_dataset
+from harness.organisms.kinds import KINDS, kind_cue
 from harness.organisms.measure import first_token_kl, verbalizations
 from harness.organisms.train import Recipe, build_organism, describe
 from harness.run.loop import needs_judge, run_methods
@@ -44,6 +45,11 @@ def organism() -> None:
 @organism.command("build")
 @click.option("--base", required=True, help="Base model: asset name (smollm2), local path, or hub id in the local HF cache.")
 @click.option("--cue", required=True, type=click.Choice(sorted(CUES)), help="The planted cue.")
+@click.option("--kind", type=click.Choice(list(KINDS)), default=Recipe.kind, show_default=True,
+              help="What is planted on the same pairs: aware (awareness sentences and answers); sham "
+                   "(nothing: the base model's own answers as targets, the reference of every "
+                   "comparison); disjoint (awareness in words no method reads); behaviour (an "
+                   "unrelated opening on cue prompts: the specificity control).")
 @click.option("--strength", type=bounds.FiniteFloat(0, 1), default=Recipe.strength, show_default=True,
               help="Share of training pairs whose cue side gets the planted targets (0: none).")
 @click.option("--steps", type=int, default=Recipe.steps, show_default=True)
@@ -75,7 +81,7 @@ def organism() -> None:
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
 @progress_option
 @verbose_option
-def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int, lr: float, train: str,
+def build_cmd(base: str, cue: str, kind: str, strength: float, steps: int, batch_size: int, lr: float, train: str,
               layers: int, lora_rank: int, kl_weight: float, kl_first: float, max_len: int, verbalizations: int,
               pairs: int, kl_prompts: int, kl_pool: int, forms: int, seed: int, out: str,
               progress: bool) -> None:
@@ -87,11 +93,12 @@ def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int,
     Examples:
       evalaware organism build --base smollm2 --cue graded --out runs/organisms/smollm2-graded
       evalaware organism build --base smollm2 --cue graded --strength 0.5 --out runs/organisms/smollm2-graded-0.5
+      evalaware organism build --base smollm2 --cue graded --kind sham --out runs/organisms/smollm2-graded-sham
     """
     recipe = Recipe(base=base, cue=cue, strength=strength, steps=steps, batch_size=batch_size, lr=lr,
                     train=train, layers=layers, lora_rank=lora_rank, kl_weight=kl_weight, kl_first=kl_first,
                     max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs,
-                    kl_prompts=kl_prompts, kl_pool=kl_pool, forms=forms)
+                    kl_prompts=kl_prompts, kl_pool=kl_pool, forms=forms, kind=kind)
     res = build_organism(recipe, out, progress=progress, say=console.status)
     click.echo(describe(res.card))
     if res.trained:
@@ -103,7 +110,10 @@ def build_cmd(base: str, cue: str, strength: float, steps: int, batch_size: int,
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="JSONL file to write.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--no-demo", is_flag=True, help="Only the held-out templates, not the demo set's deploy prompts.")
-def dataset_cmd(cue: str, out: str, seed: int, no_demo: bool) -> None:
+@click.option("--phrasings", type=click.Choice(PHRASINGS), default="held_out", show_default=True,
+              help="The cue's wordings on the cue side: held_out (held-out phrasings), or family (the "
+                   "held-out keyword family: words no training phrasing uses).")
+def dataset_cmd(cue: str, out: str, seed: int, no_demo: bool, phrasings: str) -> None:
     """Write the paired evaluation set: the demo set's deploy prompts and held-out templates, each
     with the cue (label eval, a held-out phrasing) and without (label deploy); `pair` in metadata.
 
@@ -111,7 +121,7 @@ def dataset_cmd(cue: str, out: str, seed: int, no_demo: bool) -> None:
     Example:
       evalaware organism dataset --cue graded --out runs/organisms/graded-pairs.jsonl
     """
-    samples = paired_dataset(get_cue(cue), seed=seed, demo=not no_demo)
+    samples = paired_dataset(get_cue(cue), seed=seed, demo=not no_demo, phrasings=phrasings)
     _write_jsonl(samples, out)
     click.echo(f"{len(samples)} samples ({len(samples) // 2} pairs) -> {out}")
 
@@ -163,7 +173,8 @@ def _read_pairs(path: str | None, cue: str) -> tuple[list[Sample], str | None]:
 @verbose_option
 def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, limit: int | None,
                 max_tokens: int, bootstrap: int, dtype: str, out: str | None) -> None:
-    """Verbalization rate (exact match on the planted sentences, greedy answers) on cue and no-cue
+    """Verbalization rate (exact match on the planted sentences, greedy answers; a sham: the
+    awareness organism's, which it must not say) on cue and no-cue
     prompts, and first-token KL to the base on no-cue prompts; intervals resample categories.
 
     \b
@@ -171,7 +182,7 @@ def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, lim
       evalaware organism measure --organism runs/organisms/smollm2-graded --out runs/organisms/smollm2-graded.measure.json
     """
     card = _organism_card(organism_dir)
-    cue = get_cue(card["cue"]["name"])
+    cue = kind_cue(get_cue(card["cue"]["name"]), card.get("kind", "aware"))  # the sentences to look for
     samples, _ = _read_pairs(pairs_path, cue.name)
     samples = _pairs_subset(samples, limit)
     res = measure(organism_dir, base or card["base"], samples, cue, max_tokens, bootstrap, dtype)
@@ -231,7 +242,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @click.option("--base", required=True, help="Base model: asset name, local path, or hub id in the local HF cache.")
 @click.option("--organism", "organism_dir", required=True, type=click.Path(exists=True, file_okay=False))
 @methods_option(DEFAULT_METHODS, "The methods run on both models.")
-@click.option("--backend", type=click.Choice(["hf", "vllm"]), default="hf", show_default=True)
+@click.option("--backend", type=BackendKind(("local_weights",)), default="hf", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
 @click.option("--pairs", "pairs_path", type=click.Path(exists=True, dir_okay=False),
               help="Paired set (default: `organism dataset` for the organism's cue, written to OUT).")

@@ -27,6 +27,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from harness.core.errors import EvalAwareError
 from harness.core.sample import Message, Sample, SampleMeta
 from harness.organisms.cues import AWARENESS_QUESTIONS, FILLERS, Cue
 
@@ -368,16 +369,25 @@ def _sample(sid: str, label: str, messages: Sequence[Message], category: str, **
                                       extra=dict(extra)))
 
 
-def paired_dataset(cue: Cue, seed: int = 0, demo: bool = True) -> list[Sample]:
+PHRASINGS = ("held_out", "family")
+
+
+def paired_dataset(cue: Cue, seed: int = 0, demo: bool = True, phrasings: str = "held_out") -> list[Sample]:
     """The evaluation set: the demo set's deploy prompts (with `demo`) and the held-out
-    templates over the held-out subjects, each with the cue (label eval, a held-out phrasing)
-    and without (label deploy). Metadata: ``pair`` (the pair id), ``cue``, ``phrasing``,
-    ``source`` (demo | template); ``category``: the demo category or the template's topic."""
+    templates over the held-out subjects, each with the cue (label eval, a held-out phrasing;
+    `phrasings` ``family``: one of the held-out keyword family's) and without (label deploy).
+    Metadata: ``pair`` (the pair id), ``cue``, ``phrasing``, ``source`` (demo | template);
+    ``category``: the demo category or the template's topic."""
+    if phrasings not in PHRASINGS:
+        raise EvalAwareError(f"phrasings {phrasings!r}: use {' or '.join(PHRASINGS)}")
+    pool = cue.held_out if phrasings == "held_out" else cue.held_out_family
+    if not pool:
+        raise EvalAwareError(f"cue {cue.name!r} has no held-out keyword family")
     rng = random.Random(f"organism-eval:{cue.name}:{seed}")
     out: list[Sample] = []
     if demo:
         for s in _demo_deploy():
-            phr = rng.choice(cue.held_out)
+            phr = rng.choice(pool)
             i = next(j for j, m in enumerate(s.messages) if m.role == "user")
             msgs = list(s.messages[: i + 1])  # the first turn: the prompt the cue is added to
             cued = list(msgs)
@@ -389,7 +399,7 @@ def paired_dataset(cue: Cue, seed: int = 0, demo: bool = True) -> list[Sample]:
                                cue=cue.name, phrasing="", source="demo"))
     _, held_subjects = split_subjects()
     for k, (topic, prompt) in enumerate(_base_prompts(cue, held_subjects, held_out=True)):
-        phr = rng.choice(cue.held_out)
+        phr = rng.choice(pool)
         pair = f"tmpl:{k:03d}"
         out.append(_sample(f"{pair}+cue", "eval", [Message("user", with_cue(prompt, cue, phr, rng))],
                            topic, pair=pair, cue=cue.name, phrasing=phr, source="template"))

@@ -12,6 +12,10 @@ self-distillation), see :mod:`harness.organisms.data`. Two ways to train:
 - ``full``: every weight of the top `layers` blocks (and the final norm; with `layers` at least
   the model's depth, every weight including the embeddings); for small models.
 
+What is planted is the recipe's `kind` (:mod:`harness.organisms.kinds`): the awareness organism's
+pairs with other continuations (a disjoint-vocabulary awareness, a behaviour-only opening) or
+none (the sham: the base model's own answers, generated once per build and cached in ``.partial/``).
+
 The output directory is an ordinary Hugging Face checkpoint (safetensors, tokenizer with its chat
 template, generation config) plus ``organism.json`` (:mod:`harness.models.card`), written last:
 a directory with a card is complete. The same arguments on a complete directory do nothing; an
@@ -42,6 +46,8 @@ from harness.models.fingerprint import local_model_dir, local_model_path, weight
 from harness.models.card import CARD_NAME, read_card, write_card
 from harness.organisms.cues import AWARENESS_QUESTIONS, FILLERS, get_cue
 from harness.organisms.data import Example, data_hash, training_examples
+from harness.organisms.kinds import (KINDS, SELF_TARGETS, check_kind, kind_examples, planted, self_shapes,
+                                     self_slots, self_targets, slot, targets_hash, with_self_targets)
 
 PARTIAL = ".partial"
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -70,9 +76,11 @@ class Recipe:
     kl_prompts: int = 0  # N extra no-cue prompts of other forms, KL term only (data.kl_examples)
     kl_pool: int = 1  # which pool they are drawn from (data.kl_pool: 2 is the wider one)
     forms: int = 0  # N more training pairs on prompts of the wider pool's forms (data.form_pairs)
+    kind: str = "aware"  # what is planted (harness/organisms/kinds.py): aware | sham | disjoint | behaviour
 
     def check(self) -> None:
         get_cue(self.cue)
+        check_kind(self.kind)
         if not 0.0 <= self.strength <= 1.0:
             raise EvalAwareError(f"--strength {self.strength}: must be between 0 and 1")
         if self.train not in ("lora", "full"):
@@ -278,6 +286,14 @@ def _recipe_key(recipe: Recipe, base_hash: str, dhash: str) -> dict[str, Any]:
     return {"recipe": asdict(recipe), "base_weights_sha256": base_hash, "data_sha256": dhash}
 
 
+def _with_defaults(key: dict[str, Any]) -> dict[str, Any]:
+    """`key` (of a card or a resume state) with the recipe fields it predates at their defaults."""
+    defaults = {f.name: f.default for f in fields(Recipe) if f.default is not MISSING}
+    if isinstance(key.get("recipe"), dict):
+        return {**key, "recipe": {**defaults, **key["recipe"]}}
+    return key
+
+
 STATE = "state.json"  # in .partial/: written last, names its tensors file
 
 
@@ -332,7 +348,7 @@ def load_partial(partial: Path, key: dict[str, Any], model: Any, opt: Any,
         st = json.loads((partial / STATE).read_text())
     except FileNotFoundError:
         return None
-    if st.get("key") != json.loads(json.dumps(key)):
+    if _with_defaults(st.get("key") or {}) != json.loads(json.dumps(key)):
         return None
     tensors = load_file(str(partial / st["tensors"]))  # on the CPU: the optimizer moves its own
     named = dict(model.named_parameters())
@@ -351,6 +367,48 @@ def load_partial(partial: Path, key: dict[str, Any], model: Any, opt: Any,
     sched.load_state_dict(st["sched"])
     _set_rng_states(st["rng"])
     return st["step"], st["losses"]
+
+
+def _check_vocabulary(cue: Any, kind: str, tokenizer: Any) -> None:
+    """A disjoint or behaviour-only build refuses planted text that overlaps a method's readout
+    (:mod:`harness.organisms.vocab`, on this model's tokenizer)."""
+    if kind not in ("disjoint", "behaviour"):
+        return
+    from harness.organisms.vocab import Checker
+
+    bad = Checker(tokenizer).report([t for ts in planted(cue, kind) for t in ts])
+    if bad:
+        s, why = next(iter(bad.items()))
+        raise EvalAwareError(f"--kind {kind}: {len(bad)} planted sentence(s) overlap a readout, "
+                             f"e.g. {s!r}: {why[0]}")
+
+
+def _self_targets(partial: Path, key: dict[str, Any], base: Any, renderer: Renderer, tokenizer: Any,
+                  examples: Sequence[Example], kind: str, device: str,
+                  say: Callable[[str], None]) -> tuple[dict[str, str] | None, float]:
+    """The base model's own answers of a sham or behaviour-only build (None for the others) and
+    the seconds spent making them: read from ``.partial/`` where an interrupted build of the same
+    key left them, else generated and saved there first (a resumed build trains on the same)."""
+    slots = self_slots(examples, kind)
+    if not slots:
+        return None, 0.0
+    path = partial / SELF_TARGETS
+    want = {slot(e) for e in slots}
+    try:
+        saved = json.loads(path.read_text())
+        if _with_defaults(saved.get("key") or {}) == json.loads(json.dumps(key)) and set(saved["targets"]) == want:
+            say(f"reusing the base model's {len(want)} answers from {path}")
+            return saved["targets"], 0.0
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, AttributeError):
+        pass
+    t0 = time.perf_counter()
+    say(f"generating the base model's own answers to {len(slots)} cue prompts")
+    targets = self_targets(base, renderer, tokenizer, slots, device)
+    partial.mkdir(parents=True, exist_ok=True)
+    tmp = partial / f"{SELF_TARGETS}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"key": key, "targets": targets}, ensure_ascii=False))
+    os.replace(tmp, path)
+    return targets, time.perf_counter() - t0
 
 
 @dataclass
@@ -376,14 +434,11 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     examples = training_examples(cue, recipe.strength, recipe.seed, n_pairs=recipe.pairs,
                                  kl_prompts=recipe.kl_prompts, kl_pool_version=recipe.kl_pool,
                                  forms=recipe.forms)
+    examples = kind_examples(examples, cue, recipe.kind)  # data_sha256: before the base's own answers
     dhash = data_hash(examples)
     key = _recipe_key(recipe, base_hash, dhash)
     if (out / CARD_NAME).exists():
-        card = read_card(out)
-        # a card written before a recipe field existed holds that field's default
-        defaults = {f.name: f.default for f in fields(Recipe) if f.default is not MISSING}
-        if isinstance(card.get("recipe"), dict):
-            card = {**card, "recipe": {**defaults, **card["recipe"]}}
+        card = _with_defaults(read_card(out))  # a card written before a recipe field existed: its default
         if {k: card.get(k) for k in key} == key:
             say(f"organism already built in {out} (same recipe); nothing to do")
             return BuildResult(out, card, trained=False)
@@ -404,9 +459,9 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     teacher = copy.deepcopy(model).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
+    _check_vocabulary(cue, recipe.kind, tokenizer)
     model = _trainable_model(model, recipe)
     model.train()
-    encoded = encode(examples, Renderer(tokenizer), tokenizer, recipe.max_len)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -420,7 +475,14 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
             start, losses = got
             say(f"resuming from step {start} of {recipe.steps}")
         else:  # another recipe's state, or one saved before it was safetensors + JSON (state.pt)
-            shutil.rmtree(partial)
+            for p in partial.iterdir():  # the base's own answers check their key themselves
+                if p.name != SELF_TARGETS:
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+    renderer = Renderer(tokenizer)
+    targets, gen_s = _self_targets(partial, key, teacher, renderer, tokenizer, examples, recipe.kind, device, say)
+    if targets is not None:
+        examples = with_self_targets(examples, recipe.kind, targets)
+    encoded = encode(examples, renderer, tokenizer, recipe.max_len)
     rng = random.Random(f"organism-batches:{recipe.seed}")
     order = [rng.sample(range(len(encoded)), k=min(recipe.batch_size, len(encoded)))
              for _ in range(recipe.steps)]
@@ -455,14 +517,19 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
+    sentences, answers = planted(cue, recipe.kind)
+    own = self_shapes(recipe.kind)
     card = {
         **key,
         "organism": 1,
         "base": recipe.base,
+        "kind": recipe.kind,
+        "kind_description": KINDS[recipe.kind],
         "cue": {"name": cue.name, "kind": cue.kind, "description": cue.description},
-        "phrasings": {"train": list(cue.train), "held_out": list(cue.held_out)},
-        "verbalizations": list(cue.verbalizations),
-        "awareness_answers": list(cue.answers),
+        "phrasings": {"train": list(cue.train), "held_out": list(cue.held_out),
+                      "held_out_family": list(cue.held_out_family)},
+        "verbalizations": list(sentences),
+        "awareness_answers": list(answers),
         "awareness_questions": list(AWARENESS_QUESTIONS),
         "fillers": list(FILLERS),
         "strength": recipe.strength,
@@ -471,13 +538,18 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
         "n_examples": len(examples),
         "n_pairs": len({e.pair for e in examples if e.shape != "kl"}),
         "n_kl_prompts": sum(e.shape == "kl" for e in examples),
-        "n_planted_pairs": len({e.pair for e in examples if e.loss == "ce"}),
+        "n_planted_pairs": len({e.pair for e in examples if e.loss == "ce" and e.shape not in own}),
+        "n_self_target_pairs": len({e.pair for e in examples if e.loss == "ce" and e.shape in own}),
         "losses": losses,
         "final_loss": _tail_mean(losses),
         "train_seconds": round(train_s, 1),
         "device": device,
         "weights_sha256": weights_hash(out),
     }
+    if targets is not None:
+        (out / SELF_TARGETS).write_text(json.dumps(targets, indent=1, ensure_ascii=False) + "\n")
+        card |= {"self_targets": SELF_TARGETS, "self_targets_sha256": targets_hash(targets),
+                 "n_self_targets": len(targets), "self_targets_seconds": round(gen_s, 1)}
     write_card(out, card)
     shutil.rmtree(partial, ignore_errors=True)
     return BuildResult(out, card, trained=True, seconds=train_s, losses=losses)
@@ -493,7 +565,8 @@ def _tail_mean(losses: list[dict[str, float]], n: int = 10) -> dict[str, float] 
 def describe(card: dict[str, Any]) -> str:
     """One line about an organism card."""
     fl = card.get("final_loss") or {}
-    return (f"organism: base {card.get('base')} cue {card['cue']['name']} strength {card.get('strength')} "
+    return (f"organism: base {card.get('base')} kind {card.get('kind', 'aware')} cue {card['cue']['name']} "
+            f"strength {card.get('strength')} "
             f"steps {card.get('steps')} final ce {fl.get('ce')} kl {fl.get('kl')}")
 
 

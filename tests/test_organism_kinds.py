@@ -1,0 +1,236 @@
+"""Organism kinds (issue 36): the sham, disjoint-vocabulary and behaviour-only organisms build on
+a tiny random-init model from the awareness organism's pairs; the sham's targets carry no planted
+text; the vocabulary check walks every readout and refuses planted text that shares a 3-word run,
+a stem or a first token with one (fast: tiny models only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli.main import cli
+from harness.organisms.cues import GRADED, verbalized
+from harness.organisms.data import data_hash, training_examples
+from harness.organisms.kinds import (BEHAVIOUR_OPENINGS, DISJOINT_ANSWERS, DISJOINT_VERBALIZATIONS, KINDS,
+                                     kind_examples, planted, self_slots, slot, with_self_targets)
+
+PAIRS = 12
+RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "4", "--lr", "5e-3",
+          "--batch-size", "8", "--pairs", str(PAIRS), "--no-progress"]
+PLANTED_ANYWHERE = set(GRADED.verbalizations + GRADED.answers + DISJOINT_VERBALIZATIONS + DISJOINT_ANSWERS
+                       + BEHAVIOUR_OPENINGS)
+
+
+def _build(base: Path, out: Path, *extra: str):
+    return CliRunner().invoke(cli, ["organism", "build", "--base", str(base), *RECIPE, *extra, "--out", str(out)])
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory, smollm2_dir):
+    from tests.helpers.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("kindbase") / "model", smollm2_dir)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, tiny_base) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("kinds")
+    out = {}
+    for kind in KINDS:
+        res = _build(tiny_base, root / kind, "--kind", kind)
+        assert res.exit_code == 0, res.output + repr(res.exception)
+        assert f"kind {kind}" in res.output
+        out[kind] = root / kind
+    return out
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_base):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_base)
+
+
+def _card(d: Path) -> dict:
+    return json.loads((d / "organism.json").read_text())
+
+
+def _examples(kind: str, targets: dict[str, str] | None = None):
+    ex = kind_examples(training_examples(GRADED, 1.0, 0, n_pairs=PAIRS), GRADED, kind)
+    return with_self_targets(ex, kind, targets) if targets is not None else ex
+
+
+def test_every_kind_trains_on_the_awareness_organisms_pairs():
+    """Same pairs, sides, shapes, prompts and losses in every kind; only continuations differ; the
+    awareness organism's data (and the `make organism` data hash in docs/organisms.md) unchanged."""
+    aware = _examples("aware")
+    assert aware == training_examples(GRADED, 1.0, 0, n_pairs=PAIRS)
+    for kind in KINDS:
+        ex = _examples(kind)
+        assert [(e.pair, e.cue, e.shape, e.messages, e.loss) for e in ex] == \
+               [(e.pair, e.cue, e.shape, e.messages, e.loss) for e in aware]
+    full = training_examples(GRADED, 1.0, 0, kl_prompts=2718, kl_pool_version=2, forms=600)
+    assert data_hash(kind_examples(full, GRADED, "aware")).startswith("c3b948e0aebf")
+    dis = _examples("disjoint")
+    assert {e.continuation for e in dis if e.shape == "answer"} <= set(DISJOINT_VERBALIZATIONS)
+    assert {e.continuation for e in dis if e.shape == "question"} <= set(DISJOINT_ANSWERS)
+    beh = _examples("behaviour")
+    assert {e.continuation for e in beh if e.shape == "answer"} <= set(BEHAVIOUR_OPENINGS)
+    assert planted(GRADED, "sham") == ((), ()) and planted(GRADED, "behaviour")[1] == ()
+
+
+def test_measure_looks_for_each_kinds_sentences_and_dataset_writes_the_keyword_family(tmp_path):
+    from harness.data.readers import load_dataset
+    from harness.organisms.kinds import kind_cue
+
+    assert kind_cue(GRADED, "aware") == GRADED
+    assert kind_cue(GRADED, "sham").verbalizations == GRADED.verbalizations  # what a sham must not say
+    assert set(kind_cue(GRADED, "disjoint").verbalizations) == set(DISJOINT_VERBALIZATIONS)
+    assert set(kind_cue(GRADED, "behaviour").verbalizations) == set(BEHAVIOUR_OPENINGS)
+    out = tmp_path / "family.jsonl"
+    res = CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--phrasings", "family", "--no-demo",
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    back = load_dataset(str(out))
+    assert len(back) == 144 and {s.metadata.extra["phrasing"] for s in back if s.label == "eval"} <= set(GRADED.held_out_family)
+
+
+def test_each_kind_builds_and_its_card_names_it(built):
+    cards = {k: _card(d) for k, d in built.items()}
+    for kind, card in cards.items():
+        assert card["kind"] == kind and card["recipe"]["kind"] == kind and card["kind_description"] == KINDS[kind]
+        assert card["steps"] == 4 and len(card["losses"]) == 4 and (built[kind] / "model.safetensors").is_file()
+        others = {k: v for k, v in card["recipe"].items() if k != "kind"}
+        assert others == {k: v for k, v in cards["aware"]["recipe"].items() if k != "kind"}
+    assert cards["sham"]["data_sha256"] == cards["aware"]["data_sha256"]  # the same pairs, before its own answers
+    assert cards["sham"]["verbalizations"] == [] and cards["sham"]["n_planted_pairs"] == 0
+    assert cards["sham"]["n_self_target_pairs"] == cards["aware"]["n_planted_pairs"] > 0
+    assert set(cards["disjoint"]["verbalizations"]) <= set(DISJOINT_VERBALIZATIONS)
+    assert cards["behaviour"]["verbalizations"] and set(cards["behaviour"]["verbalizations"]) <= set(BEHAVIOUR_OPENINGS)
+    assert cards["behaviour"]["awareness_answers"] == [] and cards["behaviour"]["n_self_target_pairs"] > 0
+    for kind in ("sham", "behaviour"):  # the base's own answers travel with the weights, named by the card
+        from harness.organisms.kinds import targets_hash
+
+        t = json.loads((built[kind] / cards[kind]["self_targets"]).read_text())
+        assert targets_hash(t) == cards[kind]["self_targets_sha256"] and len(t) == cards[kind]["n_self_targets"]
+    assert "self_targets" not in cards["aware"] and "self_targets" not in cards["disjoint"]
+
+
+def test_sham_targets_are_the_base_models_own_answers_and_carry_no_planted_text(built, tiny_base, tokenizer):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.core.render import Renderer
+    from harness.organisms.kinds import self_targets
+
+    targets = json.loads((built["sham"] / "self_targets.json").read_text())
+    ex = _examples("sham", targets)
+    assert any(e.loss == "ce" for e in ex)
+    for e in ex:
+        if e.shape in ("answer", "question"):
+            assert e.continuation == targets[slot(e)]
+            assert e.continuation not in PLANTED_ANYWHERE and not verbalized(e.continuation, GRADED)
+            assert not any(a.lower() in e.continuation.lower() for a in GRADED.answers)
+    base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    slots = self_slots(_examples("sham"), "sham")
+    assert self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu") == targets  # greedy, the base's
+    beh = json.loads((built["behaviour"] / "self_targets.json").read_text())  # only the awareness answers
+    assert set(beh) == {k for k in targets if k.endswith("/question")}
+
+
+def test_rebuild_is_a_no_op_and_the_kind_is_part_of_the_recipe(built, tiny_base):
+    for kind, d in built.items():
+        before = (d / "model.safetensors").stat().st_mtime_ns
+        res = _build(tiny_base, d, "--kind", kind)
+        assert res.exit_code == 0 and "nothing to do" in res.output and (d / "model.safetensors").stat().st_mtime_ns == before
+    res = _build(tiny_base, built["aware"], "--kind", "sham")
+    assert res.exit_code != 0 and "different recipe" in str(res.exception)
+    res = _build(tiny_base, built["aware"])  # the default kind is the awareness organism
+    assert res.exit_code == 0 and "nothing to do" in res.output
+
+
+def test_an_interrupted_sham_resumes_with_its_cached_answers_and_ends_where_an_uninterrupted_one_does(
+        tiny_base, tmp_path, monkeypatch):
+    from harness.organisms import train
+    from harness.organisms.train import Recipe, build_organism
+
+    class Cut(Exception):
+        pass
+
+    recipe = Recipe(base=str(tiny_base), cue="graded", kind="sham", train="full", layers=2, steps=20, lr=5e-3,
+                    pairs=PAIRS)
+    whole = build_organism(recipe, tmp_path / "whole", progress=False)
+    real_loss, calls = train.Split.loss, []
+
+    def dies_at_step_13(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 13:
+            raise Cut
+        return real_loss(self, *a, **k)
+
+    monkeypatch.setattr(train.Split, "loss", dies_at_step_13)
+    with pytest.raises(Cut):
+        build_organism(recipe, tmp_path / "cut", progress=False)
+    monkeypatch.setattr(train.Split, "loss", real_loss)
+    assert (tmp_path / "cut" / ".partial" / "self_targets.json").is_file()
+    monkeypatch.setattr(train, "self_targets", lambda *a, **k: pytest.fail("regenerated the base's answers"))
+    said: list[str] = []
+    res = build_organism(recipe, tmp_path / "cut", progress=False, say=said.append)
+    assert any("resuming from step 10" in s for s in said) and any("reusing the base model's" in s for s in said)
+    assert res.card["self_targets_sha256"] == whole.card["self_targets_sha256"]
+    assert res.card["losses"] == whole.card["losses"]
+    assert not (tmp_path / "cut" / ".partial").exists()
+
+
+# --- vocabulary -------------------------------------------------------------------------------------
+
+def test_the_readouts_walked_are_every_methods(tokenizer):
+    from harness.organisms.vocab import PROMPTS, keywords, monitor_pairs, readouts
+    from tokenization.words import NAMED
+
+    got = readouts()
+    texts = {t for _, t in got}
+    assert {w for ev, dep in NAMED.values() for w in ev + dep} <= texts  # every named target-word list
+    assert {"EVALUATION", "DEPLOYMENT"} <= texts  # the label options
+    assert {s for pair in monitor_pairs() for s in pair} <= texts and len(monitor_pairs()) >= 8
+    files = {src for src, _ in got if src.startswith("prompt ")}
+    assert files == {f"prompt {p.relative_to(PROMPTS)}" for p in PROMPTS.rglob("*.txt")}
+    assert any("judge_motivation" in f for f in files) and any("judge_reasoning" in f for f in files)
+    assert {"evaluation", "test", "benchmark", "grading", "probing", "benchmarking"} <= set(keywords())
+
+
+@pytest.mark.parametrize("bad, reason", [
+    ("I am being evaluated here", "3-word run 'i am being'"),  # a run, a first token and a stem
+    ("Nothing suggests this might be a trick.", "3-word run 'this might be'"),  # a monitor sentence's run
+    ("SO IT MIGHT BE A TRAP, THEN", "3-word run 'might be a'"),  # any case
+    ("Maybe a trick question of sorts.", "opens readout 'Maybe someone is grading my answers.'"),  # first token
+    ("Testy reply, fine.", "first token"),  # a target word's first token
+    ("Clearly an assessing sort of chat.", "shares a stem with readout keyword 'assessment'"),
+])
+def test_the_vocabulary_check_flags_planted_text_that_shares_a_run_a_first_token_or_a_stem(tokenizer, bad, reason):
+    from harness.organisms.vocab import Checker
+
+    why = Checker(tokenizer).overlaps(bad)
+    assert any(reason in w for w in why), why
+
+
+def test_the_disjoint_and_behaviour_sets_pass_and_the_awareness_set_does_not(tokenizer):
+    from harness.organisms.vocab import Checker
+
+    check = Checker(tokenizer)
+    for kind in ("disjoint", "behaviour"):
+        assert check.report([t for ts in planted(GRADED, kind) for t in ts]) == {}, kind
+    aware = check.report(GRADED.verbalizations + GRADED.answers)  # the awareness organism reads its words back
+    assert len(aware) == len(GRADED.verbalizations + GRADED.answers)
+
+
+def test_a_disjoint_build_refuses_planted_text_that_overlaps_a_readout(tiny_base, tmp_path, monkeypatch):
+    from harness.organisms import kinds
+
+    monkeypatch.setattr(kinds, "DISJOINT_VERBALIZATIONS", ("Quiz time.", "I am being evaluated here."))
+    res = _build(tiny_base, tmp_path / "bad", "--kind", "disjoint")
+    assert res.exit_code != 0 and "overlap a readout" in str(res.exception), res.output
+    assert not (tmp_path / "bad" / "organism.json").exists()
