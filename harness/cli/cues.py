@@ -83,7 +83,8 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
             return []
         from probes.readout import ProbeReadout  # scikit-learn, safetensors: only when asked
 
-        return [ProbeReadout(probe_dir, opts.model, engine, opts.model_opts(), progress=progress)]
+        # the probe captures on hf unless the engine itself has hidden states: hf settings
+        return [ProbeReadout(probe_dir, opts.model, engine, opts.engine.backend_opts("hf"), progress=progress)]
 
     if report_only:
         res = attribute.report_only(opts.samples(), factor_list, method_list, out, design=design, turns=turns,

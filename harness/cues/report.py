@@ -139,7 +139,7 @@ def _neutralized_section(doc: Doc, result: dict[str, Any]) -> None:
     doc.h(2, "Neutralized AUROC: originals vs their format-neutralized twin")
     doc.p("Each sample with every factor it shows removed (its twin; a sample with nothing removed is "
           "its own twin). AUROC on the originals and on the twin over the same scored samples, and "
-          "the difference twin − original, intervals from the same resamples of categories. A "
+          "the difference twin − original, each interval over categories by the rule its row names. A "
           "readout whose AUROC falls on the twin was reading the removed format; the surface "
           "predictors (out-of-fold, the same grouped splits) show how much surface signal the "
           "neutralizing removed.")
@@ -235,7 +235,7 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
             table.append(row)
         doc.p(f"Log-odds: {result.get('scales', {}).get(m, 'logit(P)')}; ranked by the log-odds effect. "
               f"The splits (add / remove, by label) are on the score; `clipped`: pairs with a score of "
-              f"exactly 0 or 1 held inside the log-odds bound.")
+              f"exactly 0 or 1, left out of the log-odds effect.")
         doc.table(head, table)
         fig = d / f"forest-{slug(m)}.png"
         plots.forest(fig, f"{m}: effect of each factor on the score (95% CI)", [
