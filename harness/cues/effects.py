@@ -61,9 +61,13 @@ def log_odds_by_id(records: Iterable[Mapping[str, Any]], spec: ReportSpec
 MIN_PAIRS = 5  # below this many pairs no interval is given: 2 pairs in 1 category give [x, y] by luck
 
 
-def _effect(rows: Sequence[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]:
-    out = paired_effect([r["delta"] for r in rows], [r["category"] for r in rows],
-                        [r["pair"] for r in rows], n_boot if len(rows) >= MIN_PAIRS else 0, seed)
+def pairs_effect(rows: Sequence[Mapping[str, Any]], n_boot: int, seed: int, key: str = "delta",
+                 pair: str = "pair") -> dict[str, Any]:
+    """The paired effect of `rows` (their `key` values, None left out; clusters by `category`,
+    pairs by `pair`); no interval from fewer than :data:`MIN_PAIRS` pairs."""
+    rows = [r for r in rows if r[key] is not None]
+    out = paired_effect([r[key] for r in rows], [r["category"] for r in rows],
+                        [r[pair] for r in rows], n_boot if len(rows) >= MIN_PAIRS else 0, seed)
     if len(rows) < MIN_PAIRS:
         out["ci_note"] = f"fewer than {MIN_PAIRS} pairs: no interval"
     return out
@@ -85,9 +89,9 @@ def _rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _splits(rows: Sequence[dict[str, Any]], n_boot: int, seed: int, directions: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if directions:
-        out["by_direction"] = {d: _effect([r for r in rows if r["direction"] == d], n_boot, seed)
+        out["by_direction"] = {d: pairs_effect([r for r in rows if r["direction"] == d], n_boot, seed)
                                for d in ("add", "remove")}
-    out["by_label"] = {lab: _effect([r for r in rows if r["label"] == lab], n_boot, seed)
+    out["by_label"] = {lab: pairs_effect([r for r in rows if r["label"] == lab], n_boot, seed)
                        for lab in ("eval", "deploy")}
     return out
 
@@ -111,7 +115,7 @@ def single_effects(plan: Plan, scores: Mapping[str, float | None], n_boot: int =
     rows = []
     for f in plan.factors:
         rs = per[f.name]
-        rows.append({"factor": f.name, **_effect(rs, n_boot, seed), "n_unscored": unscored[f.name],
+        rows.append({"factor": f.name, **pairs_effect(rs, n_boot, seed), "n_unscored": unscored[f.name],
                      **_splits(rs, n_boot, seed, directions=True)})
     return _rank(rows)
 
@@ -146,7 +150,7 @@ def factorial_effects(plan: Plan, scores: Mapping[str, float | None], n_boot: in
             per[t].append({"delta": c, "category": o.metadata.category, "pair": sid, "label": o.label})
     main, inter = [], []
     for t, rs in per.items():
-        row = {"factor": " × ".join(t), "factors": list(t), "order": len(t), **_effect(rs, n_boot, seed),
+        row = {"factor": " × ".join(t), "factors": list(t), "order": len(t), **pairs_effect(rs, n_boot, seed),
                "n_unscored": unscored, **_splits(rs, n_boot, seed, directions=False)}
         (main if len(t) == 1 else inter).append(row)
     inter.sort(key=lambda r: (_size(r) is None, -abs(_size(r) or 0.0), r["factor"]))

@@ -28,10 +28,10 @@ from typing import Any, Mapping, Sequence
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
 from harness.cues.variants import Plan
-from harness.stats.paired import paired_auroc, paired_effect
+from harness.cues.effects import pairs_effect
+from harness.stats.paired import paired_auroc
 
 SURFACE = ("char_tfidf", "word_tfidf", "length", "cues_all")  # the audit's rows compared
-MIN_PAIRS = 5
 
 
 def twins(plan: Plan) -> list[Sample]:
@@ -41,12 +41,7 @@ def twins(plan: Plan) -> list[Sample]:
 
 
 def _effect(rows: Sequence[Mapping[str, Any]], key: str, n_boot: int, seed: int) -> dict[str, Any]:
-    rs = [r for r in rows if r[key] is not None]
-    out = paired_effect([r[key] for r in rs], [r["category"] for r in rs], [r["sample"] for r in rs],
-                        n_boot if len(rs) >= MIN_PAIRS else 0, seed)
-    if len(rs) < MIN_PAIRS:
-        out["ci_note"] = f"fewer than {MIN_PAIRS} pairs: no interval"
-    return out
+    return pairs_effect(rows, n_boot, seed, key=key, pair="sample")
 
 
 def readout(plan: Plan, scores: Mapping[str, float | None], log_odds: Mapping[str, float | None],
@@ -85,7 +80,8 @@ def surface(plan: Plan, ids: set[str] | None = None, n_boot: int = 1000, seed: i
     from harness.data.audit import audit  # scikit-learn: only when this report is made
 
     keep = [i for i, s in enumerate(plan.originals) if ids is None or s.id in ids]
-    orig, twin = [plan.originals[i] for i in keep], [twins(plan)[i] for i in keep]
+    all_twins = twins(plan)
+    orig, twin = [plan.originals[i] for i in keep], [all_twins[i] for i in keep]
     view = "full" if plan.turns == "all" else "first_turn"
     try:
         a, b = audit(orig, view=view, n_boot=0, seed=seed), audit(twin, view=view, n_boot=0, seed=seed)
