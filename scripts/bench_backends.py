@@ -60,6 +60,7 @@ from typing import Callable
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 TINY = {"tiny-qwen3": "tok-qwen3", "tiny-gemma3": "tok-gemma3"}
 # Random-init models of a real large model's shape and vocabulary (for ``--backends hf --device
@@ -327,28 +328,27 @@ def _where(device: str, dtype: str, batch_size: int) -> str:
     return f"{what}, {dtype}, batches of {batch_size}"
 
 
-def print_hf_table(res: dict, repeats: int) -> None:
+def print_hf_table(res: dict, repeats: int, record: BenchRecord) -> None:
     rows = dict(res["rows"])
     floor, naive = rows["floor: one-token generation"], rows["naive"]
     print(f"\n{res['model']} on HF ({res['where']}): vocabulary {res['vocab']:,}, {res['n']} prompts, "
           f"{res['tokens']:,} prompt tokens; median of {repeats}; load average {os.getloadavg()[0]:.1f}\n")
-    print("| call | s | x floor | x naive |\n|---|---|---|---|")
-    for label, sec in res["rows"]:
-        print(f"| {label} | {sec:.2f} | {sec / floor:.2f} | {sec / naive:.2f} |")
+    print(record.table(f"{res['model']} hf", ["call", "s", "x floor", "x naive"],
+                       [[label, f"{sec:.2f}", f"{sec / floor:.2f}", f"{sec / naive:.2f}"]
+                        for label, sec in res["rows"]]))
     print(f"\ntarget: aware / naive = {rows['aware (as the method runs it)'] / naive:.2f} (<= 1.5)")
 
 
-def print_table(res: dict, repeats: int) -> None:
+def print_table(res: dict, repeats: int, record: BenchRecord) -> None:
     rows = res["rows"]
     f_cold, f_warm = rows[0][1], rows[0][2]
     print(f"\n{res['model']}: vocabulary {res['vocab']:,} ({res['n_boundary']:,} boundary ids), "
           f"{res['n']} prompts, {res['tokens']:,} prompt tokens, {os.cpu_count()} CPU cores; "
           f"median of {repeats}; load average {os.getloadavg()[0]:.1f}\n")
-    print("| request per prompt | engine requests per prompt | cold s | cold x floor | warm s | warm x floor |")
-    print("|---|---|---|---|---|---|")
-    for label, cold, warm, nreq in rows:
-        print(f"| {label} | {nreq / res['n']:.1f} | {cold:.2f} | {cold / f_cold:.2f} | {warm:.2f} | "
-              f"{warm / f_warm:.2f} |")
+    print(record.table(f"{res['model']} vllm", ["request per prompt", "engine requests per prompt", "cold s",
+                                                 "cold x floor", "warm s", "warm x floor"],
+                       [[label, f"{nreq / res['n']:.1f}", f"{cold:.2f}", f"{cold / f_cold:.2f}", f"{warm:.2f}",
+                         f"{warm / f_warm:.2f}"] for label, cold, warm, nreq in rows]))
     by = {label: (c, w) for label, c, w, _ in rows}
     naive, aware = by["naive"], by["aware (as the method runs it)"]
     print(f"\ntargets: naive / floor warm = {naive[1] / f_warm:.2f} (<= 1.1); aware / naive = "
@@ -365,7 +365,7 @@ def best(fn: Callable[[], object], repeats: int) -> float:
     return t_best
 
 
-def extras(limit: int | None, repeats: int) -> None:
+def extras(limit: int | None, repeats: int, record: BenchRecord) -> None:
     """HF vs vLLM full vocabulary, dict vs flat logprobs, call cache first run vs re-run (SmolLM2)."""
     from vllm import SamplingParams
 
@@ -390,14 +390,13 @@ def extras(limit: int | None, repeats: int) -> None:
         assert cb.misses["next_token_logprobs"] == n and cb.hits["next_token_logprobs"] == n
     vl.close()
     print(f"\nSmolLM2 extras ({n} prompts, warm prefix cache)\n")
-    print("| what | seconds | samples/s | note |\n|---|---|---|---|")
-    for name, sec, note in [
+    print(record.table("extras", ["what", "seconds", "samples/s", "note"], [
+        [name, f"{sec:.2f}", f"{n / sec:.1f}", note] for name, sec, note in [
             ("HF transformers, full vocab", t_hf, ""),
             ("vLLM, full vocab (flat, no detokenize)", t_full, f"{t_hf / t_full:.2f}x faster than HF"),
             ("vLLM, full vocab as dicts (1 run)", t_dict, f"{t_dict / t_full:.2f}x flat"),
             ("call cache: first run (vLLM)", t_first, ""),
-            ("call cache: re-run (all hits)", t_rerun, f"{100 * t_rerun / t_first:.1f}% of first")]:
-        print(f"| {name} | {sec:.2f} | {n / sec:.1f} | {note} |")
+            ("call cache: re-run (all hits)", t_rerun, f"{100 * t_rerun / t_first:.1f}% of first")]]))
 
 
 def main() -> None:
@@ -411,17 +410,22 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", help="HF backend's dtype (bfloat16 on a GPU)")
     ap.add_argument("--batch-size", type=int, default=8, help="HF backend's batch size")
     ap.add_argument("--reference", action="store_true", help="also the paths before issue 23")
+    ap.add_argument("--json", help="the bench record (default: runs/bench/backends.json)")
     args = ap.parse_args()
+    record = BenchRecord("backends", __file__)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    results = []
     for m in [m.strip() for m in args.models.split(",") if m.strip()]:
         if "vllm" in backends:
-            print_table(bench_model(m, args.limit, args.repeats, args.reference), args.repeats)
+            results.append(bench_model(m, args.limit, args.repeats, args.reference))
+            print_table(results[-1], args.repeats, record)
         if "hf" in backends:
-            print_hf_table(bench_hf(m, args.limit, args.repeats, args.device, args.dtype, args.batch_size),
-                           args.repeats)
+            results.append(bench_hf(m, args.limit, args.repeats, args.device, args.dtype, args.batch_size))
+            print_hf_table(results[-1], args.repeats, record)
         sys.stdout.flush()
     if args.extras:
-        extras(args.limit, args.repeats)
+        extras(args.limit, args.repeats, record)
+    record.write(args.json, repeats=args.repeats, limit=args.limit, results=results)
 
 
 if __name__ == "__main__":

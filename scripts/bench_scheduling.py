@@ -51,8 +51,6 @@ import hashlib
 import heapq
 import json
 import math
-import os
-import platform
 import shutil
 import struct
 import subprocess
@@ -73,6 +71,7 @@ sys.path.insert(0, str(ROOT))
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest,  # noqa: E402
                                    NextTokenView, SamplingParams, TokenIds)
 from harness.backends.stream import Callers, EngineDriver  # noqa: E402
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 METHODS = ("binary", "probability", "motivation", "reasoning", "logprob")  # the paper's five
 QUICK_SAMPLES = 48
@@ -289,6 +288,34 @@ class _Req:
         self.order = 0
 
 
+@dataclass
+class SimCounts:
+    """What a :class:`SimEngine` did: requests, output tokens of generations and output positions
+    of scoring requests, prefill and prefix-cache tokens, preemptions, and the integrals over the
+    clock of running sequences (`occ_area`) and KV tokens in use (`kv_area`)."""
+
+    occ_area: float = 0.0
+    kv_area: float = 0.0
+    requests: int = 0
+    finished: int = 0
+    gen_tokens: int = 0
+    forced_tokens: int = 0
+    prefill_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    preemptions: int = 0
+
+    def stats(self, t: float, steps: int, config: EngineConfig) -> dict[str, Any]:
+        """The engine's figures after `steps` steps and `t` simulated seconds."""
+        return {"sim_seconds": t, "busy_seconds": t, "steps": steps, "requests": self.requests,
+                "generated_tokens": self.gen_tokens, "scoring_positions": self.forced_tokens,
+                "prefill_tokens": self.prefill_tokens, "prefix_hit_tokens": self.prefix_hit_tokens,
+                "preemptions": self.preemptions,
+                "throughput_tok_s": self.gen_tokens / t if t else 0.0,
+                "occupancy": self.occ_area / (config.max_num_seqs * t) if t else 0.0,
+                "mean_running": self.occ_area / t if t else 0.0,
+                "kv_use": self.kv_area / (config.kv_cache_tokens * t) if t else 0.0}
+
+
 class SimEngine:
     """A continuous-batching engine with a virtual clock (a :class:`~harness.backends.stream.
     StepEngine`); see the module docstring. Each :meth:`step` is one engine step: decodes first
@@ -319,13 +346,7 @@ class SimEngine:
         self._next = 0
         self._order = 0
         self.recorded: list[tuple[SimPrompt, Fixed]] | None = [] if record else None
-        # accounting
-        self.occ_area = 0.0  # integral of running sequences over time
-        self.kv_area = 0.0
-        self.requests = self.finished = 0
-        self.gen_tokens = 0       # output tokens of generations
-        self.forced_tokens = 0    # output positions of scoring requests
-        self.prefill_tokens = self.prefix_hit_tokens = self.preemptions = 0
+        self.counts = SimCounts()
 
     # -- the StepEngine protocol --
     def add(self, prompts: Sequence[Any], params: Sequence[Any]) -> list[str]:
@@ -337,14 +358,14 @@ class SimEngine:
                 n, reason, key = sp.n, sp.finish_reason, digest(prompt.key.to_bytes(8, "little"),
                                                                  f"fixed:{sp.n}".encode())
                 if sp.generation:
-                    self.gen_tokens += n
+                    self.counts.gen_tokens += n
                 else:
-                    self.forced_tokens += n
+                    self.counts.forced_tokens += n
             else:
                 key = self.request_key(prompt.key, sp)
                 draw = self.lengths.draw(key)
                 n, reason = (draw, "stop") if draw <= sp.max_tokens else (sp.max_tokens, "length")
-                self.gen_tokens += n
+                self.counts.gen_tokens += n
             if n < 1:
                 raise ValueError("a request needs at least one output position")
             group = key if group is None else group
@@ -353,7 +374,7 @@ class SimEngine:
             r = _Req(rid, prompt, n, reason, key)
             self._incoming.append((group, len(ids), r, not isinstance(sp, Fixed) or sp.generation))
             ids.append(rid)
-        self.requests += len(ids)
+        self.counts.requests += len(ids)
         return ids
 
     def request_key(self, prompt_key: int, params: Any) -> int:
@@ -409,7 +430,7 @@ class SimEngine:
             self.waiting.popleft()
             if hit_blocks:
                 self.cache.touch(r.prompt.blocks[:hit_blocks])  # type: ignore[union-attr]
-            self.prefix_hit_tokens += hit
+            self.counts.prefix_hit_tokens += hit
             r.computed = hit
             self.pre_computed += hit
             self._order += 1
@@ -423,9 +444,9 @@ class SimEngine:
         context += sum(r.computed + c for r, c in chunks)
         dt = self.cost.ms(self.n_dec + len(chunks), context, n_pre) / 1000.0
         self.clock += dt
-        self.occ_area += len(self.running) * dt
-        self.kv_area += used * dt
-        self.prefill_tokens += n_pre
+        self.counts.occ_area += len(self.running) * dt
+        self.counts.kv_area += used * dt
+        self.counts.prefill_tokens += n_pre
         self.steps = s = s + 1
         done: list[tuple[str, SimOutput]] = []
         # prefill chunks: a request whose tokens are all computed samples a token
@@ -462,7 +483,7 @@ class SimEngine:
 
     def _finish(self, r: _Req) -> tuple[str, SimOutput]:
         del self.running[r.rid]
-        self.finished += 1
+        self.counts.finished += 1
         return r.rid, SimOutput(r.n_out, r.reason, r.key)
 
     def _preempt_newest(self) -> None:
@@ -480,7 +501,7 @@ class SimEngine:
             r.version += 1
         r.computed = 0
         self.waiting.appendleft(r)
-        self.preemptions += 1
+        self.counts.preemptions += 1
 
     def run_all(self) -> float:
         """Step until every request has finished; the clock."""
@@ -489,15 +510,7 @@ class SimEngine:
         return self.clock
 
     def stats(self) -> dict[str, Any]:
-        t = self.clock
-        return {"sim_seconds": t, "busy_seconds": t, "steps": self.steps, "requests": self.requests,
-                "generated_tokens": self.gen_tokens, "scoring_positions": self.forced_tokens,
-                "prefill_tokens": self.prefill_tokens, "prefix_hit_tokens": self.prefix_hit_tokens,
-                "preemptions": self.preemptions,
-                "throughput_tok_s": self.gen_tokens / t if t else 0.0,
-                "occupancy": self.occ_area / (self.config.max_num_seqs * t) if t else 0.0,
-                "mean_running": self.occ_area / t if t else 0.0,
-                "kv_use": self.kv_area / (self.config.kv_cache_tokens * t) if t else 0.0}
+        return self.counts.stats(self.clock, self.steps, self.config)
 
 
 # --- the simulated backend ------------------------------------------------------------------
@@ -774,27 +787,15 @@ def run_ideal(recorded: Sequence[tuple[SimPrompt, Fixed]], config: EngineConfig,
 
 
 
-def git_commit() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True,
-                               text=True).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def table(rows: dict[str, dict[str, Any]]) -> str:
+def table(rows: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The printed table's header and cells, one row per schedule."""
     ideal = rows["ideal"]["throughput_tok_s"]
-    lines = ["| schedule | simulated wall time | throughput (gen. tok/s) | engine occupancy | mean running "
-             "| KV use | preemptions | of ideal |", "|---|---|---|---|---|---|---|---|"]
-    for name, r in rows.items():
-        t = r["sim_seconds"]
-        lines.append(f"| {name} | {t / 3600:.2f} h ({t:,.0f} s) | {r['throughput_tok_s']:,.0f} | "
-                     f"{r['occupancy']:.1%} | {r['mean_running']:.0f} | {r['kv_use']:.1%} | "
-                     f"{r['preemptions']:,} | {r['throughput_tok_s'] / ideal:.2f} |")
-    return "\n".join(lines)
+    header = ["schedule", "simulated wall time", "throughput (gen. tok/s)", "engine occupancy", "mean running",
+              "KV use", "preemptions", "of ideal"]
+    return header, [[name, f"{r['sim_seconds'] / 3600:.2f} h ({r['sim_seconds']:,.0f} s)",
+                     f"{r['throughput_tok_s']:,.0f}", f"{r['occupancy']:.1%}", f"{r['mean_running']:.0f}",
+                     f"{r['kv_use']:.1%}", f"{r['preemptions']:,}", f"{r['throughput_tok_s'] / ideal:.2f}"]
+                    for name, r in rows.items()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -820,6 +821,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--progress", action="store_true", help="the run loop's progress bars (stderr)")
     ap.add_argument("--only-batch", type=Path, default=None, help=argparse.SUPPRESS)  # the --jobs 2 child
     args = ap.parse_args(argv)
+    record = BenchRecord("scheduling", __file__, argv)
     n = QUICK_SAMPLES if args.quick else args.samples
     config = EngineConfig(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                           kv_cache_tokens=args.kv_cache_tokens)
@@ -871,9 +873,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = [len(tokenizer(next(m.content or "" for m in s.messages if m.role == "user"),
                            add_special_tokens=False)["input_ids"]) for s in samples]
     report = {
-        "git_commit": git_commit(), "machine": {"node": platform.node(), "cpus": os.cpu_count(),
-                                                "python": platform.python_version()},
-        "command": " ".join(["scripts/bench_scheduling.py", *(argv if argv is not None else sys.argv[1:])]),
         "samples": n, "methods": list(METHODS), "seed": args.seed, "window": args.window,
         "batch_size": args.batch_size, "token_limits": {k: getattr(method_config(), k) for k in
                                                         ("answer_tokens", "probe_tokens", "judge_tokens")},
@@ -882,9 +881,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "first_user_message_tokens": {q: float(np.percentile(first, int(q[1:]))) for q in ("p10", "p50", "p90")},
         "rows": rows, "real_seconds_total": time.perf_counter() - t_all, "jobs": args.jobs,
     }
-    path = args.json or tmp / "scheduling.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    printed = record.table("schedules", *table(rows))
+    path = record.write(args.json or tmp / "scheduling.json", **report)
     old, new_row = rows["old loop (batch)"], rows["new loop (stream)"]
     print(f"{n} samples x {len(METHODS)} methods ({', '.join(METHODS)}), self-judged (the judge is the "
           f"same simulated engine: fine for timing); reasoning-model token limits "
@@ -899,7 +897,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"checked on an H100); output lengths lognormal (median {lengths.median:g}, sigma {lengths.sigma:g}); "
           f"occupancy = time-weighted mean running sequences / max_num_seqs")
     print()
-    print(table(rows))
+    print(printed)
     print()
     print(f"new loop: {new_row['of_ideal']:.2f} of ideal")
     return 0

