@@ -32,8 +32,11 @@ class ProbeReadout:
 
     def __init__(self, probe_dir: str | Path, model: str | None, backend: Backend | None = None,
                  engine_opts: dict[str, Any] | None = None, name: str = "probe",
-                 batch_size: int = 8, progress: bool = True) -> None:
+                 batch_size: int = 8, progress: bool = True, force: bool = False) -> None:
+        """`force`: apply the probe to a model with other weights than the one it was trained on
+        (a frozen instrument on an organism of its base model)."""
         self.probe_dir, self.model, self.backend = str(probe_dir), model, backend
+        self.force = force
         self.engine_opts, self.name = dict(engine_opts or {}), name
         self.batch_size, self.progress = batch_size, progress
         self.probe = load_probe(probe_dir)
@@ -84,7 +87,7 @@ class ProbeReadout:
                               backend=self.backend if hidden else None, engine="hf",
                               engine_opts=self.engine_opts)
         with RunLog(run_dir, create=False) as store:
-            res = apply_probe(self.probe, store, self.capture_name)
+            res = apply_probe(self.probe, store, self.capture_name, force=self.force)
             trained = self.trained_on(store.samples())
             keep = [i for i, sid in enumerate(res["ids"]) if sid not in trained]
             details = {"probe": self.probe.meta.get("kind"), "layer": self.probe.layer,

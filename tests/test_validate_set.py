@@ -1,0 +1,264 @@
+"""`validate` on a set of organisms (issue 36, items 2, 3, 6 and 8's spillover): the reference
+(a sham) replaces the base in every difference, a behaviour-only organism's rows are labelled
+specificity, pairs leave together across every model, the within-variant row keeps only pairs
+scored on the same variants, the probe row is a frozen probe trained elsewhere (the cue-trained
+`--probe-layers` is refused), and the spillover is the hand computation (fast: tiny models)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli.main import cli
+from harness.organisms.validate import (EPS, Model, compare, has_variant_gate, log_odds, logprob_methods,
+                                        same_variant_ids, scored_pairs, sensitivity_verdict, spillover)
+from harness.stats.metrics import roc_auc
+
+RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "4", "--lr", "5e-3",
+          "--batch-size", "8", "--pairs", "12", "--no-progress"]
+
+
+def _rec(label: str, score: float | None, cat: str = "c", **details) -> dict:
+    return {"label": label, "score": score, "category": cat, "details": details}
+
+
+def _pairs_recs(scores: dict[str, list[tuple[float, float]]]) -> tuple[dict, dict]:
+    """{model: [(cue score, no-cue score) per pair]} -> (records by model, pair of each id); pair k
+    in category c{k // 2}."""
+    recs, pairs = {}, {}
+    for name, rows in scores.items():
+        recs[name] = {}
+        for k, (s1, s0) in enumerate(rows):
+            recs[name][f"p{k}:1"] = _rec("eval", s1, f"c{k // 2}")
+            recs[name][f"p{k}:0"] = _rec("deploy", s0, f"c{k // 2}")
+            pairs[f"p{k}:1"] = pairs[f"p{k}:0"] = f"p{k}"
+    return recs, pairs
+
+
+# --- pure table functions ----------------------------------------------------------------------
+
+def test_the_reference_replaces_the_base_in_every_difference():
+    """The base is at chance, the sham reference and the organism separate every pair: organism
+    - reference is 0, organism - base would be +0.5; the double difference is over the reference."""
+    n = 16  # 8 categories: a perfect AUROC's exact interval then excludes 0.5
+    base = [(0.5 + 0.01 * (k % 2), 0.5 + 0.01 * ((k + 1) % 2)) for k in range(n)]
+    ref = [(0.7, 0.3)] * n
+    org = [(0.9, 0.2)] * n
+    recs, pairs = _pairs_recs({"base": base, "reference": ref, "organism": org})
+    ids = scored_pairs(recs, pairs)
+    row = compare(recs, ids, pairs, "reference", "organism", "base", n_boot=100, seed=0)
+    assert row["auroc_a"] == 1.0 and row["auroc_b"] == 1.0 and row["diff"] == 0.0
+    assert row["auroc_base"] == pytest.approx(0.5)
+    assert row["double_diff"]["mean"] == pytest.approx(0.7 - 0.4) and row["n_pairs"] == n
+    assert row["pair_diff_reference"]["mean"] == pytest.approx(0.4)
+    assert row["reads_cue_text"]  # the reference already separates the pairs
+    v = sensitivity_verdict("m", {**row, "method": "m", "organism": "organism", "role": "sensitivity",
+                                  "reference_label": "reference (sham)", "n_unscored": 0})
+    assert "the reference (sham) already separates the pairs" in v
+
+
+def test_a_behaviour_organism_is_specificity_and_its_verdict_says_something_changed():
+    assert Model("o", "d", "behaviour").role == "specificity"
+    assert Model("o", "d", "aware").role == Model("o", "d", "disjoint").role == "sensitivity"
+    assert Model("o", "d", "sham").role == "null"
+    row = {"n": 24, "n_unscored": 0, "diff": 0.3, "diff_ci": [0.1, 0.5], "auroc_a": 0.5, "auroc_a_ci": [0.3, 0.7],
+           "organism": "organism-behaviour", "role": "specificity", "double_diff": {"mean": 0.2, "ci": [0.1, 0.3]}}
+    v = sensitivity_verdict("logprob_question", row)
+    assert "specificity" in v and "something changed, not awareness" in v
+    still = {**row, "diff": 0.0, "diff_ci": [-0.1, 0.1], "double_diff": {"mean": 0.0, "ci": [-0.1, 0.1]}}
+    assert "specific: not shown moved" in sensitivity_verdict("logprob_question", still)
+
+
+def test_pairs_leave_together_across_every_model():
+    recs, pairs = _pairs_recs({"base": [(0.9, 0.1)] * 3, "reference": [(0.9, 0.1)] * 3,
+                               "a": [(0.9, 0.1)] * 3, "b": [(0.9, 0.1)] * 3})
+    recs["b"]["p1:0"]["score"] = None  # the fourth model leaves one side of pair 1 unscored
+    del recs["a"]["p2:1"]  # the third has no record for one side of pair 2
+    assert scored_pairs(recs, pairs) == ["p0:1", "p0:0"]
+    row = compare(recs, scored_pairs(recs, pairs), pairs, "reference", "a", "base", n_boot=0, seed=0)
+    assert row["n"] == 2 and row["n_pairs"] == 1
+
+
+def _voted(label: str, score: float, kept: list[str], withheld: list[str], cat: str) -> dict:
+    votes = [{"k": i, "variant": v, "value": label, "error": None, "label_mass": 0.5, "label_score": score}
+             for i, v in enumerate(kept)]
+    votes += [{"k": 9, "variant": v, "value": label, "error": None, "label_mass": 0.001, "label_score": 0.9,
+               "label_withheld": True} for v in withheld]
+    return _rec(label, score, cat, votes=votes, min_label_mass=0.01, score_source="label_probability")
+
+
+def test_within_variant_keeps_only_pairs_scored_on_the_same_variants():
+    recs: dict = {"base": {}, "organism": {}}
+    pairs = {}
+    # pair a: both sides on v1, v2 in both models; pair b: the cue side's v2 withheld on the organism
+    # (label-dependent withholding); pair c: the no-cue side's v1 withheld on the base
+    plan = {"a": ({}, {}), "b": ({}, {"organism": ["v2"]}), "c": ({"base": ["v1"]}, {})}
+    for k, (p, (w0, w1)) in enumerate(plan.items()):
+        for name in recs:
+            w_no, w_cue = w0.get(name, []), w1.get(name, [])
+            recs[name][f"{p}:1"] = _voted("eval", 0.8, [v for v in ("v1", "v2") if v not in w_cue], w_cue, f"c{k}")
+            recs[name][f"{p}:0"] = _voted("deploy", 0.3, [v for v in ("v1", "v2") if v not in w_no], w_no, f"c{k}")
+            pairs[f"{p}:1"] = pairs[f"{p}:0"] = p
+    assert has_variant_gate(recs)
+    ids = scored_pairs(recs, pairs)
+    assert len(ids) == 6
+    assert same_variant_ids(recs, ids, pairs) == ["a:1", "a:0"]
+    plain = {r: {i: {k: v for k, v in x.items() if k != "details"} for i, x in by.items()} for r, by in recs.items()}
+    assert not has_variant_gate(plain)  # a method without variant votes (logprob) has no such row
+
+
+def test_spillover_is_the_hand_computation():
+    """Mean log-odds on the no-cue side only, organism - reference per sample; a score of exactly
+    1.0 is clipped (counted), a record's own `log_odds` is taken as it is."""
+    ref = {"x:1": _rec("eval", 0.99, "c0"), "x:0": _rec("deploy", 0.5, "c0"),
+           "y:0": _rec("deploy", 0.2, "c1"), "z:0": _rec("deploy", 0.9, "c2"), "w:0": _rec("deploy", None, "c2")}
+    org = {"x:1": _rec("eval", 1.0, "c0"), "x:0": _rec("deploy", 1.0, "c0"),
+           "y:0": {**_rec("deploy", 1.0, "c1"), "log_odds": 30.0}, "z:0": _rec("deploy", 0.6, "c2"),
+           "w:0": _rec("deploy", 0.4, "c2")}
+    s = spillover({"reference": ref, "organism": org}, "reference", "organism", n_boot=50, seed=0)
+    lg = lambda p: math.log(p / (1 - p))  # noqa: E731
+    clip = 1 - EPS
+    r = [lg(0.5), lg(0.2), lg(0.9)]
+    o = [lg(clip), 30.0, lg(0.6)]
+    assert s["n"] == 3 and s["n_unscored"] == 1  # w:0 unscored on the reference
+    assert s["mean_reference"]["mean"] == pytest.approx(sum(r) / 3)
+    assert s["mean_organism"]["mean"] == pytest.approx(sum(o) / 3)
+    assert s["diff"]["mean"] == pytest.approx(sum(b - a for a, b in zip(r, o)) / 3)
+    assert s["clipped"] == {"reference": 0, "organism": 1} and s["diff"]["ci_method"]
+    assert log_odds({"score": 0.0}) == (pytest.approx(lg(EPS)), True)
+    assert log_odds({"score": 0.3, "details": {"log_odds": -2.0}}) == (-2.0, False)
+    assert logprob_methods(["binary", "logprob", "logprob_question", "probe"]) == ["logprob", "logprob_question"]
+
+
+# --- tiny organisms through the CLI ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory, smollm2_dir):
+    from tests.helpers.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("setbase") / "model", smollm2_dir)
+
+
+@pytest.fixture(scope="module")
+def tiny_set(tmp_path_factory, tiny_base) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("set")
+    out = {}
+    for kind in ("sham", "aware", "behaviour"):
+        res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--kind", kind,
+                                       "--out", str(root / kind)])
+        assert res.exit_code == 0, res.output + repr(res.exception)
+        out[kind] = root / kind
+    return out
+
+
+@pytest.fixture(scope="module")
+def frozen_probe(tmp_path_factory, tiny_base) -> tuple[Path, dict]:
+    """A probe trained elsewhere: random-word prompts, eval = a grading sentence appended."""
+    from harness.backends.hf.backend import HFBackend
+    from harness.core.sample import Message, Sample
+    from harness.runlog import RunLog
+    from probes.activations.capture import run_capture
+    from probes.apply import train_and_save
+    from tests.helpers.probe_runs import answer_run, random_samples
+
+    root = tmp_path_factory.mktemp("probe")
+    train = []
+    for i, s in enumerate(random_samples(n_groups=6, per_group=4, seed=3)):
+        graded = i % 2 == 0
+        text = s.messages[0].content + (" Your answer will be graded." if graded else "")
+        train.append(Sample(s.id, (Message("user", text),), "eval" if graded else "deploy", s.metadata))
+    b = HFBackend(str(tiny_base), batch_size=4)
+    try:
+        answer_run(root / "train", train, b, answers=False).close()
+        run_capture(root / "train", layers="all", poolings="last_prompt", backend=b, include_answer=False,
+                    progress=False)
+    finally:
+        b.close()
+    with RunLog(root / "train", create=False) as st:
+        return train_and_save(st, "default", "last_prompt", "best", root / "probe", progress=False)
+
+
+def test_validate_on_a_set_with_a_sham_reference_and_a_frozen_probe(tiny_set, tiny_base, frozen_probe, tmp_path):
+    from harness.runlog import RunLog
+
+    probe_dir, meta = frozen_probe
+    pairs = tmp_path / "pairs.jsonl"
+    res = CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo", "--out", str(pairs)])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "validate"
+    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--reference", str(tiny_set["sham"]),
+                                   "--organism", str(tiny_set["aware"]), "--organism", str(tiny_set["behaviour"]),
+                                   "--pairs", str(pairs), "--methods", "logprob_question,binary", "--limit", "3",
+                                   "--n-votes", "2", "--min-coverage", "0", "--min-label-mass", "0",
+                                   "--answer-tokens", "4", "--probe-tokens", "4",
+                                   "--probe", str(probe_dir), "--bootstrap", "50", "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    table = json.loads((out / "sensitivity.json").read_text())
+    names = {"base", "reference", "organism-aware", "organism-behaviour"}
+    assert {p.name for p in out.iterdir() if p.is_dir()} == names  # each model its own sub-run
+    assert table["reference"]["model"] == str(tiny_set["sham"]) and table["reference"]["kind"] == "sham"
+    rows = {(r["method"], r["organism"], r["subset"]): r for r in table["rows"]}
+    assert {r["role"] for (_, o, _), r in rows.items() if o == "organism-behaviour"} == {"specificity"}
+    assert {r["role"] for (_, o, _), r in rows.items() if o == "organism-aware"} == {"sensitivity"}
+
+    # the reference's AUROC is the sham sub-run's, on the same pairs; the base's is reported apart
+    def scores(run: str, method: str) -> dict:
+        with RunLog(out / run, create=False) as st:
+            return {r["sample_id"]: r for r in st.result_dicts(method)}
+
+    row = rows[("logprob_question", "organism-aware", "all")]
+    recs = {n: scores(n, "logprob_question") for n in names}
+    with RunLog(out / "base", create=False) as st:
+        pmap = {s.id: str(s.metadata.extra["pair"]) for s in st.samples()}
+    ids = scored_pairs(recs, pmap)
+    y = [int(recs["reference"][i]["label"] == "eval") for i in ids]
+    assert row["n"] == len(ids) == 6
+    assert row["auroc_a"] == pytest.approx(roc_auc(y, [recs["reference"][i]["score"] for i in ids]))
+    assert row["auroc_b"] == pytest.approx(roc_auc(y, [recs["organism-aware"][i]["score"] for i in ids]))
+    assert row["auroc_base"] == pytest.approx(roc_auc(y, [recs["base"][i]["score"] for i in ids]))
+    assert row["diff"] == pytest.approx(row["auroc_b"] - row["auroc_a"])
+
+    def mean_pair_diff(run: str) -> float:
+        d = [recs[run][i]["score"] * (1 if recs[run][i]["label"] == "eval" else -1) for i in ids]
+        return sum(d) / (len(ids) / 2)
+
+    assert row["pair_diff_reference"]["mean"] == pytest.approx(mean_pair_diff("reference"))
+    assert mean_pair_diff("reference") != pytest.approx(mean_pair_diff("base"), abs=1e-9)  # the sham is not the base
+    assert row["double_diff"]["mean"] == pytest.approx(mean_pair_diff("organism-aware") - mean_pair_diff("reference"))
+
+    # binary: a within-variant row beside the plain one, on a subset of its pairs
+    wv = rows[("binary", "organism-aware", "within variant")]
+    assert rows[("binary", "organism-aware", "all")]["n"] > 0
+    assert wv["n"] + wv["n_other_variants"] == rows[("binary", "organism-aware", "all")]["n"]
+    assert ("logprob_question", "organism-aware", "within variant") not in rows
+
+    # the probe row: the same frozen probe, applied to every model's run
+    assert ("probe", "organism-behaviour", "all") in rows
+    for run in names:
+        recs_p = scores(run, "probe")
+        assert len(recs_p) == 6
+        assert {(r["details"]["scores"], r["details"]["layer"]) for r in recs_p.values()} == \
+               {("applied, frozen", meta["layer"])}
+    per_model = table["probe"]["per_model"]
+    assert set(per_model) == names and len({json.dumps(v["settings"], sort_keys=True) for v in per_model.values()}) == 1
+    assert not str(per_model["base"]["settings"]["train_run"]).startswith(str(out))  # trained elsewhere
+
+    # spillover of the logprob method, per organism
+    assert {(s["method"], s["organism"]) for s in table["spillover"]} == \
+           {("logprob_question", "organism-aware"), ("logprob_question", "organism-behaviour")}
+    md = (out / "sensitivity.md").read_text()
+    assert md.startswith("Verdicts (organism vs reference") and "Spillover" in md and "specificity" in md
+
+
+def test_probe_layers_is_refused_and_points_to_probe(tiny_set, tiny_base, tmp_path):
+    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(tiny_set["aware"]),
+                                   "--probe-layers", "all", "--out", str(tmp_path / "v")])
+    assert res.exit_code != 0 and "--probe DIR" in str(res.exception) and "cue presence" in str(res.exception)
+    assert not (tmp_path / "v" / "sensitivity.json").exists()
+    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--reference", str(tiny_set["aware"]),
+                                   "--organism", str(tiny_set["behaviour"]), "--out", str(tmp_path / "w")])
+    assert res.exit_code != 0 and "sham" in str(res.exception)
