@@ -86,3 +86,23 @@ def test_a_pair_leaves_together_when_one_side_is_unscored():
     recs = {"base": {"a1": rec(0.9), "a0": rec(0.1), "b1": rec(0.8), "b0": rec(0.2)},
             "organism": {"a1": rec(0.9), "a0": rec(None), "b1": rec(0.7), "b0": rec(0.3)}}
     assert scored_pairs(recs, pairs) == ["b1", "b0"]
+
+
+def test_units_that_agree_exactly_give_no_zero_width_interval():
+    """Three categories with the same rate 2/3: every leave-one-out value equals the estimate, so
+    the cluster jackknife's interval had zero width ([0.667, 0.667]) and a verdict read it as
+    excluding 0.5; three units that agree say little, so the exact interval over them is used."""
+    hits = [True, True, False] * 3
+    cats = [c for c in "abc" for _ in range(3)]
+    r = rate_with_ci(hits, cats, n_boot=200)
+    assert r["ci"][0] < 0.5 < r["ci"][1] and "exact" in r["ci_method"]
+    assert abs(r["ci"][0] - exact_share_interval(2 / 3, 3)[0]) < 1e-3
+    # the same for an AUROC whose every category gives the same value
+    y = [1, 0, 0] * 3
+    s = [0.9, 0.1, 0.95] * 3  # per category: AUROC 0.5 ... with ties broken alike: 0.5 each
+    row = paired_auroc(y, s, s, cats, n_boot=200)
+    assert row["auroc_a"] == 0.5 and row["auroc_a_ci"][0] < 0.5 < row["auroc_a_ci"][1]
+    assert "exact" in row["auroc_a_ci_method"]
+    # a difference that is exactly 0 in every resample says so in its rule
+    d = row["diff_ci"]
+    assert d is None or d[1] > d[0] or "every resample gives the same value" in row["diff_ci_method"]

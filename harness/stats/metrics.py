@@ -473,16 +473,18 @@ def interval_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n:
         out = _share_rule(stat, n_items, groups, alpha, strata, theta)
     elif G < SMALL_SAMPLE_UNITS:
         ci = _bounded_jackknife(stat, n_items, groups, alpha, strata, bounds, raw_fallback=not share)
-        if ci is not None:
+        if ci is not None and ci[1] - ci[0] > 1e-9:
             out = Interval(ci[0], ci[1], interval_method(G) + (" on the logit" if bounds is not None else ""))
-        elif share and np.isfinite(theta):
+        elif share and np.isfinite(theta):  # undefined, or of zero width (every unit left out gives
+            # the same value: few units that agree say little, not nothing): the exact interval
             out = _share_rule(stat, n_items, groups, alpha, strata, theta)
     if out is None:
         ci = _interval(stat(bootstrap_weights(n_items, n, seed, groups, strata, subgroups).astype(float)), n, alpha)
         if ci is None:
             return None
-        why = "" if G >= SMALL_SAMPLE_UNITS else " (the jackknife was undefined here)"
-        out = Interval(ci[0], ci[1], f"percentile bootstrap over {G} units{why}")
+        why = "" if G >= SMALL_SAMPLE_UNITS else " (the jackknife was undefined or of zero width here)"
+        same = " (every resample gives the same value)" if ci[1] - ci[0] <= 1e-9 else ""
+        out = Interval(ci[0], ci[1], f"percentile bootstrap over {G} units{why}{same}")
     if bounds is not None and (out.lo < bounds[0] or out.hi > bounds[1]):
         out = Interval(max(out.lo, bounds[0]), min(out.hi, bounds[1]), out.method + f", clipped to [{bounds[0]:g}, {bounds[1]:g}]")
     return out
