@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import click
 
+from harness.backends.base import Backend
 from harness.backends.registry import open_backend
 from harness.cli.options import BackendKind, MethodOptions, method_options, methods_option, progress_option, verbose_option
 from harness.core import bounds, console
@@ -24,6 +26,7 @@ from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
 from harness.data.readers import load_dataset
 from harness.data.subset import select
+from harness.methods import MethodConfig
 from harness.models.card import CARD_NAME, manifest_card, read_card
 from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
@@ -32,7 +35,9 @@ from harness.organisms.measure import first_token_kl, verbalizations
 from harness.organisms.train import Recipe, build_organism, describe
 from harness.organisms.validate import Model, measured_kl, sensitivity, sensitivity_lines
 from harness.organisms.validate import scored_pairs, sensitivity_verdict  # noqa: F401  (re-exported)
+from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
 from harness.run.loop import needs_judge, run_methods
+from harness.runlog import RunLog
 from harness.stats.paired import mean_with_ci, rate_with_ci
 
 DEFAULT_METHODS = "binary,probability,logprob,logprob_question"
@@ -277,7 +282,9 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
     present) and write each method's sensitivity (aware, disjoint organisms) and specificity
     (behaviour-only organism): AUROC on reference and organism [category-cluster 95% CI], the
     difference (same resamples), the within-pair double difference, and the spillover of the
-    logprob methods on no-cue prompts (see docs/organisms.md).
+    logprob methods on no-cue prompts; with the monitor, also the reference's monitor over each
+    organism's answers and back (sub-runs cross-READER-reads-WRITER), every read at position 0
+    apart from the rest (see docs/organisms.md).
 
     \b
     Examples:
@@ -295,6 +302,9 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
                              "e.g. on the demo set's eval/deploy labels) and pass it with --probe DIR: it is "
                              "applied frozen to every model")
     method_list = list(methods)
+    if "monitor" in method_list and method_opts.values.get("monitor_source") == "elicited":
+        raise EvalAwareError("validate: --monitor-source elicited: the monitor's cross reads give one model's "
+                             "answers to another; run validate with --monitor-source answer")
     organisms, reference, base_model, cue = _validate_models(base, organism_dirs, reference_dir)
     samples, path = _read_pairs(pairs_path, cue)
     samples = _pairs_subset(samples, limit)
@@ -306,6 +316,8 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
     prompts = method_opts.prompts()
     judge_of = judge_model or base
     models = [base_model, *([reference] if reference is not base_model else []), *organisms]
+    # the monitor's cross reads (validate_monitor): each run by its reader once the writer has run
+    pending = cross_reads(reference, organisms) if "monitor" in method_list else []
     readouts = {}
     for m in models:
         console.status(f"validate: {m.name} ({m.model})")
@@ -322,12 +334,23 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
                         extra_manifest={"validate": {"role": m.name, "kind": m.kind, "organism": m.model,
                                                      "reference": reference.model,
                                                      "judge": judge_of if judge else None}})
+            ran = {n.name for n in models[:models.index(m) + 1]}
+            now = [c for c in pending if c.reader is m and c.writer.name in ran]
+            pending = [c for c in pending if c not in now]
+            _cross_read(now, eng, config, method_opts.batch_size, outp, reference, progress)
         if probe_dir:
             readouts[m.name] = _frozen_probe(probe_dir, m.model, outp / m.name, dtype, progress)
+    for reader in dict.fromkeys(c.reader for c in pending):  # the reference over each organism's answers
+        with open_backend(backend, reader.model, dtype=dtype) as eng:
+            config = method_opts.config(eng.tokenizer, {}, seed)
+            _cross_read([c for c in pending if c.reader is reader], eng, config, method_opts.batch_size,
+                        outp, reference, progress)
     if probe_dir:
         method_list = [*method_list, "probe"]
     kl = {o.name: measured_kl(o.model, _organism_card(o.model)) for o in organisms}
     table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl)
+    if "monitor" in method_list:
+        add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed)
     if probe_dir:
         table["probe"] = {"dir": probe_dir, "applied": "frozen: the same probe (weights, layer, pooling) on every "
                                                        "model", "per_model": readouts}
@@ -336,6 +359,20 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
     (outp / "sensitivity.md").write_text("\n".join(lines) + "\n")
     for line in lines:
         click.echo(line)
+
+
+def _cross_read(reads: Sequence[CrossRead], eng: Backend, config: MethodConfig, batch_size: int, outp: Path,
+                reference: Model, progress: bool) -> None:
+    """Run the reader's monitor over each writer's answers (its samples ending with the writer's
+    cached answer: view ``full``) into the sub-run ``cross-<reader>-reads-<writer>``, resumable."""
+    for c in reads:
+        console.status(f"validate: {c.name}")
+        with RunLog(outp / c.writer.name, create=False) as st:
+            samples = written_samples(st, eng.tokenizer, config.view)
+        run_methods(samples, ["monitor"], eng, outp / c.name, config=replace(config, view="full"),
+                    batch_size=batch_size, progress=progress,
+                    extra_manifest={"validate": {"role": c.name, "kind": "cross read", "reader": c.reader.model,
+                                                 "writer": c.writer.model, "reference": reference.model}})
 
 
 def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str | None

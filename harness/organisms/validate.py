@@ -25,6 +25,8 @@ run directories of the base model, a reference and one or more organisms (issue 
   logit of its score, the clipped ones counted), beside the first-token KL of `organism
   measure` where its JSON is found.
 
+The monitor's own and cross reads, position 0 apart from the rest: :mod:`harness.organisms.validate_monitor`.
+
 Every interval names its rule (``*_method``; :mod:`harness.stats.paired`).
 """
 
@@ -309,8 +311,8 @@ def sensitivity_verdict(m: str, r: dict[str, Any]) -> str:
     the method reads the cue's text, not a planted awareness)?"""
     ref = r.get("reference_label", "base")
     role = r.get("role", "sensitivity")
-    tag = m if "organism" not in r else (
-        f"{m} [{r['organism']}, {role}{', within variant' if r.get('subset', 'all') != 'all' else ''}]")
+    subset = r.get("subset", "all")
+    tag = m if "organism" not in r else f"{m} [{r['organism']}, {role}{'' if subset == 'all' else ', ' + subset}]"
     d, dci = r.get("diff"), r.get("diff_ci")
     dd = r.get("double_diff") or {}
     if d is None:
@@ -348,14 +350,16 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
     rows = table.get("rows") or [{**r, "method": m} for m, r in table["methods"].items()]
     ref = (table.get("reference") or {}).get("name", "base")
     out = [f"Verdicts (organism vs {ref}, on the same pairs):",
-           *[sensitivity_verdict(r["method"], r) for r in rows], "",
+           *[sensitivity_verdict(r["method"], r) for r in rows if "read" not in r],
+           *table.get("monitor_verdicts", []), "",
            f"| method | organism | role | pairs | n scored | AUROC {ref} | AUROC organism | difference | "
            f"within-pair diff {ref} | within-pair diff organism | double difference | AUROC base |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pr, po, dd = r.get("pair_diff_reference") or {}, r.get("pair_diff_organism") or {}, r.get("double_diff") or {}
         n = f"{r['n']} ({r['n_unscored']} unscored" + (
-            f", {r['n_other_variants']} other variants)" if "n_other_variants" in r else ")")
+            f", {r['n_other_variants']} other variants" if "n_other_variants" in r else "") + (
+            f", {r['n_no_later']} with no later position" if r.get("n_no_later") else "") + ")"
         base = f"{_f(r['auroc_base'])} {_fmt_ci(r.get('auroc_base_ci'))}" if "auroc_base" in r else "-"
         out.append(f"| {r['method']} | {r.get('organism', '-')} ({r.get('kind', '-')}) | {r.get('role', '-')} | "
                    f"{r.get('subset', 'all')} | {n} | {_f(r['auroc_a'])} {_fmt_ci(r['auroc_a_ci'])} | "

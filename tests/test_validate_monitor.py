@@ -1,0 +1,157 @@
+"""`validate`'s monitor rows (issue 36 item 4): every read (own, the reference over the organism's
+answers, the organism over the reference's) twice, position 0 apart from the later positions; a
+sample with no later position leaves the later rows with its pair, counted; the cross reads are
+sub-runs whose samples end with the writer's stored answer (fast: tiny models)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli.main import cli
+from harness.organisms.validate import Model, sensitivity_lines
+from harness.organisms.validate_monitor import (READS, monitor_rows, monitor_verdicts, no_later, part_records,
+                                                part_score, read_names)
+
+RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "2", "--lr", "5e-3",
+          "--batch-size", "8", "--pairs", "8", "--no-progress"]
+REF, ORG = Model("reference", "sham-dir", "sham"), Model("organism", "org-dir", "aware")
+
+
+def _mon(label: str, positions: list[int], curve: list[float], cat: str) -> dict:
+    return {"label": label, "score": max(curve), "category": cat,
+            "details": {"positions": positions, "curve": curve}}
+
+
+def _reads(first: dict[str, bool], later: dict[str, bool], n: int = 16) -> tuple[dict, dict]:
+    """Monitor records of the reference and the organism's three reads over `n` pairs (category
+    c{k // 2}): a read separates cue from no-cue at position 0 / later where `first` / `later`
+    say so, else it is at chance (AUROC 0.5)."""
+    names = {"reference": "reference", **read_names(REF, ORG)}
+    recs: dict = {n_: {} for n_ in names.values()}
+    pairs = {}
+    for read, name in names.items():
+        for k in range(n):
+            for side, label in ((1, "eval"), (0, "deploy")):
+                chance = 0.1 * ((k + side) % 2)
+                p0 = (2.0 if side else -2.0) if first.get(read) else chance
+                p1 = (1.0 if side else -1.0) if later.get(read) else chance - 3
+                recs[name][f"p{k}:{side}"] = _mon(label, [0, 4, 9], [p0, p1 - 1, p1], f"c{k // 2}")
+                pairs[f"p{k}:{side}"] = f"p{k}"
+    return recs, pairs
+
+
+def test_position_zero_and_later_are_split_from_the_curve():
+    r = _mon("eval", [0, 3, 7], [2.0, -1.0, 0.5], "c")
+    assert r["score"] == 2.0  # the record's peak is at position 0
+    assert part_score(r, "position 0") == 2.0 and part_score(r, "later") == 0.5
+    empty = _mon("eval", [0], [1.5], "c")  # an empty answer: the start only
+    assert part_score(empty, "position 0") == 1.5 and part_score(empty, "later") is None
+    assert part_score({**r, "score": None}, "position 0") is None
+    late = {**r, "details": {"positions": [2, 5], "curve": [0.1, 0.3]}}  # a read that starts later
+    assert part_score(late, "position 0") is None and part_score(late, "later") == 0.3
+    with pytest.raises(ValueError):
+        part_score(r, "middle")
+
+
+def test_a_sample_without_later_positions_leaves_the_later_rows_with_its_pair_and_is_counted():
+    recs, pairs = _reads({"own": True, "organism reads reference": True}, {})
+    own = read_names(REF, ORG)["own"]
+    recs[own]["p3:0"] = _mon("deploy", [0], [-2.0], "c1")  # the organism's answer to p3's no-cue side is empty
+    assert no_later(recs) == {"p3:0"}
+    assert part_records(recs, "later")[own]["p3:0"]["score"] is None
+    rows = {(r["read"], r["part"]): r for r in monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0)}
+    assert set(rows) == {(read, part) for read in READS for part in ("position 0", "later")}
+    for read in READS:
+        assert rows[(read, "position 0")]["n"] == 32 and rows[(read, "position 0")]["n_no_later"] == 0
+        later = rows[(read, "later")]
+        assert later["n"] == 30 and later["n_unscored"] == 2 and later["n_no_later"] == 1  # p3 leaves whole
+        assert later["subset"] == f"{read}: later" and later["diff_ci_method"]
+    # the organism separates at position 0 only (its own read, and its read of the reference)
+    assert rows[("own", "position 0")]["auroc_b"] == 1.0 and rows[("own", "position 0")]["auroc_a"] == 0.5
+    assert rows[("own", "later")]["diff"] == pytest.approx(0.0)
+    assert rows[("reference reads organism", "position 0")]["diff"] == pytest.approx(0.0)
+    assert rows[("own", "position 0")]["double_diff"]["mean"] == pytest.approx(4.0 - 0.0)
+    (line,) = monitor_verdicts(list(rows.values()))
+    assert "position 0 only" in line and "reads back the training target" in line
+
+
+def test_the_verdict_says_when_sensitivity_survives_later_and_in_the_reference_s_reading():
+    recs, pairs = _reads({"own": True}, {"own": True, "reference reads organism": True})
+    rows = monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0)
+    (line,) = monitor_verdicts(rows)
+    assert "survives away from position 0 and when the reference (sham) reads the organism's answers" in line
+    recs, pairs = _reads({}, {"own": True, "organism reads reference": True})
+    (line,) = monitor_verdicts(monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0))
+    assert "organism's own reading only" in line and "its reading shifted" in line
+    behaviour = Model("organism", "b-dir", "behaviour")
+    (line,) = monitor_verdicts(monitor_rows(recs, pairs, REF, [behaviour], None, n_boot=200, seed=0))
+    assert "something changed, not awareness" in line and "own later" in line
+    md = sensitivity_lines({"rows": rows, "monitor_verdicts": [line], "ci": "x", "reference": {"name": "reference"}})
+    assert line in md and not any(x.startswith("- monitor [organism, sensitivity, own") for x in md)
+    assert any("| own: later |" in x for x in md)
+
+
+# --- tiny organisms through the CLI ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory, smollm2_dir):
+    from tests.helpers.tiny_model import build_tiny_model
+
+    root = tmp_path_factory.mktemp("monitor-set")
+    base = build_tiny_model(root / "base", smollm2_dir)
+    for kind in ("sham", "aware"):
+        res = CliRunner().invoke(cli, ["organism", "build", "--base", str(base), *RECIPE, "--kind", kind,
+                                       "--out", str(root / kind)])
+        assert res.exit_code == 0, res.output + repr(res.exception)
+    return base, root / "sham", root / "aware"
+
+
+def test_validate_monitor_cross_reads_the_writer_s_answers(tiny_pair, tmp_path):
+    from transformers import AutoTokenizer
+
+    from harness.backends.base import _remove_all
+    from harness.runlog import RunLog
+
+    base, sham, aware = tiny_pair
+    pairs = tmp_path / "pairs.jsonl"
+    assert CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo",
+                                    "--out", str(pairs)]).exit_code == 0
+    out = tmp_path / "v"
+    args = ["validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
+            "--pairs", str(pairs), "--methods", "monitor", "--limit", "2", "--answer-tokens", "8",
+            "--bootstrap", "20", "--no-progress", "--out", str(out)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert {p.name for p in out.iterdir() if p.is_dir()} == {
+        "base", "reference", "organism", "cross-reference-reads-organism", "cross-organism-reads-reference"}
+    tok = AutoTokenizer.from_pretrained(base)
+    specials = [t for t in tok.all_special_tokens if t]
+
+    def run(name: str) -> tuple[dict, dict, dict]:
+        with RunLog(out / name, create=False) as st:
+            return ({s.id: s for s in st.samples()}, {r["sample_id"]: r for r in st.result_dicts("monitor")},
+                    {c.sample_id: c for c in st.model_calls("monitor", "answer")})
+
+    for reader, writer in (("reference", "organism"), ("organism", "reference")):
+        samples, recs, calls = run(f"cross-{reader}-reads-{writer}")
+        w_samples, _, w_calls = run(writer)
+        _, r_recs, r_calls = run(reader)
+        assert set(samples) == set(w_samples) and len(samples) == 4 and not calls  # nothing generated
+        assert any(w_calls[i].text != r_calls[i].text for i in samples)  # the two models answer differently
+        for sid, s in samples.items():
+            assert s.messages[:-1] == w_samples[sid].messages and s.messages[-1].role == "assistant"
+            assert _remove_all(s.messages[-1].content, specials).strip() == w_calls[sid].text  # the writer's answer
+            assert recs[sid]["details"]["source"] == "dataset"
+            # position 0 reads the prompt alone: the reader's own position-0 value
+            assert recs[sid]["details"]["curve"][0] == pytest.approx(r_recs[sid]["details"]["curve"][0], abs=1e-3)
+    table = json.loads((out / "sensitivity.json").read_text())
+    rows = {(r["read"], r["part"]) for r in table["rows"] if r["method"] == "monitor" and "read" in r}
+    assert rows == {(read, part) for read in READS for part in ("position 0", "later")}
+    assert any(r["method"] == "monitor" and r["subset"] == "all" for r in table["rows"])  # the plain row stays
+    md = (out / "sensitivity.md").read_text()
+    assert "- monitor [organism, sensitivity, reads vs the reference (sham)'s own]" in md
+    res = CliRunner().invoke(cli, args)  # resumed: nothing to redo, the same table
+    assert res.exit_code == 0 and json.loads((out / "sensitivity.json").read_text())["rows"] == table["rows"]
