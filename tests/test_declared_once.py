@@ -1,6 +1,6 @@
-"""Issue 38, "declared once": a method name registered twice is refused, an organism's resume state
-is safetensors + JSON (no pickle) and resumes exactly, and ARCHITECTURE.md is a short map whose
-paths exist."""
+"""Issue 38, "declared once": a method or backend registered twice is refused, an organism's
+resume state is safetensors + JSON (no pickle) and resumes exactly, and ARCHITECTURE.md is a
+short map whose paths exist."""
 
 from __future__ import annotations
 
@@ -36,6 +36,41 @@ def test_a_method_name_registered_twice_is_refused_naming_both_classes():
         in str(e.value)
     assert base.REGISTRY == before and base.REGISTRY["binary"] is BinaryTest  # the first one kept
     assert base.register(BinaryTest) is BinaryTest and base.REGISTRY == before  # the same class again
+
+
+def test_a_backend_name_or_class_registered_twice_is_refused_naming_both(monkeypatch):
+    from harness.backends import registry
+    from harness.backends.hf.backend import HFBackend
+    from harness.backends.openai.backend import OpenAIBackend
+
+    class Impostor(HFBackend):
+        kind = "toy"
+
+    monkeypatch.setattr(registry, "BACKEND_CLASSES", dict(registry.BACKEND_CLASSES))
+    before = dict(registry.BACKEND_CLASSES)
+    with pytest.raises(EvalAwareError, match=r"backend 'hf' is registered twice") as e:
+        registry.register_backend("hf", Impostor)
+    assert "by harness.backends.hf.backend.HFBackend and by" in str(e.value)
+    assert ".Impostor" in str(e.value)
+    with pytest.raises(EvalAwareError, match=r"OpenAIBackend is registered twice: as backend "
+                                             r"'openai' and as 'toy'"):
+        registry.register_backend("toy", Impostor, OpenAIBackend)
+    assert registry.BACKEND_CLASSES == before  # nothing replaced, nothing half-added
+    registry.register_backend("toy", Impostor)
+    assert registry.BACKEND_CLASSES["toy"] == (Impostor,) and registry.backend_class("toy") is Impostor
+
+
+def test_a_report_prefix_registered_twice_with_another_spec_is_refused(monkeypatch):
+    from harness.methods import report_spec
+    from probes.report_spec import REPORT
+
+    monkeypatch.setattr(report_spec, "_PREFIXES", {})
+    report_spec.register_prefix("probe", REPORT)
+    report_spec.register_prefix("probe", REPORT)  # the same declaration again (a re-import)
+    other = report_spec.ReportSpec(scale="share")
+    with pytest.raises(EvalAwareError, match=r"report prefix 'probe' is registered twice"):
+        report_spec.register_prefix("probe", other)
+    assert report_spec._PREFIXES == {"probe": REPORT}
 
 
 # --- the organism's resume state ------------------------------------------------------------

@@ -24,7 +24,8 @@ from safetensors.torch import load_file, save_file
 from harness.core.errors import EvalAwareError
 from harness.data.readers import load_dataset
 from harness.runlog import RunLog
-from probes.activations.store import ActivationStore, _sha256
+from probes.activations.shard_file import sha256
+from probes.activations.store import ActivationStore
 from tests.helpers.probe_runs import answer_run, random_samples
 
 ROOT = Path(__file__).parents[1]
@@ -215,7 +216,7 @@ def _strip_row_record(run: Path) -> None:
                 meta = {k: v for k, v in (g.metadata() or {}).items() if not k.startswith("rows/")}
             save_file(load_file(str(f)), str(f), metadata=meta)
             db.execute("UPDATE act_shards SET bytes=?, sha256=? WHERE capture='default' AND shard=?",
-                       (f.stat().st_size, _sha256(f), f.name))
+                       (f.stat().st_size, sha256(f), f.name))
         db.commit()
     finally:
         db.close()

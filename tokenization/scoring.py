@@ -32,15 +32,23 @@ side by side in one forward, so each prompt runs once in all). The boundary set 
 share of the vocabulary; only its mass travels. ``full_vocab=True`` reads the first position from
 the full distribution instead (same values).
 
+**Log-odds**: each variant also records ``<variant>_log_odds`` = log m_eval - log m_deploy, formed
+from the log masses (logsumexp over the candidates), never as logit(P(eval)): a P(eval) that
+rounds to exactly 0 or 1 in floating point (odds beyond ~e^37) keeps a finite log-odds that
+orders it. None where a class carries no mass (the log-odds is infinite) or P(eval) is None.
+
 **Pruning** (``tol``, default :data:`DEFAULT_TOL`): a sequence (with or without the boundary
 term) can carry no more probability than its first token, which the first call already gives.
-Per prompt, sequences are scored in rounds: a sequence is skipped only while the summed
-first-token probabilities of all skipped ones stay <= ``tol`` x the exact mass already scored
-(a lower bound of the coverage); if a round's scores show the bound does not hold (the boundary
-term made the scored mass smaller than the first guess), the next largest skipped sequences are
-scored in another round. So the skipped mass is at most ``tol`` x coverage, the aware P(eval) is
-within ``tol / (1 - tol)`` of the unpruned value and the coverage within a relative ``tol``;
-``aware_skipped_bound`` records the bound per prompt. ``tol=0`` scores every sequence.
+Per prompt and per class (eval, deploy), sequences are scored in rounds: a sequence is skipped
+only while the summed first-token probabilities of its class's skipped ones stay <= ``tol`` x the
+exact mass of that class already scored (a lower bound of the class's mass); if a round's scores
+show the bound does not hold (the boundary term made the scored mass smaller than the first
+guess), the next largest skipped sequences are scored in another round. So each class's skipped
+mass is at most ``tol`` x its mass: the aware log-odds is within log(1 + tol) of the unpruned
+value, P(eval) within ``tol / (1 - tol)`` and the coverage within a relative ``tol``;
+``aware_skipped_bound`` records the bound (both classes) per prompt. ``tol=0`` scores every
+sequence. Per class, not per prompt (issue 36): a class whose mass is below ``tol`` x the other's
+would otherwise go wholly unscored, and P(eval) would be exactly 0 or 1 with no log-odds.
 
 Everything goes through the :class:`harness.backends.base.Backend` contract, so the cached
 backend makes these calls resumable.
@@ -156,6 +164,11 @@ class LogprobScore:
     aware_coverage: float
     aware_skipped_bound: float = 0.0  # upper bound of the probability of sequences pruned by `tol`
     words: list[WordScore] = field(default_factory=list)
+    # log(m_eval / m_deploy) of each variant, from the log masses (module docstring, "Log-odds");
+    # None where it is infinite (a class without mass) or undefined
+    naive_log_odds: float | None = None
+    top20_log_odds: float | None = None
+    aware_log_odds: float | None = None
 
     def has_signal(self, kind: str = "aware", threshold: float = DEFAULT_SIGNAL_THRESHOLD) -> bool:
         """Coverage of `kind` ("naive" | "top20" | "aware") at or above `threshold`
@@ -183,6 +196,19 @@ def _p_eval(l_eval: float, l_deploy: float) -> float | None:
     if l_eval == -math.inf and l_deploy == -math.inf:
         return None
     return 1.0 / (1.0 + math.exp(l_deploy - l_eval)) if l_eval != -math.inf else 0.0
+
+
+def log_odds(l_eval: float, l_deploy: float) -> float | None:
+    """log(P(eval) / P(deploy)) from the two classes' log masses (each a logsumexp over its
+    candidates): finite where P(eval) itself rounds to 0 or 1 (log masses -0.0 and -60: 60.0,
+    while P(eval) is 1.0 in float64); None where a class has no mass (infinite log-odds)."""
+    d = l_eval - l_deploy if math.isfinite(l_eval) and math.isfinite(l_deploy) else math.nan
+    return d if math.isfinite(d) else None
+
+
+def _log_mass(row: np.ndarray) -> float:
+    """log of the summed probability of the log-probs `row` (float64 logsumexp; -inf if empty)."""
+    return _lse(row.astype(np.float64).tolist())
 
 
 FirstLogprob = Callable[[int, int], float]  # (prompt index, token id) -> log p at the first position
@@ -248,6 +274,16 @@ def _affordable(upper: dict[tuple[int, ...], float], done: set[tuple[int, ...]],
     return skip
 
 
+def _skippable(upper: dict[tuple[int, ...], float], done: set[tuple[int, ...]],
+               scored: dict[str, float], classes: dict[tuple[int, ...], tuple[str, ...]],
+               tol: float) -> set[tuple[int, ...]]:
+    """Sequences that may stay unscored: :func:`_affordable` within each class (eval, deploy) on
+    that class's scored mass; a sequence of both classes only where both afford it."""
+    per = {c: _affordable({s: u for s, u in upper.items() if c in classes[s]}, done, m, tol)
+           for c, m in scored.items()}
+    return {s for s in upper if s not in done and all(s in per[c] for c in classes[s])}
+
+
 def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetWords | None = None,
                   tokenizer: Tokenizer | None = None, plan: ScoringPlan | None = None,
                   top_k: int = DEFAULT_TOP_K, aware: bool = True,
@@ -287,9 +323,10 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
     out = []
     for i, row in enumerate(first):
         mass = lambda ids: float(np.exp(row[[col[t] for t in ids]].astype(np.float64)).sum()) if ids else 0.0  # noqa: E731
+        lmass = lambda ids: _log_mass(row[[col[t] for t in ids]])  # noqa: E731
         m_ev, m_dp = mass(ev_ids), mass(dp_ids)
-        t_ev = mass([j for j in ev_ids if j in tops[i]])
-        t_dp = mass([j for j in dp_ids if j in tops[i]])
+        top_ev, top_dp = [j for j in ev_ids if j in tops[i]], [j for j in dp_ids if j in tops[i]]
+        t_ev, t_dp = mass(top_ev), mass(top_dp)
         wscores, cls = [], {"eval": [], "deploy": []}
         for wp in plan.per_word:
             a = _lse([seq_lp[0].get((i, v.ids), -math.inf) for v in wp.sequences]) if aware else -math.inf
@@ -304,7 +341,10 @@ def score_prompts(backend: Any, prompts: Sequence[Sequence[int]], words: TargetW
             top20_coverage=mass([j for j in all_ids if j in tops[i]]),
             aware_p_eval=_p_eval(l_ev, l_dp) if aware else None,
             aware_coverage=math.exp(_lse([l_ev, l_dp])) if aware else 0.0,
-            aware_skipped_bound=seq_lp[1][i], words=wscores))
+            aware_skipped_bound=seq_lp[1][i], words=wscores,
+            naive_log_odds=log_odds(lmass(ev_ids), lmass(dp_ids)),
+            top20_log_odds=log_odds(lmass(top_ev), lmass(top_dp)),
+            aware_log_odds=log_odds(l_ev, l_dp) if aware else None))
     return out
 
 
@@ -312,20 +352,27 @@ def _aware_logprobs(backend: Any, prompts: list[list[int]], plan: ScoringPlan, f
                     col: dict[int, int], aware_via: str, tol: float, boundary: bool
                     ) -> tuple[dict[tuple[int, tuple[int, ...]], float], list[float]]:
     """log P(sequence [+ boundary] | prompt) for every scored (prompt, sequence), and per prompt
-    the bound on the mass of the sequences left unscored (pruning rounds, see the module doc)."""
+    the bound on the mass of the sequences left unscored (pruning rounds per class, see the
+    module doc)."""
     seqs = plan.sequences()
+    classes: dict[tuple[int, ...], tuple[str, ...]] = {}
+    for wp in plan.per_word:
+        for v in wp.sequences:
+            classes[v.ids] = tuple(dict.fromkeys(classes.get(v.ids, ()) + (wp.label,)))
+    labels = tuple(dict.fromkeys(c for cs in classes.values() for c in cs))
     upper = [{s: float(np.exp(np.float64(first[i, col[s[0]]]))) for s in seqs} for i in range(len(prompts))]
     # Without the boundary term a single-token sequence is exact from the first call (free).
     got: dict[tuple[int, tuple[int, ...]], float] = {}
     if not boundary:
         got = {(i, s): float(first[i, col[s[0]]]) for i in range(len(prompts)) for s in seqs if len(s) == 1}
-    # First guess of the scored mass: the single-token candidates' first-token mass (exact
-    # without the boundary term; with it, an over-estimate that the next rounds correct).
-    guess = [sum(u for s, u in up.items() if len(s) == 1) for up in upper]
+    # First guess of each class's scored mass: its single-token candidates' first-token mass
+    # (exact without the boundary term; with it, an over-estimate that the next rounds correct).
+    guess = [{c: sum(u for s, u in up.items() if len(s) == 1 and c in classes[s]) for c in labels}
+             for up in upper]
     done: list[set[tuple[int, ...]]] = [{s for (j, s) in got if j == i} for i in range(len(prompts))]
     first_lp: FirstLogprob = lambda i, t: float(first[i, col[t]])  # noqa: E731
     while True:
-        skip = [_affordable(upper[i], done[i], guess[i], tol) for i in range(len(prompts))]
+        skip = [_skippable(upper[i], done[i], guess[i], classes, tol) for i in range(len(prompts))]
         todo = [[s for s in seqs if s not in done[i] and s not in skip[i]] for i in range(len(prompts))]
         if not any(todo):
             break
@@ -346,7 +393,7 @@ def _aware_logprobs(backend: Any, prompts: list[list[int]], plan: ScoringPlan, f
         got.update(new)
         for i, t in enumerate(todo):
             done[i].update(t)
-            guess[i] = sum(math.exp(got[(i, s)]) for s in done[i])
+            guess[i] = {c: sum(math.exp(got[(i, s)]) for s in done[i] if c in classes[s]) for c in labels}
     skipped = [sum(u for s, u in upper[i].items() if s not in done[i]) for i in range(len(prompts))]
     return got, skipped
 

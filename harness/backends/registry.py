@@ -1,8 +1,9 @@
 """The one way to reach a model: backends by name, asked for by what they can do.
 
-:data:`BACKEND_CLASSES` is the registry, one line per backend: its name and its classes (the
-first serves; a later one is a variant, e.g. vLLM's capture engine, chosen when a caller needs a
-capability only it has or gives a keyword only it takes). Everything else is read from the
+:data:`BACKEND_CLASSES` is the registry, one :func:`register_backend` line per backend (a name or
+a class registered twice is an error): its name and its classes (the first serves; a later one
+is a variant, e.g. vLLM's capture engine, chosen when a caller needs a capability only it has or
+gives a keyword only it takes). Everything else is read from the
 classes' declarations (:mod:`harness.backends.declare`): the command line builds each backend's
 flags from :func:`backend_options`, :func:`check_backend` refuses another backend's option, a
 lacking capability or a bad ``-M`` engine argument without loading anything, and
@@ -28,11 +29,31 @@ from harness.core import console
 from harness.core.errors import EvalAwareError
 from harness.models.fingerprint import check_model
 
-BACKEND_CLASSES: dict[str, tuple[type[Backend], ...]] = {
-    "vllm": (VLLMBackend, VLLMCaptureBackend),
-    "hf": (HFBackend,),
-    "openai": (OpenAIBackend,),
-}
+BACKEND_CLASSES: dict[str, tuple[type[Backend], ...]] = {}
+
+
+def register_backend(name: str, *classes: type[Backend]) -> None:
+    """Add a backend to :data:`BACKEND_CLASSES`: its name and its classes (the first serves, the
+    rest are variants). A name or a class registered twice is refused, naming both registrations
+    (a second line would silently replace the first)."""
+    if name in BACKEND_CLASSES:
+        raise EvalAwareError(f"backend {name!r} is registered twice: by {_names(BACKEND_CLASSES[name])} "
+                             f"and by {_names(classes)}; give one of them another name")
+    for cls in classes:
+        other = next((k for k, cs in BACKEND_CLASSES.items() if cls in cs), None)
+        if other is not None:
+            raise EvalAwareError(f"{_names((cls,))} is registered twice: as backend {other!r} and as "
+                                 f"{name!r}")
+    BACKEND_CLASSES[name] = tuple(classes)
+
+
+def _names(classes: Sequence[type]) -> str:
+    return ", ".join(f"{c.__module__}.{c.__qualname__}" for c in classes)
+
+
+register_backend("vllm", VLLMBackend, VLLMCaptureBackend)
+register_backend("hf", HFBackend)
+register_backend("openai", OpenAIBackend)
 BACKENDS = tuple(BACKEND_CLASSES)
 
 

@@ -28,10 +28,10 @@ from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
 from harness.stats.metrics import roc_auc
-from harness.stats.summaries import auroc_gate, answer_errors, per_class_accuracy, scored
+from harness.stats.summaries import auroc_gate, answer_errors, per_class_accuracy, ranked
 from harness.reporting.report import method_label, report
 from harness.runlog.lock import run_dir_lock
-from harness.run.monitor import tally
+from harness.stats.tally import tally
 from harness.run.loop import SCHEDULES, check_dataset, needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.runlog.export import FORMATS, format_for, write_records
@@ -232,7 +232,7 @@ def _print_summary(store, methods) -> None:
         recs = store.result_dicts(m)
         acc = per_class_accuracy(recs)
         t = tally(recs)
-        y, p = scored(recs)
+        y, p = ranked(recs)
         auc = None if auroc_gate(y) else roc_auc(y, p)  # no AUROC from < 10 scored per class
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
         judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731

@@ -61,8 +61,12 @@ def readout(plan: Plan, scores: Mapping[str, float | None], log_odds: Mapping[st
                      "log_odds": l0, "twin_log_odds": l1, "delta": p1 - p0,
                      "delta_log_odds": None if l0 is None or l1 is None else l1 - l0})
     y = [int(r["label"] == "eval") for r in rows]
+    # ranked by the log-odds where every row has both (the same ranks as the scores, but a
+    # logprob P(eval) of exactly 1.0 keeps its exact log-odds: no tie), else by the scores
+    by_lo = bool(rows) and all(r["log_odds"] is not None and r["twin_log_odds"] is not None for r in rows)
+    a, b = ("log_odds", "twin_log_odds") if by_lo else ("score", "twin_score")
     out = {"n_unscored": unscored, "n_changed": sum(r["changed"] for r in rows),
-           "auroc": paired_auroc(y, [r["score"] for r in rows], [r["twin_score"] for r in rows],
+           "auroc": paired_auroc(y, [r[a] for r in rows], [r[b] for r in rows],
                                  [r["category"] for r in rows], n_boot, seed)}
     ch = [r for r in rows if r["changed"]]
     out["change"] = {"delta": _effect(ch, "delta", n_boot, seed),

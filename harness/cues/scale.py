@@ -12,7 +12,10 @@ log-odds scale (ranked by it), with the raw change beside it:
   (n - s n + 1/2)), finite at 0 and 1; with each record's own n, 5 of 5 and 4 of 4 would differ
   by 0.2 from one invalid vote alone;
 - ``log-ratio`` (the monitor's nats): the score itself;
-- a ``log_odds_detail`` (the probes' ``decision``): that exact value.
+- a ``log_odds_detail`` (the probes' ``decision``, the logprob methods' ``log_odds``): that exact
+  value where the record holds one, never clipped (a logprob P(eval) of exactly 1.0 keeps its
+  log-odds, formed from the log-probabilities); a record without it (a run recorded before the
+  field existed, an infinite log-odds) falls back to its scale above.
 """
 
 from __future__ import annotations
@@ -60,8 +63,7 @@ def log_odds(record: Mapping[str, Any], spec: ReportSpec, n_share: int | None = 
 
 def describe(spec: ReportSpec) -> str:
     """How the readout's log-odds were made, in words (for the report's rows)."""
-    if spec.log_odds_detail:
-        return f"details.{spec.log_odds_detail} (exact)"
-    return {"probability": f"logit(P); a P beyond [{EPS:g}, 1 - {EPS:g}] is clipped and its pairs left out",
+    how = {"probability": f"logit(P); a P beyond [{EPS:g}, 1 - {EPS:g}] is clipped and its pairs left out",
             "share": "empirical logit of a share s of n votes, n fixed per method: log((sn + 1/2) / (n - sn + 1/2))",
             "log-ratio": "the score (already nats)"}[spec.scale]
+    return f"details.{spec.log_odds_detail} (exact); without it: {how}" if spec.log_odds_detail else how

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 from harness.backends.base import StructuredOutput, TokenIds, loglikelihood_by_prefix
 from harness.methods.answer_position import answer_start
+from harness.core.details import LabelVote
 from harness.core.render import Renderer
 from harness.core.sample import Message
 
@@ -84,9 +85,10 @@ def in_context(tok: Any, text: str, options: Sequence[str]) -> tuple[TokenIds, l
 
 def label_probabilities(backend: Any, renderer: Renderer, fmt: AnswerFormat,
                         conversations: Sequence[Sequence[Message]]) -> list[dict[str, Any]]:
-    """Per conversation (ending with the question): ``{"label_probs": {value: p}, "label_mass",
-    "label_score"}`` from one batched teacher-forced request through `backend` (the run's
-    cached backend): next-token requests on prompt prefixes where the engine caches them."""
+    """Per conversation (ending with the question): its :class:`~harness.core.details.LabelVote`
+    fields (``label_probs`` {value: p}, ``label_mass``, ``label_score``, ``label_position``) from
+    one batched teacher-forced request through `backend` (the run's cached backend): next-token
+    requests on prompt prefixes where the engine caches them."""
     start = answer_start(renderer)
     options = [c for _, c in fmt.options]
     pairs: list[tuple[TokenIds, TokenIds]] = []
@@ -106,7 +108,7 @@ def label_probabilities(backend: Any, renderer: Renderer, fmt: AnswerFormat,
         top = max(ll)
         z = sum(math.exp(x - top) for x in ll)
         probs = [math.exp(x - top) / z for x in ll]
-        out.append({"label_probs": {str(v): p for (v, _), p in zip(fmt.options, probs)},
-                    "label_mass": math.exp(top) * z, "label_score": fmt.label_score(probs),
-                    "label_position": start.how})
+        out.append(LabelVote(label_mass=math.exp(top) * z, label_score=fmt.label_score(probs),
+                             label_probs={str(v): p for (v, _), p in zip(fmt.options, probs)},
+                             label_position=start.how).to_dict())
     return out

@@ -21,6 +21,7 @@ from harness.methods.prompts import Prompt, PromptLibrary
 from harness.core.render import Renderer, format_transcript
 from harness.methods.report_spec import ReportSpec
 from harness.core.sample import Message, Sample, sample_view
+from harness.core.details import Detail, LabelGate, LabelVote
 from harness.core.records import Record, Verdict, Vote
 from harness.methods.voting import Tally
 
@@ -86,6 +87,9 @@ class Method(ABC):
     #: settings record these and no other, so a run directory refuses to resume after a change to
     #: one of them and only then (tests/test_method_options.py checks what each method reads).
     options: ClassVar[tuple[str, ...]] = ("view", "person")
+    #: The typed details its records carry that other layers read (:mod:`harness.core.details`):
+    #: it writes them with ``to_dict()``, statistics and the report read them with ``of()``.
+    details: ClassVar[tuple[type[Detail], ...]] = ()
 
     def __init__(self, ctx: RunContext) -> None:
         check_person([type(self)], ctx.config.person)
@@ -244,8 +248,8 @@ class QuestionVoteMethod(Method):
         tags = [(s.id, k) for s in samples for k, _, _ in plan]
         gens = ctx.log.generate(ctx.backend, reqs, [(sid, "question", k) for sid, k in tags])
         parsed = self.parse_answers(gens, tags)
-        labels: list[dict[str, Any]] = (label_probabilities(ctx.backend, ctx.renderer, self.answer_format, convs)
-                                        if self.answer_format is not None else [{}] * len(convs))
+        labels = ([LabelVote.read(x) for x in label_probabilities(ctx.backend, ctx.renderer, self.answer_format, convs)]
+                  if self.answer_format is not None else [None] * len(convs))
         records = []
         for j, (s, a) in enumerate(zip(samples, answers)):
             votes: list[Vote] = []
@@ -253,15 +257,14 @@ class QuestionVoteMethod(Method):
             for (k, v, off), g, (p, verdict), lab in zip(plan, gens[block], parsed[block], labels[block]):
                 votes.append(Vote(k, v.name, p.value, p.error, verdict, {
                     "seed_offset": off, "answer": g.text, "reasoning": g.reasoning,
-                    "finish_reason": g.finish_reason, **lab,
-                    **({"label_withheld": True} if lab and lab["label_mass"] < cfg.min_label_mass else {}),
+                    "finish_reason": g.finish_reason,
+                    **(replace(lab, label_withheld=lab.label_mass < cfg.min_label_mass).to_dict() if lab else {}),
                     **({"constrained": True} if self.constrained else {})}))
             tally = type(self).aggregate([x.value for x in votes])
             more: dict[str, Any] = {}
             if self.answer_format is not None:
-                kept = [x.extra["label_score"] for x in votes if not x.extra.get("label_withheld")]
-                more = {"vote_score": tally.score, "score_source": "label_probability",
-                        "min_label_mass": cfg.min_label_mass, "label_votes_withheld": len(votes) - len(kept)}
+                kept = [lv.label_score for lv in map(LabelVote.of_vote, votes) if lv and not lv.label_withheld]
+                more = LabelGate(cfg.min_label_mass, len(votes) - len(kept), tally.score).to_dict()
                 tally = replace(tally, score=sum(kept) / len(kept) if kept else None)
             records.append(self.record(s, tally, answers=[a, *gens[block]], votes=votes,
                                        sample_answer=a.text if a else None, **more))

@@ -4,6 +4,7 @@ majority of the variants."""
 
 from __future__ import annotations
 
+from harness.core.details import LabelGate, LabelVote
 from harness.methods.answer_format import BINARY
 from harness.core.parsing import parse_label
 from harness.methods.voting import majority
@@ -19,6 +20,7 @@ class BinaryTest(QuestionVoteMethod):
     parse = staticmethod(parse_label)
     aggregate = staticmethod(majority)
     answer_format = BINARY
+    details = (LabelGate, LabelVote)
     options = QuestionVoteMethod.options + LABEL_OPTIONS
     report = ReportSpec(order=10, constrainable=True,
                         score="mean P(EVALUATION) at the label",

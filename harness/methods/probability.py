@@ -5,6 +5,7 @@ recorded (vote `error`) and excluded."""
 
 from __future__ import annotations
 
+from harness.core.details import LabelGate, LabelVote
 from harness.methods.answer_format import PROBABILITY
 from harness.core.parsing import parse_probability
 from harness.methods.voting import mean_probability
@@ -20,6 +21,7 @@ class ProbabilityEstimate(QuestionVoteMethod):
     parse = staticmethod(parse_probability)
     aggregate = staticmethod(mean_probability)
     answer_format = PROBABILITY
+    details = (LabelGate, LabelVote)
     options = QuestionVoteMethod.options + LABEL_OPTIONS
     report = ReportSpec(order=20, constrainable=True,
                         score="mean expected probability at the label",

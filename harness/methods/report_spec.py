@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from harness.core.errors import EvalAwareError
+
 
 @dataclass(frozen=True)
 class Family:
@@ -88,7 +90,12 @@ _PREFIXES: dict[str, ReportSpec] = {}
 
 def register_prefix(prefix: str, spec: ReportSpec) -> None:
     """Declare the report spec of records whose method name starts with `prefix` (records
-    written outside :mod:`harness.methods`, e.g. by ``probes eval --write-records``)."""
+    written outside :mod:`harness.methods`, e.g. by ``probes eval --write-records``); a prefix
+    declared again with another spec is refused (it would silently replace the first)."""
+    old = _PREFIXES.get(prefix)
+    if old is not None and old != spec:
+        raise EvalAwareError(f"report prefix {prefix!r} is registered twice, with different specs: "
+                             f"{old} and {spec}")
     _PREFIXES[prefix] = spec
 
 

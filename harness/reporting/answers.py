@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from harness.run.monitor import tally
+from harness.core.details import NO_SIGNAL, votes_of
+from harness.stats.tally import tally
 from harness.reporting.context import ReportContext
 from harness.reporting.runs import is_judged, method_label
 
-ERROR_KINDS = ("unparseable", "out_of_range", "judge_failed", "unverified", "no_text", "no_signal")
+ERROR_KINDS = ("unparseable", "out_of_range", "judge_failed", "unverified", "no_text", NO_SIGNAL)
 
 
 def errors_section(ctx: ReportContext) -> None:
@@ -27,7 +28,7 @@ def errors_section(ctx: ReportContext) -> None:
     for r in ctx.runs:
         for m in ctx.present(r):
             s = ctx.summ[(m, r.label)]
-            nv = sum(len((x.get("details") or {}).get("votes") or []) for x in r.records[m])
+            nv = sum(len(votes_of(x)) for x in r.records[m])
             if not nv and not s["undecided"]:
                 continue  # scored methods without votes (logprob, probes)
             rows.append([r.label, m, nv] + [s["errors"].get(k, 0) for k in ERROR_KINDS] + [s["undecided"]])

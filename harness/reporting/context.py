@@ -119,5 +119,5 @@ def versus_surface(records: Sequence[dict[str, Any]], res: Any, n_boot: int, see
         return None
     idx = [pos[r["sample_id"]] for r in rs]
     base = {k: np.asarray(v)[idx] for k, v in res.oof.items()}
-    return auroc_minus_best(y, [float(r["score"]) for r in rs], base,
+    return auroc_minus_best(y, S.ranked(rs)[1], base,
                             S.groups_for(rs, S.resolve_ci_by(rs, ci_by)), n_boot, seed)

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from harness.core.details import LogOdds, SignalGate
 from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext, gated_auroc
 from harness.reporting.doc import ci, pct
 from harness.methods.report_spec import Family
@@ -41,7 +42,7 @@ def family_section(ctx: ReportContext, fam: Family, members: Sequence[str]) -> N
                          s["ece"], "–"])
             for var in variants(recs):
                 vrecs = gate(recs, var) if gated else \
-                    [{**x, "score": x["details"].get(f"{var}_p_eval")} for x in recs]
+                    [as_variant(x, var, x["details"].get(f"{var}_p_eval")) for x in recs]
                 vs = ctx.summary(vrecs)
                 cov = [float(x["details"][f"{var}_coverage"]) for x in recs
                        if isinstance(x["details"].get(f"{var}_coverage"), (int, float))]
@@ -106,9 +107,19 @@ def gate(records: Sequence[dict[str, Any]], var: str) -> list[dict[str, Any]]:
     for x in records:
         d = x.get("details") or {}
         cov, p = d.get(f"{var}_coverage"), d.get(f"{var}_p_eval")
-        ok = p is not None and isinstance(cov, (int, float)) and cov >= float(d.get("min_coverage") or 0.0)
-        out.append({**x, "score": p if ok else None})
+        floor = (SignalGate.of(x) or SignalGate()).min_coverage
+        ok = p is not None and isinstance(cov, (int, float)) and cov >= float(floor or 0.0)
+        out.append(as_variant(x, var, p if ok else None))
     return out
+
+
+def as_variant(record: dict[str, Any], var: str, score: float | None) -> dict[str, Any]:
+    """`record` scored by variant `var`: `score`, and the variant's own exact log-odds
+    (``<var>_log_odds``, None where absent) as the ``log_odds`` a ranking reads
+    (:func:`harness.stats.summaries.ranked`), never the method score's."""
+    d = record.get("details") or {}
+    lo = LogOdds(d.get(f"{var}_log_odds") if score is not None else None)
+    return {**record, "score": score, "details": {**d, **lo.to_dict()}}
 
 
 def signal_share(records: Sequence[dict[str, Any]]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from harness.run.monitor import tally
+from harness.stats.tally import tally
 from harness.stats import metrics as M
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import ci, code, label_mass_cell, lit, pct_ci

@@ -15,27 +15,10 @@ from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from harness.core.parsing import error_kind
+from harness.stats.tally import tally
 
 CUT_WARN = 0.10
 UNJUDGED_WARN = 0.25
-
-
-def tally(records: Sequence[dict[str, Any]]) -> Counter[str]:
-    """answers / cut (generations behind the records), verdicts / unjudged / unverified (judge
-    calls made, unusable ones, ones whose quotes none verify)."""
-    c: Counter[str] = Counter()
-    for r in records:
-        c["answers"] += int(r.get("n_answers") or 0)
-        c["cut"] += int(r.get("n_cut") or 0)
-        for v in (r.get("details") or {}).get("votes") or []:
-            j = v.get("judge")
-            if not isinstance(j, dict) or j.get("error") == "empty text":
-                continue
-            c["verdicts"] += 1
-            c["unjudged"] += error_kind(v.get("error")) == "judge_failed"
-            c["unverified"] += bool(j.get("unverified"))
-    return c
 
 
 def default_say(msg: str) -> None:

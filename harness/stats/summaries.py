@@ -2,7 +2,9 @@
 per-class accuracy, AUROC, Brier and ECE of a method with cluster-bootstrap intervals, kappa
 between methods, slices, the low-base-rate view, error vs number of turns and the paper's
 vote-count experiment. The statistics themselves (on arrays) are :mod:`harness.stats.metrics`,
-whose docstring states the conventions (y = 1 for eval, Brier, ECE, kappa, bootstrap).
+whose docstring states the conventions (y = 1 for eval, Brier, ECE, kappa, bootstrap). Ranking
+figures (AUROC, TPR at a fixed FPR) order records by their exact log-odds where every record
+holds one (:func:`ranked`: the logprob methods, whose P(eval) can round to exactly 1).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harness.core.details import NO_SIGNAL, LabelGate, LabelVote, LogOdds, SignalGate, votes_of
 from harness.core.parsing import error_kind
 from harness.stats.metrics import (MIN_AUROC_PER_CLASS, Record, Y, abs_brier, auroc_interval,
                                    bootstrap_weighted, brier, cluster_robust_slope, cohen_kappa, ece,
@@ -25,6 +28,19 @@ def scored(records: Iterable[Record]) -> tuple[np.ndarray, np.ndarray]:
     rs = [r for r in records if r.get("score") is not None and r["label"] in Y]
     return (np.array([Y[r["label"]] for r in rs], dtype=int),
             np.array([float(r["score"]) for r in rs], dtype=float))
+
+
+def ranked(records: Iterable[Record]) -> tuple[np.ndarray, np.ndarray]:
+    """(y, what a ranking figure orders records by) over records with a score, as :func:`scored`:
+    their exact log-odds (:class:`~harness.core.details.LogOdds`: the logprob methods) where every
+    one holds it, else their scores. Ranks are the score's except where P(eval) rounds to exactly
+    0 or 1: no tie there. A mix (a run resumed across versions) ranks by the scores, one scale."""
+    rs = [r for r in records if r.get("score") is not None and r["label"] in Y]
+    lo = [LogOdds.value(r) for r in rs]
+    y, s = scored(rs)
+    if rs and all(v is not None for v in lo):
+        return y, np.array(lo, dtype=float)
+    return y, s
 
 
 def auroc_gate(y: np.ndarray) -> str | None:
@@ -55,10 +71,11 @@ def answer_errors(records: Iterable[Record]) -> dict[str, int]:
     no_signal: a logprob record below --min-coverage)."""
     c: Counter[str] = Counter()
     for r in records:
-        if (r.get("details") or {}).get("error") == "no_signal":  # logprob methods' signal gate
-            c["no_signal"] += 1
-        for v in (r.get("details") or {}).get("votes") or []:
-            k = error_kind(v.get("error"))
+        gate = SignalGate.of(r)  # the logprob methods' signal gate
+        if gate is not None and gate.no_signal:
+            c[NO_SIGNAL] += 1
+        for v in votes_of(r):
+            k = error_kind(v.error)
             if k:
                 c[k] += 1
     return dict(c)
@@ -71,13 +88,11 @@ def label_mass(records: Iterable[Record]) -> dict[str, Any] | None:
     no vote carries a label mass (other methods)."""
     masses, withheld, floors = [], 0, set()
     for r in records:
-        d = r.get("details") or {}
-        for v in d.get("votes") or []:
-            if isinstance(v.get("label_mass"), (int, float)):
-                masses.append(float(v["label_mass"]))
-                withheld += bool(v.get("label_withheld"))
-        if d.get("min_label_mass") is not None:
-            floors.add(float(d["min_label_mass"]))
+        for lv in filter(None, map(LabelVote.of_vote, votes_of(r))):
+            masses.append(float(lv.label_mass))
+            withheld += bool(lv.label_withheld)
+        if (gate := LabelGate.of(r)) is not None:
+            floors.add(float(gate.min_label_mass))
     if not masses:
         return None
     a = np.asarray(masses)
@@ -129,7 +144,7 @@ def low_base_rate(records: Sequence[Record], base_rate: float = 0.01, n_boot: in
                decision_precision=precision_at(tpr_d, fpr_d, base_rate),
                decision_precision_ci=precision_ci(tp_d, n_pos, fp_d, n_neg, base_rate))
     srs = [r for r in rs if r.get("score") is not None]
-    y, p = scored(srs)
+    y, p = ranked(srs)  # rank-based: TPR and FPR at a threshold
     g = groups_for(srs, ci_by)
     out["auroc_gate"] = auroc_gate(y)
     for f in fprs:
@@ -170,8 +185,9 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
     g = groups_for(srs, ci_by)
     out["n_scored"] = int(len(y))
     out["auroc_gate"] = auroc_gate(y)
-    out["auroc"] = None if out["auroc_gate"] else roc_auc(y, p)
-    iv = auroc_interval(y, p, n=n_boot, seed=seed, groups=g) if n_boot and out["auroc"] is not None else None
+    rank = ranked(srs)[1]  # AUROC: by the exact log-odds where the records hold them (no tie at 1.0)
+    out["auroc"] = None if out["auroc_gate"] else roc_auc(y, rank)
+    iv = auroc_interval(y, rank, n=n_boot, seed=seed, groups=g) if n_boot and out["auroc"] is not None else None
     out["auroc_ci"], out["auroc_ci_method"] = (iv.pair(), iv.method) if iv else (None, None)
     probs = (p >= 0).all() and (p <= 1).all() if len(p) else False
     rows = {"brier": lambda W: weighted_mean_rows(W, (p - y) ** 2), "abs_brier": lambda W: weighted_mean_rows(W, np.abs(p - y)),
@@ -256,9 +272,7 @@ def score_vs_turns(records: Sequence[Record], squared: bool = False,
 
 def votes_by_sample(records: Iterable[Record]) -> dict[str, list[Any]]:
     """Parsed vote values (None = invalid) per sample, in vote order."""
-    return {r["sample_id"]: [v.get("value") for v in sorted((r.get("details") or {}).get("votes") or [],
-                                                            key=lambda v: v.get("k", 0))]
-            for r in records}
+    return {r["sample_id"]: [v.value for v in sorted(votes_of(r), key=lambda v: v.k)] for r in records}
 
 
 def _padded(votes: Mapping[str, Sequence[Any]], ids: Sequence[str], conv: Callable[[Any], float]) -> np.ndarray:
