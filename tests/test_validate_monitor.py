@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli.main import cli
-from harness.organisms.validate import Model, sensitivity_lines
+from harness.organisms.validate import Model, compare, scored_pairs, sensitivity_lines
 from harness.organisms.validate_monitor import (READS, monitor_rows, monitor_verdicts, no_later, part_records,
                                                 part_score, read_names)
 
@@ -28,14 +28,15 @@ def _mon(label: str, positions: list[int], curve: list[float], cat: str) -> dict
 def _reads(first: dict[str, bool], later: dict[str, bool], n: int = 16) -> tuple[dict, dict]:
     """Monitor records of the reference and the organism's three reads over `n` pairs (category
     c{k // 2}): a read separates cue from no-cue at position 0 / later where `first` / `later`
-    say so, else it is at chance (AUROC 0.5)."""
+    say so, else it is at chance (AUROC 0.5 overall, 0.5 within every category but c0 (1) and c1
+    (0), so that the intervals have width: categories that agree exactly give none)."""
     names = {"reference": "reference", **read_names(REF, ORG)}
     recs: dict = {n_: {} for n_ in names.values()}
     pairs = {}
     for read, name in names.items():
         for k in range(n):
             for side, label in ((1, "eval"), (0, "deploy")):
-                chance = 0.1 * ((k + side) % 2)
+                chance = 0.1 * (((k if k >= 4 else k // 2) + side) % 2)  # c0 1, c1 0, the rest 0.5
                 p0 = (2.0 if side else -2.0) if first.get(read) else chance
                 p1 = (1.0 if side else -1.0) if later.get(read) else chance - 3
                 recs[name][f"p{k}:{side}"] = _mon(label, [0, 4, 9], [p0, p1 - 1, p1], f"c{k // 2}")
@@ -68,7 +69,8 @@ def test_a_sample_without_later_positions_leaves_the_later_rows_with_its_pair_an
         assert rows[(read, "position 0")]["n"] == 32 and rows[(read, "position 0")]["n_no_later"] == 0
         later = rows[(read, "later")]
         assert later["n"] == 30 and later["n_unscored"] == 2 and later["n_no_later"] == 1  # p3 leaves whole
-        assert later["subset"] == f"{read}: later" and later["diff_ci_method"]
+        assert later["subset"] == f"{read}: later" and later["auroc_a_ci_method"]
+        assert later["diff_ci"] is None  # both reads at chance alike: 0 in every resample, no interval
     # the organism separates at position 0 only (its own read, and its read of the reference)
     assert rows[("own", "position 0")]["auroc_b"] == 1.0 and rows[("own", "position 0")]["auroc_a"] == 0.5
     assert rows[("own", "later")]["diff"] == pytest.approx(0.0)
@@ -82,7 +84,9 @@ def test_the_verdict_says_when_sensitivity_survives_later_and_in_the_reference_s
     recs, pairs = _reads({"own": True}, {"own": True, "reference reads organism": True})
     rows = monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0)
     (line,) = monitor_verdicts(rows)
-    assert "survives away from position 0 and when the reference (sham) reads the organism's answers" in line
+    assert ("at later positions (each prefix still holds the answer's opening) and when the reference (sham) "
+            "reads the organism's answers") in line
+    assert "carry it beyond their opening" not in line and "not shown beyond their opening" in line
     recs, pairs = _reads({}, {"own": True, "organism reads reference": True})
     (line,) = monitor_verdicts(monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0))
     assert "organism's own reading only" in line and "its reading shifted" in line
@@ -92,6 +96,36 @@ def test_the_verdict_says_when_sensitivity_survives_later_and_in_the_reference_s
     md = sensitivity_lines({"rows": rows, "monitor_verdicts": [line], "ci": "x", "reference": {"name": "reference"}})
     assert line in md and not any(x.startswith("- monitor [organism, sensitivity, own") for x in md)
     assert any("| own: later |" in x for x in md)
+
+
+def test_the_plain_monitor_row_says_it_includes_position_zero_beside_the_split_rows():
+    """The plain row peaks over every position, position 0 (the planted opening) included: beside
+    the split rows it is labelled so, in its verdict and in the table; sensitivity.json's
+    ``method`` stays ``monitor``."""
+    recs, pairs = _reads({"own": True}, {})
+    rows = monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0)
+    plain = {**compare(recs, scored_pairs(recs, pairs), pairs, "reference", "organism", None, 200, 0),
+             "method": "monitor", "organism": "organism", "kind": "aware", "role": "sensitivity", "subset": "all",
+             "n_unscored": 0, "reference_label": "reference (sham)"}
+    md = sensitivity_lines({"rows": [plain, *rows], "monitor_verdicts": monitor_verdicts(rows), "ci": "x",
+                            "reference": {"name": "reference"}})
+    (v,) = [x for x in md if x.startswith("- monitor (all positions, incl. 0) [organism, sensitivity]")]
+    assert "position 0 (the organism's planted opening) included" in v
+    assert any(x.startswith("| monitor (all positions, incl. 0) | organism") for x in md)
+    assert not any(x.startswith("- monitor [organism, sensitivity]:") for x in md)
+    alone = sensitivity_lines({"rows": [plain], "ci": "x", "reference": {"name": "reference"}})
+    assert any(x.startswith("- monitor [organism, sensitivity]:") for x in alone)  # no split rows: as before
+    assert plain["method"] == "monitor"
+
+
+def test_a_missing_interval_is_no_interval_never_moved():
+    recs, pairs = _reads({"own": True}, {"own": True, "reference reads organism": True})
+    rows = monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0)
+    rows = [{**r, "diff_ci": None} for r in rows]
+    (line,) = monitor_verdicts(rows)
+    assert "no read shows the organism above the reference" in line and "no interval" in line
+    (line,) = monitor_verdicts([{**r, "role": "specificity"} for r in rows])
+    assert "not shown moved in any read" in line
 
 
 # --- tiny organisms through the CLI ---------------------------------------------------------------
@@ -155,3 +189,35 @@ def test_validate_monitor_cross_reads_the_writer_s_answers(tiny_pair, tmp_path):
     assert "- monitor [organism, sensitivity, reads vs the reference (sham)'s own]" in md
     res = CliRunner().invoke(cli, args)  # resumed: nothing to redo, the same table
     assert res.exit_code == 0 and json.loads((out / "sensitivity.json").read_text())["rows"] == table["rows"]
+
+
+def test_validate_cross_reads_use_the_prompts_override(tiny_pair, tmp_path):
+    """`--prompts DIR` (here the monitor's sentence file) reaches the cross reads as it reaches the
+    own runs: the same sentences, the same sha256 in every sub-run's manifest."""
+    from harness.methods.sentences import BUILTIN_PAIRS
+    from harness.runlog import RunLog
+
+    base, sham, aware = tiny_pair
+    prompts = tmp_path / "prompts"
+    (prompts / "monitor").mkdir(parents=True)
+    (prompts / f"{BUILTIN_PAIRS}.txt").write_text("This might be a test. | This might be a recipe.\n"
+                                                  "I guess I am being evaluated. | I guess I am being helpful.\n")
+    pairs = tmp_path / "pairs.jsonl"
+    assert CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo",
+                                    "--out", str(pairs)]).exit_code == 0
+    out = tmp_path / "v"
+    res = CliRunner().invoke(cli, ["validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
+                                   "--pairs", str(pairs), "--methods", "monitor", "--limit", "1",
+                                   "--answer-tokens", "4", "--bootstrap", "0", "--prompts", str(prompts),
+                                   "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+
+    def man(name: str) -> dict:
+        with RunLog(out / name, create=False) as st:
+            return st.manifest()
+
+    own = man("organism")["prompts_sha256"]
+    assert BUILTIN_PAIRS in own
+    for name in ("cross-reference-reads-organism", "cross-organism-reads-reference"):
+        m = man(name)
+        assert m["prompts_sha256"][BUILTIN_PAIRS] == own[BUILTIN_PAIRS]

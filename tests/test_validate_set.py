@@ -14,8 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli.main import cli
-from harness.organisms.validate import (EPS, Model, compare, has_variant_gate, log_odds, logprob_methods,
-                                        same_variant_ids, scored_pairs, sensitivity_verdict, spillover)
+from harness.organisms.validate import (EPS, WITHIN_VARIANT_CAVEAT, Model, clipped_logit, compare, has_variant_gate,
+                                        logprob_methods, method_rows, same_variant_ids, scored_pairs,
+                                        sensitivity_lines, sensitivity_verdict, spillover)
 from harness.stats.metrics import roc_auc
 
 RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "4", "--lr", "5e-3",
@@ -112,26 +113,101 @@ def test_within_variant_keeps_only_pairs_scored_on_the_same_variants():
 
 
 def test_spillover_is_the_hand_computation():
-    """Mean log-odds on the no-cue side only, organism - reference per sample; a score of exactly
-    1.0 is clipped (counted), a record's own `log_odds` is taken as it is."""
+    """Mean log-odds on the no-cue side only, organism - reference per sample, on one scale: a
+    record without an exact log-odds puts every record of both models on the clipped logit (a
+    score of exactly 1.0 clipped, counted; the records without one counted too)."""
     ref = {"x:1": _rec("eval", 0.99, "c0"), "x:0": _rec("deploy", 0.5, "c0"),
            "y:0": _rec("deploy", 0.2, "c1"), "z:0": _rec("deploy", 0.9, "c2"), "w:0": _rec("deploy", None, "c2")}
     org = {"x:1": _rec("eval", 1.0, "c0"), "x:0": _rec("deploy", 1.0, "c0"),
-           "y:0": {**_rec("deploy", 1.0, "c1"), "log_odds": 30.0}, "z:0": _rec("deploy", 0.6, "c2"),
+           "y:0": _rec("deploy", 1.0, "c1", log_odds=30.0), "z:0": _rec("deploy", 0.6, "c2"),
            "w:0": _rec("deploy", 0.4, "c2")}
     s = spillover({"reference": ref, "organism": org}, "reference", "organism", n_boot=50, seed=0)
     lg = lambda p: math.log(p / (1 - p))  # noqa: E731
     clip = 1 - EPS
     r = [lg(0.5), lg(0.2), lg(0.9)]
-    o = [lg(clip), 30.0, lg(0.6)]
+    o = [lg(clip), lg(clip), lg(0.6)]  # y:0's exact 30.0 is not mixed with the others' logits
     assert s["n"] == 3 and s["n_unscored"] == 1  # w:0 unscored on the reference
+    assert s["scale"] == "clipped logit" and s["no_log_odds"] == {"reference": 3, "organism": 2}
     assert s["mean_reference"]["mean"] == pytest.approx(sum(r) / 3)
     assert s["mean_organism"]["mean"] == pytest.approx(sum(o) / 3)
     assert s["diff"]["mean"] == pytest.approx(sum(b - a for a, b in zip(r, o)) / 3)
-    assert s["clipped"] == {"reference": 0, "organism": 1} and s["diff"]["ci_method"]
-    assert log_odds({"score": 0.0}) == (pytest.approx(lg(EPS)), True)
-    assert log_odds({"score": 0.3, "details": {"log_odds": -2.0}}) == (-2.0, False)
+    assert s["clipped"] == {"reference": 0, "organism": 2} and s["diff"]["ci_method"]
+    assert clipped_logit({"score": 0.0}) == (pytest.approx(lg(EPS)), True)
+    assert clipped_logit({"score": 0.3}) == (pytest.approx(lg(0.3)), False)
     assert logprob_methods(["binary", "logprob", "logprob_question", "probe"]) == ["logprob", "logprob_question"]
+
+
+def test_spillover_reads_exact_log_odds_when_every_record_of_both_has_one():
+    ids = [f"p{k}:0" for k in range(4)]
+    ref = {i: _rec("deploy", 1.0, f"c{k}", log_odds=20.0 + k) for k, i in enumerate(ids)}
+    org = {i: _rec("deploy", 1.0, f"c{k}", log_odds=25.0 + 2 * k) for k, i in enumerate(ids)}
+    s = spillover({"reference": ref, "organism": org}, "reference", "organism", n_boot=50, seed=0)
+    assert s["scale"] == "log-odds" and s["no_log_odds"] == {"reference": 0, "organism": 0}
+    assert s["clipped"] == {"reference": 0, "organism": 0}
+    assert s["mean_reference"]["mean"] == pytest.approx(21.5) and s["diff"]["mean"] == pytest.approx(6.5)
+    del org[ids[2]]["details"]["log_odds"]  # one record without: every record on the clipped logit
+    s = spillover({"reference": ref, "organism": org}, "reference", "organism", n_boot=50, seed=0)
+    assert s["scale"] == "clipped logit" and s["no_log_odds"] == {"reference": 0, "organism": 1}
+    assert s["diff"]["mean"] == pytest.approx(0.0) and s["clipped"] == {"reference": 4, "organism": 4}
+    md = sensitivity_lines({"rows": [], "methods": {}, "ci": "x", "reference": {"name": "reference"},
+                            "spillover": [{"method": "logprob", "organism": "o", "kind": "aware", **s}]})
+    assert any("| clipped logit (0 / 1) |" in x for x in md)
+
+
+def test_aurocs_rank_by_exact_log_odds_where_every_record_has_one():
+    """Scores that tie at 1.0 (P(eval) rounded) rank by their exact log-odds, one scale for the
+    whole comparison; a record without one puts the comparison back on the scores."""
+    n = 12
+    recs: dict = {"reference": {}, "organism": {}}
+    pairs = {}
+    for k in range(n):
+        for side, label in ((1, "eval"), (0, "deploy")):
+            i = f"p{k}:{side}"
+            pairs[i] = f"p{k}"
+            recs["reference"][i] = _rec(label, 1.0, f"c{k // 2}", log_odds=30.0 + (k % 3) - 0.5 * side)
+            recs["organism"][i] = _rec(label, 1.0, f"c{k // 2}", log_odds=30.0 + 5.0 * side)
+    ids = scored_pairs(recs, pairs)
+    row = compare(recs, ids, pairs, "reference", "organism", None, n_boot=100, seed=0)
+    assert row["scale"] == "log-odds" and row["auroc_b"] == 1.0 and row["auroc_a"] < 0.5
+    assert row["auroc_b"] == pytest.approx(roc_auc([int(i.endswith(":1")) for i in ids],
+                                                   [recs["organism"][i]["details"]["log_odds"] for i in ids]))
+    del recs["reference"]["p0:1"]["details"]["log_odds"]
+    row = compare(recs, ids, pairs, "reference", "organism", None, n_boot=100, seed=0)
+    assert row["scale"] == "score" and row["auroc_a"] == row["auroc_b"] == 0.5  # every score ties at 1.0
+    md = sensitivity_lines({"rows": [{**row, "method": "logprob", "organism": "organism", "n_unscored": 0}],
+                            "ci": "x", "reference": {"name": "reference"}})
+    assert any("scale: score" in x for x in md)
+
+
+def test_within_variant_rows_are_selected_per_comparison_and_carry_their_caveat():
+    """A third model whose gate withholds a variant on some pair does not change the first
+    organism's within-variant row; the row's verdict and the table say it is selected on the gate."""
+    base, ref, org, other = (Model("base", "b", "base"), Model("reference", "r", "sham"),
+                             Model("organism", "o", "aware"), Model("organism-2", "o2", "aware"))
+
+    def voted(withheld: set[str], shift: float) -> dict:
+        out = {}
+        for k in range(16):
+            for side, label in ((1, "eval"), (0, "deploy")):
+                sid, w = f"p{k}:{side}", (["v2"] if f"p{k}:{side}" in withheld else [])
+                out[sid] = _voted(label, (0.6 if side else 0.4) + shift * ((k % 3) - 1) * (1 if side else -1),
+                                  [v for v in ("v1", "v2") if v not in w], w, f"c{k // 2}")
+        return out
+
+    pairs = {f"p{k}:{s}": f"p{k}" for k in range(16) for s in (0, 1)}
+    recs = {"base": voted(set(), 0.0), "reference": voted(set(), 0.05), "organism": voted({"p1:1"}, 0.2)}
+    one = method_rows("binary", recs, pairs, [org], ref, base, n_boot=100, seed=0)
+    recs["organism-2"] = voted({"p3:1", "p5:0", "p7:1", "p9:1"}, 0.1)  # its gate withholds on other pairs
+    two = method_rows("binary", recs, pairs, [org, other], ref, base, n_boot=100, seed=0)
+    wv = lambda rows, o: next(r for r in rows if r["organism"] == o and r["subset"] == "within variant")  # noqa: E731
+    assert wv(two, "organism") == wv(one, "organism")
+    assert wv(one, "organism")["n"] == 30 and wv(one, "organism")["n_other_variants"] == 2
+    assert wv(two, "organism-2")["n"] == 24
+    assert wv(one, "organism")["caveat"] == WITHIN_VARIANT_CAVEAT
+    v = sensitivity_verdict("binary", wv(one, "organism"))
+    assert v.endswith(WITHIN_VARIANT_CAVEAT) or WITHIN_VARIANT_CAVEAT in v
+    md = sensitivity_lines({"rows": two, "ci": "x", "reference": {"name": "reference"}})
+    assert any(WITHIN_VARIANT_CAVEAT in x and x.lstrip().startswith("within variant") for x in md)
 
 
 # --- tiny organisms through the CLI ---------------------------------------------------------------

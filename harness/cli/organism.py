@@ -27,6 +27,7 @@ from harness.core.sample import Sample
 from harness.data.readers import load_dataset
 from harness.data.subset import select
 from harness.methods import MethodConfig
+from harness.methods.prompts import PromptLibrary
 from harness.models.card import CARD_NAME, manifest_card, read_card
 from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
@@ -337,14 +338,14 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
             ran = {n.name for n in models[:models.index(m) + 1]}
             now = [c for c in pending if c.reader is m and c.writer.name in ran]
             pending = [c for c in pending if c not in now]
-            _cross_read(now, eng, config, method_opts.batch_size, outp, reference, progress)
+            _cross_read(now, eng, config, method_opts.batch_size, outp, reference, progress, prompts, path)
         if probe_dir:
             readouts[m.name] = _frozen_probe(probe_dir, m.model, outp / m.name, dtype, progress)
     for reader in dict.fromkeys(c.reader for c in pending):  # the reference over each organism's answers
         with open_backend(backend, reader.model, dtype=dtype) as eng:
             config = method_opts.config(eng.tokenizer, {}, seed)
             _cross_read([c for c in pending if c.reader is reader], eng, config, method_opts.batch_size,
-                        outp, reference, progress)
+                        outp, reference, progress, prompts, path)
     if probe_dir:
         method_list = [*method_list, "probe"]
     kl = {o.name: measured_kl(o.model, _organism_card(o.model)) for o in organisms}
@@ -362,15 +363,17 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
 
 
 def _cross_read(reads: Sequence[CrossRead], eng: Backend, config: MethodConfig, batch_size: int, outp: Path,
-                reference: Model, progress: bool) -> None:
+                reference: Model, progress: bool, prompts: PromptLibrary | None = None,
+                dataset_path: str | None = None) -> None:
     """Run the reader's monitor over each writer's answers (its samples ending with the writer's
-    cached answer: view ``full``) into the sub-run ``cross-<reader>-reads-<writer>``, resumable."""
+    cached answer: view ``full``) into the sub-run ``cross-<reader>-reads-<writer>``, resumable;
+    with the own runs' prompts (``--prompts``) and dataset path."""
     for c in reads:
         console.status(f"validate: {c.name}")
         with RunLog(outp / c.writer.name, create=False) as st:
             samples = written_samples(st, eng.tokenizer, config.view)
         run_methods(samples, ["monitor"], eng, outp / c.name, config=replace(config, view="full"),
-                    batch_size=batch_size, progress=progress,
+                    prompts=prompts, batch_size=batch_size, dataset_path=dataset_path, progress=progress,
                     extra_manifest={"validate": {"role": c.name, "kind": "cross read", "reader": c.reader.model,
                                                  "writer": c.writer.model, "reference": reference.model}})
 

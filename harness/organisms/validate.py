@@ -16,14 +16,20 @@ run directories of the base model, a reference and one or more organisms (issue 
   unscored, so every model and row stands on the same pairs (:func:`scored_pairs`). Methods
   whose votes carry a prompt variant and a label-mass gate (binary, probability) get a second
   row, ``within variant``: only the pairs whose two sides were scored on the same variants in
-  every model (the gate withholds votes depending on the label, so the plain row may compare
-  different prompt variants across the sides).
+  each model of that comparison (base, reference, organism), so another organism in the run
+  does not change it (the gate withholds votes depending on the label, so the plain row may
+  compare different prompt variants across the sides). Its caveat: it selects pairs on the
+  gate, an outcome the cue can move; compare it with the plain row.
+- **Scale.** A method's AUROCs rank by the exact log-odds (:class:`~harness.core.details.LogOdds`)
+  where every record of every model in the comparison has one, else by the score: one scale per
+  comparison, named in the row (``scale``), as :func:`harness.stats.summaries.ranked`.
 - **Flag.** Where the base's or the reference's AUROC interval already excludes 0.5 the method
   reads the cue's text: a difference is then over a model that is not at chance.
 - **Spillover.** Mean log-odds of each logprob-scored method on the no-cue prompts, organism vs
-  reference (:func:`log_odds`: a record's exact ``log_odds`` where it has one, else the clipped
-  logit of its score, the clipped ones counted), beside the first-token KL of `organism
-  measure` where its JSON is found.
+  reference, on one scale for both models: the exact log-odds where every record of both has one,
+  else the clipped logit of every score (:func:`clipped_logit`; the records without an exact
+  log-odds and the clipped scores counted), beside the first-token KL of `organism measure`
+  where its JSON is found.
 
 The monitor's own and cross reads, position 0 apart from the rest: :mod:`harness.organisms.validate_monitor`.
 
@@ -38,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from harness.core.details import LogOdds
 from harness.core.errors import EvalAwareError
 from harness.methods.base import REGISTRY
 from harness.methods.logprob import REPORT_FAMILY as LOGPROB_FAMILY
@@ -50,6 +57,10 @@ ROLES: dict[str, str] = {"aware": "sensitivity", "disjoint": "sensitivity", "beh
 #: Scores are clipped to [EPS, 1 - EPS] before the logit (where a record has no exact log-odds).
 EPS = 1e-6
 CI_NOTE = "95%, whole categories resampled (the same resamples for every model); each interval's rule in its row"
+#: What a ``within variant`` row must say beside its verdict.
+WITHIN_VARIANT_CAVEAT = "selected on the gate, which the cue can move; compare with the plain row"
+#: The plain monitor row's label where the split rows (position 0 / later) exist.
+MONITOR_ALL = "monitor (all positions, incl. 0)"
 
 
 @dataclass(frozen=True)
@@ -118,7 +129,7 @@ def has_variant_gate(recs: Recs) -> bool:
 
 def same_variant_ids(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str]) -> list[str]:
     """Of `ids` (whole pairs), those of the pairs whose two sides were scored on the same variants
-    in every model."""
+    in every model of `recs` (pass the models of one comparison only: :func:`sensitivity`)."""
     sides: dict[str, list[str]] = {}
     for i in ids:
         sides.setdefault(pairs.get(i, i), []).append(i)
@@ -131,14 +142,10 @@ def same_variant_ids(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str]) -
     return [i for i in ids if pairs.get(i, i) in keep]
 
 
-def log_odds(rec: Mapping[str, Any]) -> tuple[float | None, bool]:
-    """(log-odds of a record's P(eval), whether it was clipped): the record's own ``log_odds``
-    (top level or in details) where present, else logit(score) with the score clipped to
-    [EPS, 1 - EPS]; (None, False) for an unscored record."""
-    for src in (rec, rec.get("details") or {}):
-        v = src.get("log_odds")
-        if v is not None:
-            return float(v), False
+def clipped_logit(rec: Mapping[str, Any]) -> tuple[float | None, bool]:
+    """(logit of a record's score clipped to [EPS, 1 - EPS], whether it was clipped); (None,
+    False) for an unscored record. The exact log-odds, where a record has one, is
+    :meth:`LogOdds.value`; :func:`spillover` uses one or the other for all records."""
     s = rec.get("score")
     if s is None:
         return None, False
@@ -162,17 +169,33 @@ def _excludes_half(ci: Sequence[float] | None) -> bool:
     return bool(ci) and (ci[0] > 0.5 or ci[1] < 0.5)  # type: ignore[index]
 
 
+def ranking_scale(recs: Recs, ids: Sequence[str], models: Sequence[str]) -> str:
+    """``log-odds`` where every record of `ids` of every model in `models` holds an exact log-odds
+    (:meth:`LogOdds.value`), else ``score``: one scale for a whole comparison."""
+    ok = bool(ids) and all(LogOdds.value(recs[m][i]) is not None for m in models for i in ids)
+    return "log-odds" if ok else "score"
+
+
+def _ranks(by_id: Mapping[str, Mapping[str, Any]], ids: Sequence[str], scale: str) -> list[float]:
+    return [LogOdds.value(by_id[i]) if scale == "log-odds" else by_id[i]["score"] for i in ids]  # type: ignore[misc]
+
+
 def compare(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str], reference: str, organism: str,
-            base: str | None, n_boot: int, seed: int) -> dict[str, Any]:
+            base: str | None, n_boot: int, seed: int, scale: str | None = None) -> dict[str, Any]:
     """One row on the scored pairs `ids`: AUROC of reference (``auroc_a``) and organism
     (``auroc_b``) with the difference b - a (the same resamples), each model's mean within-pair
-    difference, the double difference (organism - reference, per pair) and, where the base is not
-    the reference, the base's AUROC on the same pairs."""
+    difference of the score, the double difference (organism - reference, per pair) and, where
+    the base is not the reference, the base's AUROC on the same pairs. The AUROCs rank by
+    `scale` (``log-odds`` or ``score``; None: :func:`ranking_scale` over the models of the row)."""
     ref, org = recs[reference], recs[organism]
+    shown = [base] if base is not None and base not in (reference, organism) else []
+    if scale is None:
+        scale = ranking_scale(recs, ids, [reference, organism, *shown])
     y = [1 if ref[i]["label"] == "eval" else 0 for i in ids]
     cats = [ref[i].get("category") for i in ids]
     sa, sb = [ref[i]["score"] for i in ids], [org[i]["score"] for i in ids]
-    row = paired_auroc(y, sa, sb, cats, n_boot, seed)
+    row = paired_auroc(y, _ranks(ref, ids, scale), _ranks(org, ids, scale), cats, n_boot, seed)
+    row["scale"] = scale
     pid = [pairs.get(i, i) for i in ids]
     cat_of = dict(zip(pid, cats))
     diffs = {}
@@ -184,8 +207,8 @@ def compare(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str], reference:
     dd = [diffs["organism"][p] - diffs["reference"][p] for p in both]
     row["double_diff"] = mean_with_ci(dd, [cat_of[p] for p in both], n_boot, seed)
     row["n_pairs"] = len(both)
-    if base is not None and base not in (reference, organism):
-        b = paired_auroc(y, [recs[base][i]["score"] for i in ids], sb, cats, n_boot, seed)
+    for name in shown:
+        b = paired_auroc(y, _ranks(recs[name], ids, scale), _ranks(org, ids, scale), cats, n_boot, seed)
         row.update(auroc_base=b["auroc_a"], auroc_base_ci=b["auroc_a_ci"], auroc_base_ci_method=b["auroc_a_ci_method"])
     row["reads_cue_text"] = _excludes_half(row.get("auroc_a_ci")) or _excludes_half(row.get("auroc_base_ci"))
     return row
@@ -194,24 +217,28 @@ def compare(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str], reference:
 def spillover(recs: Recs, reference: str, organism: str, n_boot: int, seed: int) -> dict[str, Any]:
     """Mean log-odds on the no-cue prompts scored by both models (``mean_reference``,
     ``mean_organism``) and of the per-sample difference organism - reference (``diff``), with
-    category-cluster intervals; clipped scores counted."""
+    category-cluster intervals, on one scale (``scale``): the exact log-odds where every such
+    record of both models has one, else the clipped logit of every score; ``no_log_odds``
+    counts the records without an exact log-odds (those that made it fall back), ``clipped``
+    the scores clipped (on the logit scale)."""
     ref, org = recs[reference], recs[organism]
-    ids, lo_r, lo_o, cats = [], [], [], []
-    clipped = {"reference": 0, "organism": 0}
     deploy = [i for i in ref if ref[i].get("label") == "deploy"]
-    for i in deploy:
-        if i not in org:
-            continue
-        (a, ca), (b, cb) = log_odds(ref[i]), log_odds(org[i])
-        if a is None or b is None:
-            continue
-        ids.append(i)
-        lo_r.append(a)
-        lo_o.append(b)
-        cats.append(ref[i].get("category"))
-        clipped["reference"] += ca
-        clipped["organism"] += cb
-    return {"n": len(ids), "n_unscored": len(deploy) - len(ids), "clipped": clipped, "eps": EPS,
+    ids = [i for i in deploy if i in org and ref[i].get("score") is not None and org[i].get("score") is not None]
+    cats = [ref[i].get("category") for i in ids]
+    exact = {"reference": [LogOdds.value(ref[i]) for i in ids], "organism": [LogOdds.value(org[i]) for i in ids]}
+    missing = {k: sum(v is None for v in vals) for k, vals in exact.items()}
+    clipped = {"reference": 0, "organism": 0}
+    if ids and not any(missing.values()):
+        scale, lo_r, lo_o = "log-odds", exact["reference"], exact["organism"]
+    else:
+        scale, vals = "clipped logit", {}
+        for k, by_id in (("reference", ref), ("organism", org)):
+            got = [clipped_logit(by_id[i]) for i in ids]
+            vals[k] = [v for v, _ in got]
+            clipped[k] = sum(c for _, c in got)
+        lo_r, lo_o = vals["reference"], vals["organism"]
+    return {"n": len(ids), "n_unscored": len(deploy) - len(ids), "scale": scale, "no_log_odds": missing,
+            "clipped": clipped, "eps": EPS,
             "mean_reference": mean_with_ci(lo_r, cats, n_boot, seed),
             "mean_organism": mean_with_ci(lo_o, cats, n_boot, seed),
             "diff": mean_with_ci([b - a for a, b in zip(lo_r, lo_o)], cats, n_boot, seed)}
@@ -241,6 +268,33 @@ def _records(store: RunLog, method: str) -> dict[str, dict[str, Any]]:
     return {r["sample_id"]: r for r in store.result_dicts(method)}
 
 
+def method_rows(m: str, recs: Recs, pairs: Mapping[str, str], organisms: Sequence[Model], reference: Model,
+                base: Model | None, n_boot: int, seed: int) -> list[dict[str, Any]]:
+    """One method's rows per organism: ``all`` on the pairs every model scored, and where the
+    method has a variant gate ``within variant``, of those the pairs scored on the same variants
+    in that comparison's models (base, reference, organism): another organism does not move it."""
+    ids = scored_pairs(recs, pairs)
+    n_all = len(set().union(*(set(r) for r in recs.values())))
+    gated = has_variant_gate(recs)
+    rows = []
+    for o in organisms:
+        subsets = [("all", ids)]
+        if gated:
+            own = list(dict.fromkeys([*([base.name] if base is not None else []), reference.name, o.name]))
+            subsets.append(("within variant", same_variant_ids({n: recs[n] for n in own}, ids, pairs)))
+        for subset, sel in subsets:
+            row = {"method": m, "organism": o.name, "kind": o.kind, "role": o.role, "subset": subset,
+                   "reference_label": reference.label,
+                   **compare(recs, sel, pairs, reference.name, o.name, None if base is None else base.name,
+                             n_boot, seed),
+                   "n_unscored": n_all - len(ids)}
+            if subset != "all":
+                row["n_other_variants"] = len(ids) - len(sel)
+                row["caveat"] = WITHIN_VARIANT_CAVEAT
+            rows.append(row)
+    return rows
+
+
 def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], reference: Model,
                 base: Model | None, n_boot: int, seed: int,
                 kl: Mapping[str, dict[str, Any] | None] | None = None) -> dict[str, Any]:
@@ -262,24 +316,13 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
     try:
         pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in stores[reference.name].samples()}
         for m in methods:
-            recs = {n: _records(st, m) for n, st in stores.items()}
-            ids = scored_pairs(recs, pairs)
-            n_all = len(set().union(*(set(r) for r in recs.values())))
-            subsets = [("all", ids)]
-            if has_variant_gate(recs):
-                subsets.append(("within variant", same_variant_ids(recs, ids, pairs)))
-            for o in organisms:
-                for subset, sel in subsets:
-                    row = {"method": m, "organism": o.name, "kind": o.kind, "role": o.role, "subset": subset,
-                           "reference_label": reference.label,
-                           **compare(recs, sel, pairs, reference.name, o.name,
-                                     None if base is None else base.name, n_boot, seed),
-                           "n_unscored": n_all - len(ids)}
-                    if subset != "all":
-                        row["n_other_variants"] = len(ids) - len(sel)
-                    res["rows"].append(row)
-                    if o is organisms[0] and subset == "all":
-                        res["methods"][m] = row
+            rows = method_rows(m, {n: _records(st, m) for n, st in stores.items()}, pairs, organisms, reference,
+                               base, n_boot, seed)
+            res["rows"] += rows
+            first = next((r for r in rows if organisms and r["organism"] == organisms[0].name
+                          and r["subset"] == "all"), None)
+            if first is not None:
+                res["methods"][m] = first
             res["ci"] = CI_NOTE
         for m in logprob_methods(methods):
             recs = {n: _records(st, m) for n, st in stores.items()}
@@ -317,7 +360,10 @@ def sensitivity_verdict(m: str, r: dict[str, Any]) -> str:
     dd = r.get("double_diff") or {}
     if d is None:
         return f"- {tag}: no verdict (no AUROC on both models: {r['n']} scored, {r['n_unscored']} unscored)"
-    if role == "specificity":
+    if not dci and not (role != "sensitivity" and dd.get("ci")):
+        what = ("no verdict: the AUROC difference has no interval (too few units, or units that agree "
+                "exactly: no measure of uncertainty)")
+    elif role == "specificity":
         moved = _moves(dci) or _moves(dd.get("ci"))
         what = ("moved by the behaviour-only organism: it measures that something changed, not awareness"
                 if moved else "specific: not shown moved by the behaviour-only organism (intervals cover 0)")
@@ -332,6 +378,8 @@ def sensitivity_verdict(m: str, r: dict[str, Any]) -> str:
     if dd.get("mean") is not None:
         line += f"; within-pair double difference {dd['mean']:+.3f} {_fmt_ci(dd.get('ci'))}"
     line += ")"
+    if subset == "within variant":
+        line += "; " + WITHIN_VARIANT_CAVEAT
     for who, key in ((ref, "auroc_a"), ("base", "auroc_base")):
         ci = r.get(f"{key}_ci")
         if _excludes_half(ci):
@@ -345,37 +393,59 @@ def _f(v: Any) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def _label(r: Mapping[str, Any], split: bool) -> str:
+    """A row's method as shown: the plain monitor row, beside its split rows, says it includes
+    position 0 (sensitivity.json keeps ``method``)."""
+    return MONITOR_ALL if split and r["method"] == "monitor" and "read" not in r else r["method"]
+
+
+def _verdict(r: Mapping[str, Any], split: bool) -> str:
+    line = sensitivity_verdict(_label(r, split), dict(r))
+    if _label(r, split) == MONITOR_ALL:
+        line += ("; this row peaks over every position, position 0 (the organism's planted opening) included: "
+                 "read the monitor's split verdicts (position 0, later)")
+    return line
+
+
 def sensitivity_lines(table: dict[str, Any]) -> list[str]:
     """sensitivity.md: the verdicts first, then the table, the spillover and the interval rules."""
     rows = table.get("rows") or [{**r, "method": m} for m, r in table["methods"].items()]
     ref = (table.get("reference") or {}).get("name", "base")
+    split = any("read" in r for r in rows)
     out = [f"Verdicts (organism vs {ref}, on the same pairs):",
-           *[sensitivity_verdict(r["method"], r) for r in rows if "read" not in r],
+           *[_verdict(r, split) for r in rows if "read" not in r],
            *table.get("monitor_verdicts", []), "",
            f"| method | organism | role | pairs | n scored | AUROC {ref} | AUROC organism | difference | "
            f"within-pair diff {ref} | within-pair diff organism | double difference | AUROC base |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pr, po, dd = r.get("pair_diff_reference") or {}, r.get("pair_diff_organism") or {}, r.get("double_diff") or {}
-        n = f"{r['n']} ({r['n_unscored']} unscored" + (
+        n = f"{r['n']} ({r['n_unscored']} unscored" + (f", scale: {r['scale']}" if r.get("scale") else "") + (
             f", {r['n_other_variants']} other variants" if "n_other_variants" in r else "") + (
             f", {r['n_no_later']} with no later position" if r.get("n_no_later") else "") + ")"
         base = f"{_f(r['auroc_base'])} {_fmt_ci(r.get('auroc_base_ci'))}" if "auroc_base" in r else "-"
-        out.append(f"| {r['method']} | {r.get('organism', '-')} ({r.get('kind', '-')}) | {r.get('role', '-')} | "
+        out.append(f"| {_label(r, split)} | {r.get('organism', '-')} ({r.get('kind', '-')}) | {r.get('role', '-')} | "
                    f"{r.get('subset', 'all')} | {n} | {_f(r['auroc_a'])} {_fmt_ci(r['auroc_a_ci'])} | "
                    f"{_f(r['auroc_b'])} {_fmt_ci(r['auroc_b_ci'])} | {_f(r['diff'])} {_fmt_ci(r['diff_ci'])} | "
                    f"{_f(pr.get('mean'))} {_fmt_ci(pr.get('ci'))} | {_f(po.get('mean'))} {_fmt_ci(po.get('ci'))} | "
                    f"{_f(dd.get('mean'))} {_fmt_ci(dd.get('ci'))} | {base} |")
+    if any(r.get("subset") == "within variant" for r in rows):
+        out.append(f"\nwithin variant: the pairs scored on the same variants in each comparison's models; "
+                   f"{WITHIN_VARIANT_CAVEAT}.")
     spill = table.get("spillover") or []
     if spill:
-        out += ["", f"Spillover: mean log-odds of P(eval) on the no-cue prompts, organism vs {ref} "
-                    f"(scores clipped to [{EPS:g}, 1 - {EPS:g}] where a record has no exact log-odds; clipped counted)",
-                f"| method | organism | n | {ref} | organism | organism - {ref} | clipped ({ref} / organism) | "
-                "first-token KL (organism measure) |", "|---|---|---|---|---|---|---|---|"]
+        out += ["", f"Spillover: mean log-odds of P(eval) on the no-cue prompts, organism vs {ref}, one scale per "
+                    f"row: the exact log-odds where every record of both has one, else the logit of every score "
+                    f"clipped to [{EPS:g}, 1 - {EPS:g}] (records without exact log-odds and clipped scores counted)",
+                f"| method | organism | n | scale (no exact log-odds {ref} / organism) | {ref} | organism | "
+                f"organism - {ref} | clipped ({ref} / organism) | first-token KL (organism measure) |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for s in spill:
             k = s.get("first_token_kl")
             kls = f"{_f(k.get('mean'))} {_fmt_ci(k.get('ci'))}" if k else "-"
+            nl = s.get("no_log_odds") or {}
             out.append(f"| {s['method']} | {s['organism']} ({s['kind']}) | {s['n']} ({s['n_unscored']} unscored) | "
+                       f"{s.get('scale', '-')} ({nl.get('reference', '-')} / {nl.get('organism', '-')}) | "
                        f"{_f(s['mean_reference']['mean'])} {_fmt_ci(s['mean_reference']['ci'])} | "
                        f"{_f(s['mean_organism']['mean'])} {_fmt_ci(s['mean_organism']['ci'])} | "
                        f"{_f(s['diff']['mean'])} {_fmt_ci(s['diff']['ci'])} | "

@@ -462,7 +462,9 @@ def interval_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n:
     - otherwise (many units, or the jackknife undefined, e.g. a one-unit stratum) the percentile
       bootstrap (the same resamples as `bootstrap_ci`; `subgroups`: the two-stage one of
       :func:`bootstrap_weights`).
-    Where another bounded statistic's interval must be clipped to `bounds`, the rule says so."""
+    Where another bounded statistic's interval must be clipped to `bounds`, the rule says so.
+    A statistic that is not a share (an AUROC difference, a mean) whose interval would have zero
+    width (every resample gives the same value) has none: None, so no verdict rests on it."""
     if n_items == 0 or n <= 0:
         return None
     gix, G = _unit_index(n_items, groups)
@@ -487,6 +489,8 @@ def interval_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n:
         out = Interval(ci[0], ci[1], f"percentile bootstrap over {G} units{why}{same}")
     if bounds is not None and (out.lo < bounds[0] or out.hi > bounds[1]):
         out = Interval(max(out.lo, bounds[0]), min(out.hi, bounds[1]), out.method + f", clipped to [{bounds[0]:g}, {bounds[1]:g}]")
+    if not share and out.hi - out.lo <= 1e-9:
+        return None  # few units that agree exactly give no measure of uncertainty, not certainty
     return out
 
 
