@@ -34,7 +34,7 @@ from harness.organisms.data import PHRASINGS, paired_dataset
 from harness.organisms.kinds import KINDS, kind_cue
 from harness.organisms.measure import first_token_kl, verbalizations
 from harness.organisms.train import Recipe, build_organism, describe
-from harness.organisms.validate import Model, measured_kl, sensitivity, sensitivity_lines
+from harness.organisms.validate import Model, fmt_ci, measured_kl, sensitivity, sensitivity_lines
 from harness.organisms.validate import scored_pairs, sensitivity_verdict  # noqa: F401  (re-exported)
 from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
 from harness.run.loop import needs_judge, run_methods
@@ -225,21 +225,17 @@ def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_t
     return res
 
 
-def _fmt_ci(ci: Any) -> str:
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
-
-
 def measure_lines(res: dict[str, Any]) -> list[str]:
     out = []
     for name in ("organism", "base"):
         for side in ("cue", "no_cue"):
             r = res[f"{name}_verbalization_{side}"]
             rate = "-" if r["rate"] is None else f"{r['rate']:.3f}"
-            out.append(f"{name:<8} verbalization on {side:<6} prompts: {r['k']}/{r['n']} = {rate} {_fmt_ci(r['ci'])}")
+            out.append(f"{name:<8} verbalization on {side:<6} prompts: {r['k']}/{r['n']} = {rate} {fmt_ci(r['ci'])}")
     k = res["first_token_kl_no_cue"]
     if k["mean"] is not None:
         out.append(f"first-token KL(base || organism) on no-cue prompts: mean {k['mean']:.4f} "
-                   f"{_fmt_ci(k['ci'])}, median {k['median']:.4f}, max {k['max']:.4f} (n={k['n']})")
+                   f"{fmt_ci(k['ci'])}, median {k['median']:.4f}, max {k['max']:.4f} (n={k['n']})")
     return out
 
 

@@ -24,9 +24,10 @@ import math
 from typing import Any, Mapping
 
 from harness.methods.report_spec import SCALES, ReportSpec
+from harness.stats.metrics import LOGIT_EPS, clipped_logit
 from harness.reporting.runs import method_specs as specs  # noqa: F401  (the methods' declared specs)
 
-EPS = 1e-6
+EPS = LOGIT_EPS
 
 
 def _finite(v: Any) -> float | None:
@@ -57,8 +58,7 @@ def log_odds(record: Mapping[str, Any], spec: ReportSpec, n_share: int | None = 
         if n > 0:
             k = min(max(s, 0.0), 1.0) * n
             return math.log((k + 0.5) / (n - k + 0.5)), False
-    p = min(max(s, EPS), 1.0 - EPS)
-    return math.log(p / (1.0 - p)), p != s
+    return clipped_logit(s)
 
 
 def describe(spec: ReportSpec) -> str:

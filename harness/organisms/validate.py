@@ -39,7 +39,6 @@ Every interval names its rule (``*_method``; :mod:`harness.stats.paired`).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -49,13 +48,14 @@ from harness.core.errors import EvalAwareError
 from harness.methods.base import REGISTRY
 from harness.methods.logprob import REPORT_FAMILY as LOGPROB_FAMILY
 from harness.runlog import RunLog
+from harness.stats.metrics import LOGIT_EPS, clipped_logit as logit_clipped
 from harness.stats.paired import mean_with_ci, paired_auroc, within_pair_differences
 
 #: What a row of each organism kind measures.
 ROLES: dict[str, str] = {"aware": "sensitivity", "disjoint": "sensitivity", "behaviour": "specificity",
                          "sham": "null"}
 #: Scores are clipped to [EPS, 1 - EPS] before the logit (where a record has no exact log-odds).
-EPS = 1e-6
+EPS = LOGIT_EPS
 CI_NOTE = "95%, whole categories resampled (the same resamples for every model); each interval's rule in its row"
 #: What a ``within variant`` row must say beside its verdict.
 WITHIN_VARIANT_CAVEAT = "selected on the gate, which the cue can move; compare with the plain row"
@@ -149,8 +149,7 @@ def clipped_logit(rec: Mapping[str, Any]) -> tuple[float | None, bool]:
     s = rec.get("score")
     if s is None:
         return None, False
-    c = min(max(float(s), EPS), 1.0 - EPS)
-    return math.log(c / (1.0 - c)), c != float(s)
+    return logit_clipped(float(s))
 
 
 def logprob_methods(methods: Sequence[str]) -> list[str]:
@@ -338,7 +337,8 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
 
 # --- verdicts and lines --------------------------------------------------------------------------
 
-def _fmt_ci(ci: Any) -> str:
+def fmt_ci(ci: Any) -> str:
+    """An interval as printed in validate's and measure's lines ([-] without one)."""
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
 
 
@@ -374,16 +374,16 @@ def sensitivity_verdict(m: str, r: dict[str, Any]) -> str:
         what = (f"sensitive: the organism's AUROC is above the {ref}'s" if dci and dci[0] > 0 else
                 f"inverted: the organism's AUROC is below the {ref}'s" if dci and dci[1] < 0 else
                 "not shown sensitive: the difference's interval covers 0")
-    line = f"- {tag}: {what} ({d:+.3f} {_fmt_ci(dci)}"
+    line = f"- {tag}: {what} ({d:+.3f} {fmt_ci(dci)}"
     if dd.get("mean") is not None:
-        line += f"; within-pair double difference {dd['mean']:+.3f} {_fmt_ci(dd.get('ci'))}"
+        line += f"; within-pair double difference {dd['mean']:+.3f} {fmt_ci(dd.get('ci'))}"
     line += ")"
     if subset == "within variant":
         line += "; " + WITHIN_VARIANT_CAVEAT
     for who, key in ((ref, "auroc_a"), ("base", "auroc_base")):
         ci = r.get(f"{key}_ci")
         if _excludes_half(ci):
-            line += (f"; the {who} already separates the pairs (AUROC {r[key]:.3f} {_fmt_ci(ci)}): "
+            line += (f"; the {who} already separates the pairs (AUROC {r[key]:.3f} {fmt_ci(ci)}): "
                      f"it reads the cue's text, so the difference is over a model that is not at chance")
             break
     return line
@@ -423,12 +423,12 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
         n = f"{r['n']} ({r['n_unscored']} unscored" + (f", scale: {r['scale']}" if r.get("scale") else "") + (
             f", {r['n_other_variants']} other variants" if "n_other_variants" in r else "") + (
             f", {r['n_no_later']} with no later position" if r.get("n_no_later") else "") + ")"
-        base = f"{_f(r['auroc_base'])} {_fmt_ci(r.get('auroc_base_ci'))}" if "auroc_base" in r else "-"
+        base = f"{_f(r['auroc_base'])} {fmt_ci(r.get('auroc_base_ci'))}" if "auroc_base" in r else "-"
         out.append(f"| {_label(r, split)} | {r.get('organism', '-')} ({r.get('kind', '-')}) | {r.get('role', '-')} | "
-                   f"{r.get('subset', 'all')} | {n} | {_f(r['auroc_a'])} {_fmt_ci(r['auroc_a_ci'])} | "
-                   f"{_f(r['auroc_b'])} {_fmt_ci(r['auroc_b_ci'])} | {_f(r['diff'])} {_fmt_ci(r['diff_ci'])} | "
-                   f"{_f(pr.get('mean'))} {_fmt_ci(pr.get('ci'))} | {_f(po.get('mean'))} {_fmt_ci(po.get('ci'))} | "
-                   f"{_f(dd.get('mean'))} {_fmt_ci(dd.get('ci'))} | {base} |")
+                   f"{r.get('subset', 'all')} | {n} | {_f(r['auroc_a'])} {fmt_ci(r['auroc_a_ci'])} | "
+                   f"{_f(r['auroc_b'])} {fmt_ci(r['auroc_b_ci'])} | {_f(r['diff'])} {fmt_ci(r['diff_ci'])} | "
+                   f"{_f(pr.get('mean'))} {fmt_ci(pr.get('ci'))} | {_f(po.get('mean'))} {fmt_ci(po.get('ci'))} | "
+                   f"{_f(dd.get('mean'))} {fmt_ci(dd.get('ci'))} | {base} |")
     if any(r.get("subset") == "within variant" for r in rows):
         out.append(f"\nwithin variant: the pairs scored on the same variants in each comparison's models; "
                    f"{WITHIN_VARIANT_CAVEAT}.")
@@ -442,13 +442,13 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
                 "|---|---|---|---|---|---|---|---|---|"]
         for s in spill:
             k = s.get("first_token_kl")
-            kls = f"{_f(k.get('mean'))} {_fmt_ci(k.get('ci'))}" if k else "-"
+            kls = f"{_f(k.get('mean'))} {fmt_ci(k.get('ci'))}" if k else "-"
             nl = s.get("no_log_odds") or {}
             out.append(f"| {s['method']} | {s['organism']} ({s['kind']}) | {s['n']} ({s['n_unscored']} unscored) | "
                        f"{s.get('scale', '-')} ({nl.get('reference', '-')} / {nl.get('organism', '-')}) | "
-                       f"{_f(s['mean_reference']['mean'])} {_fmt_ci(s['mean_reference']['ci'])} | "
-                       f"{_f(s['mean_organism']['mean'])} {_fmt_ci(s['mean_organism']['ci'])} | "
-                       f"{_f(s['diff']['mean'])} {_fmt_ci(s['diff']['ci'])} | "
+                       f"{_f(s['mean_reference']['mean'])} {fmt_ci(s['mean_reference']['ci'])} | "
+                       f"{_f(s['mean_organism']['mean'])} {fmt_ci(s['mean_organism']['ci'])} | "
+                       f"{_f(s['diff']['mean'])} {fmt_ci(s['diff']['ci'])} | "
                        f"{s['clipped']['reference']} / {s['clipped']['organism']} | {kls} |")
     out.append(f"\nintervals: {table['ci'] or '-'}")
     for r in rows:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.core.sample import Message, Sample, sample_view
-from harness.organisms.validate import Model, Recs, _fmt_ci, compare, scored_pairs
+from harness.organisms.validate import Model, Recs, fmt_ci, compare, scored_pairs
 from harness.runlog import RunLog
 
 METHOD = "monitor"
@@ -159,7 +159,7 @@ def _status(r: Mapping[str, Any]) -> str:
 
 
 def _cell(r: Mapping[str, Any]) -> str:
-    return f"{_status(r)} ({r['diff']:+.3f} {_fmt_ci(r.get('diff_ci'))})" if r.get("diff") is not None \
+    return f"{_status(r)} ({r['diff']:+.3f} {fmt_ci(r.get('diff_ci'))})" if r.get("diff") is not None \
         else "no AUROC"
 
 

@@ -447,6 +447,16 @@ def _share_rule(stat: Callable[[np.ndarray], np.ndarray], n_items: int, groups: 
     return Interval(lo, hi, f"exact (Clopper-Pearson) with effective n {n_eff:.1f} from the cluster jackknife")
 
 
+#: A probability's logit is taken on [LOGIT_EPS, 1 - LOGIT_EPS] (a P of exactly 0 or 1 has none).
+LOGIT_EPS = 1e-6
+
+
+def clipped_logit(p: float, eps: float = LOGIT_EPS) -> tuple[float, bool]:
+    """(the logit of `p` clipped to [eps, 1 - eps], whether it was clipped)."""
+    c = min(max(p, eps), 1.0 - eps)
+    return math.log(c / (1.0 - c)), c != p
+
+
 def interval_weighted(stat: Callable[[np.ndarray], np.ndarray], n_items: int, n: int = 1000,
                       seed: int = 0, groups: Sequence[Any] | None = None, alpha: float = 0.05,
                       strata: Sequence[Any] | None = None,
