@@ -40,8 +40,12 @@ demo: install
 
 # `make test`: the suite a newcomer runs (minutes; tiny random-init models, no vLLM engine).
 # `make test-slow`: the tests that load SmolLM2 or start vLLM; `make test-all`: both (CI).
+# The fast suite runs on TEST_WORKERS pytest-xdist workers (whole files per worker, one torch
+# thread each: tests/conftest.py); TEST_WORKERS=0 runs it in one process. The slow suite stays in
+# one process: two vLLM engines would bind the same cores.
+TEST_WORKERS ?= 2
 test: assets
-	$(BIN)/python -m pytest -q -rs -m "not slow"
+	$(BIN)/python -m pytest -q -rs -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: assets
 	$(BIN)/python -m pytest -q -rs -m slow
