@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli.main import cli
+from harness.core.details import LogOdds
 from harness.organisms.validate import (EPS, WITHIN_VARIANT_CAVEAT, Model, clipped_logit, compare, has_variant_gate,
                                         logprob_methods, method_rows, same_variant_ids, scored_pairs,
                                         sensitivity_lines, sensitivity_verdict, spillover)
@@ -41,6 +42,25 @@ def _pairs_recs(scores: dict[str, list[tuple[float, float]]]) -> tuple[dict, dic
 
 
 # --- pure table functions ----------------------------------------------------------------------
+
+def test_double_difference_on_the_log_odds_scale_where_scores_saturate():
+    """Both models' cue-side P(eval) round to 1.0 (score difference 0 on every pair), their exact
+    log-odds differ by 4: on the log-odds scale the double difference is +4, not 0."""
+    recs, pairs = {}, {}
+    for name, lo1 in (("reference", 40.0), ("organism", 44.0)):
+        recs[name] = {}
+        for k in range(8):
+            recs[name][f"p{k}:1"] = _rec("eval", 1.0, f"c{k // 2}", log_odds=lo1 + 0.1 * k)
+            recs[name][f"p{k}:0"] = _rec("deploy", 0.5, f"c{k // 2}", log_odds=0.0)
+            pairs[f"p{k}:1"] = pairs[f"p{k}:0"] = f"p{k}"
+    ids = scored_pairs(recs, pairs)
+    row = compare(recs, ids, pairs, "reference", "organism", None, n_boot=100, seed=0)
+    assert row["scale"] == "log-odds"
+    assert row["pair_diff_reference"]["mean"] == pytest.approx(40.35)
+    assert row["double_diff"]["mean"] == pytest.approx(4.0)
+    recs["organism"]["p0:0"]["details"] = {}  # one record without exact log-odds: the score scale for all
+    row = compare(recs, scored_pairs(recs, pairs), pairs, "reference", "organism", None, n_boot=100, seed=0)
+    assert row["scale"] == "score" and row["double_diff"]["mean"] == pytest.approx(0.0)
 
 def test_the_reference_replaces_the_base_in_every_difference():
     """The base is at chance, the sham reference and the organism separate every pair: organism
@@ -298,8 +318,11 @@ def test_validate_on_a_set_with_a_sham_reference_and_a_frozen_probe(tiny_set, ti
     assert row["auroc_base"] == pytest.approx(roc_auc(y, [recs["base"][i]["score"] for i in ids]))
     assert row["diff"] == pytest.approx(row["auroc_b"] - row["auroc_a"])
 
+    def on_scale(rec: dict) -> float:  # the row's scale: exact log-odds where every record has one
+        return LogOdds.value(rec) if row["scale"] == "log-odds" else rec["score"]
+
     def mean_pair_diff(run: str) -> float:
-        d = [recs[run][i]["score"] * (1 if recs[run][i]["label"] == "eval" else -1) for i in ids]
+        d = [on_scale(recs[run][i]) * (1 if recs[run][i]["label"] == "eval" else -1) for i in ids]
         return sum(d) / (len(ids) / 2)
 
     assert row["pair_diff_reference"]["mean"] == pytest.approx(mean_pair_diff("reference"))

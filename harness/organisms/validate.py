@@ -12,7 +12,7 @@ run directories of the base model, a reference and one or more organisms (issue 
 - **Rows.** Per method and organism: AUROC (cue vs no-cue) of the reference and the organism
   [category-cluster intervals, the same resamples for both], their difference, and the
   within-pair double difference: mean over pairs of [score(cue) - score(no cue)] on the
-  organism minus the same on the reference. A pair leaves whole when any model left one side
+  organism minus the same on the reference (score or log-odds: the row's scale, below). A pair leaves whole when any model left one side
   unscored, so every model and row stands on the same pairs (:func:`scored_pairs`). Methods
   whose votes carry a prompt variant and a label-mass gate (binary, probability) get a second
   row, ``within variant``: only the pairs whose two sides were scored on the same variants in
@@ -20,7 +20,7 @@ run directories of the base model, a reference and one or more organisms (issue 
   does not change it (the gate withholds votes depending on the label, so the plain row may
   compare different prompt variants across the sides). Its caveat: it selects pairs on the
   gate, an outcome the cue can move; compare it with the plain row.
-- **Scale.** A method's AUROCs rank by the exact log-odds (:class:`~harness.core.details.LogOdds`)
+- **Scale.** A method's AUROCs and within-pair differences are on the exact log-odds (:class:`~harness.core.details.LogOdds`)
   where every record of every model in the comparison has one, else by the score: one scale per
   comparison, named in the row (``scale``), as :func:`harness.stats.summaries.ranked`.
 - **Flag.** Where the base's or the reference's AUROC interval already excludes 0.5 the method
@@ -183,17 +183,20 @@ def compare(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str], reference:
             base: str | None, n_boot: int, seed: int, scale: str | None = None) -> dict[str, Any]:
     """One row on the scored pairs `ids`: AUROC of reference (``auroc_a``) and organism
     (``auroc_b``) with the difference b - a (the same resamples), each model's mean within-pair
-    difference of the score, the double difference (organism - reference, per pair) and, where
-    the base is not the reference, the base's AUROC on the same pairs. The AUROCs rank by
-    `scale` (``log-odds`` or ``score``; None: :func:`ranking_scale` over the models of the row)."""
+    difference, the double difference (organism - reference, per pair) and, where the base is not
+    the reference, the base's AUROC on the same pairs. The AUROCs and the within-pair differences
+    are on `scale` (``log-odds`` or ``score``; None: :func:`ranking_scale` over the models of the
+    row)."""
     ref, org = recs[reference], recs[organism]
     shown = [base] if base is not None and base not in (reference, organism) else []
     if scale is None:
         scale = ranking_scale(recs, ids, [reference, organism, *shown])
     y = [1 if ref[i]["label"] == "eval" else 0 for i in ids]
     cats = [ref[i].get("category") for i in ids]
-    sa, sb = [ref[i]["score"] for i in ids], [org[i]["score"] for i in ids]
-    row = paired_auroc(y, _ranks(ref, ids, scale), _ranks(org, ids, scale), cats, n_boot, seed)
+    # the within-pair differences on the ranking's scale too: on saturated scores (an organism's
+    # P(eval) that rounds to 1.0 on both sides) a score difference is 0 where the log-odds differ
+    sa, sb = _ranks(ref, ids, scale), _ranks(org, ids, scale)
+    row = paired_auroc(y, sa, sb, cats, n_boot, seed)
     row["scale"] = scale
     pid = [pairs.get(i, i) for i in ids]
     cat_of = dict(zip(pid, cats))
