@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.details import NO_SIGNAL, Detail, LabelGate, LabelVote, SignalGate, details_of, votes_of
+from harness.core.details import (NO_SIGNAL, Detail, LabelGate, LabelVote, LayerSelection, ScoreVariant, SignalGate,
+                                   details_of, votes_of)
 from harness.core.records import Record, Verdict, Vote
 from harness.stats.summaries import answer_errors, label_mass, votes_by_sample
 from harness.stats.tally import tally
@@ -145,6 +146,54 @@ def fine(summary, settings, s):
     assert _string_reads(f, DECLARED) == [
         "old_summaries.py:11 'label_mass'", "old_summaries.py:12 'min_label_mass'",
         "old_summaries.py:13 'min_label_mass'", "old_summaries.py:4 'error'", "old_summaries.py:4 'no_signal'"]
+
+
+def test_score_variants_read_back_from_what_tokenization_writes():
+    """A logprob record's variants (tokenization.scoring.LogprobScore.to_dict, as the method writes
+    them) read back typed, from a Record and its JSON: names, P(eval), coverage, exact log-odds."""
+    from tokenization.scoring import LogprobScore
+
+    sc = LogprobScore(0.6, 0.9, None, 0.0, 0.75, 0.5, naive_log_odds=0.405, aware_log_odds=1.1)
+    rec = _record("a", None, **sc.to_dict())
+    for form in (rec, rec.to_dict()):
+        assert ScoreVariant.names(form) == ("aware", "naive", "top20")
+        assert ScoreVariant.of(form, "naive") == ScoreVariant("naive", 0.6, 0.9, 0.405)
+        assert ScoreVariant.of(form, "top20") == ScoreVariant("top20", None, 0.0, None)
+        assert ScoreVariant.of(form, "aware").coverage == 0.5
+        assert ScoreVariant.of(form, "other") is None
+    assert ScoreVariant.of(_record("b", None, naive_p_eval=0.5, naive_log_odds=float("inf")), "naive").log_odds is None
+
+
+def test_layer_selection_reads_what_the_probe_commands_write():
+    from harness.cli.probes import selection_details
+
+    class Res:
+        rows = [{"layer": 1, "pooling": "last_prompt", "model": "logreg"}, {"layer": 2, "pooling": "last_prompt",
+                                                                              "model": "logreg"}]
+
+        def selection_for(self, pooling, scheme):
+            return {"selection": "best of 2", "p_value": 0.03, "null_mean": 0.55, "null_q95": 0.7, "n_perm": 200}
+
+    rec = _record("a", None, layer=2, **selection_details(Res(), "last_prompt", "grouped"))
+    got = LayerSelection.of(rec.to_dict())
+    assert (got.layer, got.layer_selection, got.selection_p, got.selection_null_q95) == (2, "best of 2", 0.03, 0.7)
+    assert LayerSelection.of(_record("b", None, layer=2)) is None  # no rule recorded: not a probe record
+
+
+def _fstring_variant_reads(path: Path) -> list[str]:
+    """f-string keys ending in a score variant's suffix (``f"{var}_p_eval"``) in `path`."""
+    return [f"{path.name}:{n.lineno}" for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.JoinedStr) and n.values and isinstance(n.values[-1], ast.Constant)
+            and str(n.values[-1].value).endswith(ScoreVariant.SUFFIXES)]
+
+
+@pytest.mark.parametrize("package", ["harness/stats", "harness/reporting", "harness/organisms"])
+def test_no_score_variant_is_read_by_a_built_key(package, tmp_path):
+    found = [hit for f in sorted((ROOT / package).rglob("*.py")) for hit in _fstring_variant_reads(f)]
+    assert not found, f"read score variants through harness.core.details.ScoreVariant: {found}"
+    old = tmp_path / "old_families.py"
+    old.write_text('cov = [x["details"][f"{var}_coverage"] for x in recs]\n')
+    assert _fstring_variant_reads(old) == ["old_families.py:1"]
 
 
 def test_reporting_and_stats_import_nothing_from_the_run_loop():

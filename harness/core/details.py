@@ -142,3 +142,49 @@ class LogOdds(Detail):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             return None
         return float(v)
+
+
+@dataclass(frozen=True)
+class LayerSelection(Detail):
+    """How a probe record's layer was chosen (``probes eval --write-records``, ``probes apply``):
+    the rule, and where a layer was picked as the best of many, its permutation p and null
+    (:func:`harness.cli.probes.selection_details`)."""
+
+    MARKS: ClassVar[tuple[str, ...]] = ("layer_selection",)
+    layer_selection: str | None = None
+    layer: int | None = None
+    selection_p: float | None = None
+    selection_null_mean: float | None = None
+    selection_null_q95: float | None = None
+    selection_n_perm: int | None = None
+
+
+@dataclass(frozen=True)
+class ScoreVariant:
+    """One score variant a logprob record carries beside its score (``tokenization.scoring``'s
+    naive, top20 and aware): its P(eval), the target words' coverage and its exact log-odds,
+    written as ``<name>_p_eval``, ``<name>_coverage`` and ``<name>_log_odds``."""
+
+    SUFFIXES: ClassVar[tuple[str, ...]] = ("_p_eval", "_coverage", "_log_odds")
+    name: str
+    p_eval: float | None = None
+    coverage: float | None = None
+    log_odds: float | None = None
+
+    @classmethod
+    def names(cls, record: Record | Mapping[str, Any]) -> tuple[str, ...]:
+        """The variants `record` carries (those with a ``<name>_p_eval`` key), sorted."""
+        return tuple(sorted(k[:-len("_p_eval")] for k in details_of(record) if k.endswith("_p_eval")))
+
+    @classmethod
+    def of(cls, record: Record | Mapping[str, Any], name: str) -> "ScoreVariant | None":
+        """Variant `name` of `record`; None where it carries none. A non-numeric value reads as None."""
+        d = details_of(record)
+        if f"{name}_p_eval" not in d:
+            return None
+
+        def num(v: Any) -> float | None:
+            return None if isinstance(v, bool) or not isinstance(v, (int, float)) else float(v)
+
+        p, cov, lo = (num(d.get(name + s)) for s in cls.SUFFIXES)
+        return cls(name, p, cov, lo if lo is None or math.isfinite(lo) else None)

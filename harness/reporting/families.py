@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.core.details import LogOdds, SignalGate
+from harness.core.details import LayerSelection, LogOdds, ScoreVariant, SignalGate
 from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext, gated_auroc
 from harness.reporting.doc import ci, pct
 from harness.methods.report_spec import Family
@@ -41,11 +41,10 @@ def family_section(ctx: ReportContext, fam: Family, members: Sequence[str]) -> N
             rows.append([r.label, m, "score", signal_share(recs), s["n_scored"], auroc(recs, s), s["brier"],
                          s["ece"], "–"])
             for var in variants(recs):
-                vrecs = gate(recs, var) if gated else \
-                    [as_variant(x, var, x["details"].get(f"{var}_p_eval")) for x in recs]
+                vrecs = gate(recs, var) if gated else [as_variant(x, var, _p_eval(x, var)) for x in recs]
                 vs = ctx.summary(vrecs)
-                cov = [float(x["details"][f"{var}_coverage"]) for x in recs
-                       if isinstance(x["details"].get(f"{var}_coverage"), (int, float))]
+                cov = [v.coverage for x in recs
+                       if (v := ScoreVariant.of(x, var)) is not None and v.coverage is not None]
                 rows.append([r.label, m, var, signal_share(vrecs), vs["n_scored"], auroc(vrecs, vs),
                              vs["brier"], vs["ece"],
                              f"{np.mean(cov):.4f} / {np.median(cov):.4f}" if cov else "–"])
@@ -83,10 +82,9 @@ def _word_settings(ctx: ReportContext, members: Sequence[str]) -> None:
 
 def _layer_selection(ctx: ReportContext, members: Sequence[str]) -> None:
     """Records that say how their layer was chosen (``layer_selection`` in details: probes)."""
-    sel = [[r.label, m, det.get("layer"), det["layer_selection"], det.get("selection_p"),
-            det.get("selection_null_q95")]
+    sel = [[r.label, m, ls.layer, ls.layer_selection, ls.selection_p, ls.selection_null_q95]
            for r in ctx.runs for m in members if m in r.records
-           for det in [(r.records[m][0].get("details") or {})] if "layer_selection" in det]
+           for ls in [LayerSelection.of(r.records[m][0])] if ls is not None]
     if sel:
         ctx.doc.p("How each probe's layer was chosen: a layer picked as the best of many is optimistic; "
                   "p compares it with the best layer under label permutations (95th percentile of "
@@ -96,8 +94,12 @@ def _layer_selection(ctx: ReportContext, members: Sequence[str]) -> None:
 
 def variants(records: Sequence[dict[str, Any]]) -> list[str]:
     """Score variants recorded in details as ``<variant>_p_eval`` (e.g. naive, top20, aware)."""
-    keys = {k[:-7] for r in records for k in (r.get("details") or {}) if k.endswith("_p_eval")}
-    return sorted(keys)
+    return sorted({v for r in records for v in ScoreVariant.names(r)})
+
+
+def _p_eval(record: dict[str, Any], var: str) -> float | None:
+    v = ScoreVariant.of(record, var)
+    return None if v is None else v.p_eval
 
 
 def gate(records: Sequence[dict[str, Any]], var: str) -> list[dict[str, Any]]:
@@ -105,11 +107,10 @@ def gate(records: Sequence[dict[str, Any]], var: str) -> list[dict[str, Any]]:
     min_coverage (recorded per record; 0 for records from before the gate existed)."""
     out = []
     for x in records:
-        d = x.get("details") or {}
-        cov, p = d.get(f"{var}_coverage"), d.get(f"{var}_p_eval")
+        v = ScoreVariant.of(x, var) or ScoreVariant(var)
         floor = (SignalGate.of(x) or SignalGate()).min_coverage
-        ok = p is not None and isinstance(cov, (int, float)) and cov >= float(floor or 0.0)
-        out.append(as_variant(x, var, p if ok else None))
+        ok = v.p_eval is not None and v.coverage is not None and v.coverage >= float(floor or 0.0)
+        out.append(as_variant(x, var, v.p_eval if ok else None))
     return out
 
 
@@ -117,9 +118,9 @@ def as_variant(record: dict[str, Any], var: str, score: float | None) -> dict[st
     """`record` scored by variant `var`: `score`, and the variant's own exact log-odds
     (``<var>_log_odds``, None where absent) as the ``log_odds`` a ranking reads
     (:func:`harness.stats.summaries.ranked`), never the method score's."""
-    d = record.get("details") or {}
-    lo = LogOdds(d.get(f"{var}_log_odds") if score is not None else None)
-    return {**record, "score": score, "details": {**d, **lo.to_dict()}}
+    v = ScoreVariant.of(record, var)
+    lo = LogOdds(v.log_odds if score is not None and v is not None else None)
+    return {**record, "score": score, "details": {**(record.get("details") or {}), **lo.to_dict()}}
 
 
 def signal_share(records: Sequence[dict[str, Any]]) -> str:
