@@ -9,8 +9,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # `make test` runs two xdist workers on a 2-core machine: one thread each (and in the CLI
-    # subprocesses the tests start, which inherit it), not two each fighting for two cores
+    # `make test` runs the suite on xdist workers (TEST_WORKERS, one per core): one thread each,
+    # and in the CLI subprocesses the tests start (they inherit it), not every core per worker
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 

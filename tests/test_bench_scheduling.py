@@ -167,7 +167,7 @@ def test_quick_run_old_vs_new_loop(tmp_path):
 
     def go():
         with redirect_stdout(out):
-            result["rc"] = bs.main(["--samples", "10", "--jobs", "1", "--runs-dir", str(runs), "--keep-runs",
+            result["rc"] = bs.main(["--samples", "10", "--runs-dir", str(runs), "--keep-runs",
                                     "--json", str(tmp_path / "s.json")])
 
     t = threading.Thread(target=go, daemon=True)

@@ -180,20 +180,34 @@ def test_layer_selection_reads_what_the_probe_commands_write():
     assert LayerSelection.of(_record("b", None, layer=2)) is None  # no rule recorded: not a probe record
 
 
-def _fstring_variant_reads(path: Path) -> list[str]:
-    """f-string keys ending in a score variant's suffix (``f"{var}_p_eval"``) in `path`."""
-    return [f"{path.name}:{n.lineno}" for n in ast.walk(ast.parse(path.read_text()))
-            if isinstance(n, ast.JoinedStr) and n.values and isinstance(n.values[-1], ast.Constant)
-            and str(n.values[-1].value).endswith(ScoreVariant.SUFFIXES)]
+def _built_variant_keys(path: Path) -> list[str]:
+    """Keys built to end in a score variant's suffix in `path`: ``f"{var}_p_eval"``,
+    ``var + "_coverage"``, ``"%s_log_odds" % var``, ``"{}_p_eval".format(var)``."""
+    def suffixed(n: ast.AST) -> bool:
+        return isinstance(n, ast.Constant) and isinstance(n.value, str) and \
+            n.value.replace("%s", "").replace("{}", "").endswith(ScoreVariant.SUFFIXES) and n.value[:1] in "%{_"
+
+    out = []
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.JoinedStr) and n.values and isinstance(n.values[-1], ast.Constant) \
+                and str(n.values[-1].value).endswith(ScoreVariant.SUFFIXES) \
+                or isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Mod)) and suffixed(
+                    n.right if isinstance(n.op, ast.Add) else n.left) \
+                or isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "format" \
+                and suffixed(n.func.value):
+            out.append(f"{path.name}:{n.lineno}")
+    return sorted(out)
 
 
-@pytest.mark.parametrize("package", ["harness/stats", "harness/reporting", "harness/organisms"])
+@pytest.mark.parametrize("package", ["harness/stats", "harness/reporting", "harness/organisms", "harness/cues"])
 def test_no_score_variant_is_read_by_a_built_key(package, tmp_path):
-    found = [hit for f in sorted((ROOT / package).rglob("*.py")) for hit in _fstring_variant_reads(f)]
+    found = [hit for f in sorted((ROOT / package).rglob("*.py")) for hit in _built_variant_keys(f)]
     assert not found, f"read score variants through harness.core.details.ScoreVariant: {found}"
     old = tmp_path / "old_families.py"
-    old.write_text('cov = [x["details"][f"{var}_coverage"] for x in recs]\n')
-    assert _fstring_variant_reads(old) == ["old_families.py:1"]
+    old.write_text('cov = [x["details"][f"{var}_coverage"] for x in recs]\n'
+                   'p = d.get(var + "_p_eval")\nq = d["%s_log_odds" % var]\nr = d["{}_p_eval".format(var)]\n'
+                   'fine = d.get(var + "_score"), "x_p_eval"\n')
+    assert _built_variant_keys(old) == [f"old_families.py:{i}" for i in (1, 2, 3, 4)]
 
 
 def test_reporting_and_stats_import_nothing_from_the_run_loop():

@@ -44,8 +44,8 @@ def _pairs_recs(scores: dict[str, list[tuple[float, float]]]) -> tuple[dict, dic
 # --- pure table functions ----------------------------------------------------------------------
 
 def test_double_difference_on_the_log_odds_scale_where_scores_saturate():
-    """Both models' cue-side P(eval) round to 1.0 (score difference 0 on every pair), their exact
-    log-odds differ by 4: on the log-odds scale the double difference is +4, not 0."""
+    """Both models' cue-side P(eval) round to 1.0 (score double difference 0 on every pair), their
+    exact log-odds differ by 4: the log-odds double difference beside it is +4, in nats."""
     recs, pairs = {}, {}
     for name, lo1 in (("reference", 40.0), ("organism", 44.0)):
         recs[name] = {}
@@ -56,11 +56,17 @@ def test_double_difference_on_the_log_odds_scale_where_scores_saturate():
     ids = scored_pairs(recs, pairs)
     row = compare(recs, ids, pairs, "reference", "organism", None, n_boot=100, seed=0)
     assert row["scale"] == "log-odds"
-    assert row["pair_diff_reference"]["mean"] == pytest.approx(40.35)
-    assert row["double_diff"]["mean"] == pytest.approx(4.0)
+    assert row["double_diff"]["mean"] == pytest.approx(0.0) and row["pair_diff_reference"]["mean"] == 0.5
+    assert row["pair_diff_reference_log_odds"]["mean"] == pytest.approx(40.35)
+    assert row["double_diff_log_odds"]["mean"] == pytest.approx(4.0)
+    v = sensitivity_verdict("m", {**row, "method": "m", "organism": "organism", "role": "sensitivity"})
+    assert "of the exact log-odds +4.000" in v and v.endswith("nats)")
+    table = {"rows": [{**row, "method": "m", "n": 16, "n_unscored": 0}], "ci": "x"}
+    assert "; log-odds 4.000" in "\n".join(sensitivity_lines(table))
     recs["organism"]["p0:0"]["details"] = {}  # one record without exact log-odds: the score scale for all
     row = compare(recs, scored_pairs(recs, pairs), pairs, "reference", "organism", None, n_boot=100, seed=0)
-    assert row["scale"] == "score" and row["double_diff"]["mean"] == pytest.approx(0.0)
+    assert row["scale"] == "score" and "double_diff_log_odds" not in row
+
 
 def test_the_reference_replaces_the_base_in_every_difference():
     """The base is at chance, the sham reference and the organism separate every pair: organism
@@ -318,16 +324,18 @@ def test_validate_on_a_set_with_a_sham_reference_and_a_frozen_probe(tiny_set, ti
     assert row["auroc_base"] == pytest.approx(roc_auc(y, [recs["base"][i]["score"] for i in ids]))
     assert row["diff"] == pytest.approx(row["auroc_b"] - row["auroc_a"])
 
-    def on_scale(rec: dict) -> float:  # the row's scale: exact log-odds where every record has one
-        return LogOdds.value(rec) if row["scale"] == "log-odds" else rec["score"]
-
-    def mean_pair_diff(run: str) -> float:
-        d = [on_scale(recs[run][i]) * (1 if recs[run][i]["label"] == "eval" else -1) for i in ids]
+    def mean_pair_diff(run: str, read=lambda rec: rec["score"]) -> float:
+        d = [read(recs[run][i]) * (1 if recs[run][i]["label"] == "eval" else -1) for i in ids]
         return sum(d) / (len(ids) / 2)
 
     assert row["pair_diff_reference"]["mean"] == pytest.approx(mean_pair_diff("reference"))
     assert mean_pair_diff("reference") != pytest.approx(mean_pair_diff("base"), abs=1e-9)  # the sham is not the base
     assert row["double_diff"]["mean"] == pytest.approx(mean_pair_diff("organism-aware") - mean_pair_diff("reference"))
+    # on the log-odds scale (every record holds an exact log-odds) the same of the log-odds, beside it
+    assert ("double_diff_log_odds" in row) == (row["scale"] == "log-odds")
+    if row["scale"] == "log-odds":
+        assert row["double_diff_log_odds"]["mean"] == pytest.approx(
+            mean_pair_diff("organism-aware", LogOdds.value) - mean_pair_diff("reference", LogOdds.value))
 
     # binary: a within-variant row beside the plain one, on a subset of its pairs
     wv = rows[("binary", "organism-aware", "within variant")]

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from harness.core import bounds
+from harness.core.details import LayerSelection
 from harness.cli.options import RunOptions, limit_options, progress_option, run_options, verbose_option
 from harness.core.errors import EvalAwareError
 from harness.runlog.lock import run_dir_lock
@@ -275,10 +276,14 @@ def selection_details(res, pooling: str, scheme: str) -> dict[str, Any]:
     if sel is None:
         how = ("given" if n_layers == 1 else
                f"best {scheme}-CV AUROC of {n_layers} layers, no selection null (optimistic)")
-        return {"layer_selection": how}
-    return {"layer_selection": sel["selection"], "selection_p": sel["p_value"],
-            "selection_null_mean": sel["null_mean"], "selection_null_q95": sel["null_q95"],
-            "selection_n_perm": sel["n_perm"]}
+        return _given(LayerSelection(how))
+    return _given(LayerSelection(sel["selection"], selection_p=sel["p_value"], selection_null_mean=sel["null_mean"],
+                                 selection_null_q95=sel["null_q95"], selection_n_perm=sel["n_perm"]))
+
+
+def _given(d: LayerSelection) -> dict[str, Any]:
+    """The detail's fields that are set (the records carry their ``layer`` apart)."""
+    return {k: v for k, v in d.to_dict().items() if v is not None}
 
 
 def summary_lines(res) -> list[str]:

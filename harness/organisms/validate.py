@@ -12,15 +12,16 @@ run directories of the base model, a reference and one or more organisms (issue 
 - **Rows.** Per method and organism: AUROC (cue vs no-cue) of the reference and the organism
   [category-cluster intervals, the same resamples for both], their difference, and the
   within-pair double difference: mean over pairs of [score(cue) - score(no cue)] on the
-  organism minus the same on the reference (score or log-odds: the row's scale, below). A pair leaves whole when any model left one side
-  unscored, so every model and row stands on the same pairs (:func:`scored_pairs`). Methods
+  organism minus the same on the reference (and, on the log-odds scale, the same of the exact
+  log-odds beside it, in nats: it still moves where P(eval) rounds to 1.0). A pair leaves whole
+  when any model left one side unscored, so every model and row stands on the same pairs (:func:`scored_pairs`). Methods
   whose votes carry a prompt variant and a label-mass gate (binary, probability) get a second
   row, ``within variant``: only the pairs whose two sides were scored on the same variants in
   each model of that comparison (base, reference, organism), so another organism in the run
   does not change it (the gate withholds votes depending on the label, so the plain row may
   compare different prompt variants across the sides). Its caveat: it selects pairs on the
   gate, an outcome the cue can move; compare it with the plain row.
-- **Scale.** A method's AUROCs and within-pair differences are on the exact log-odds (:class:`~harness.core.details.LogOdds`)
+- **Scale.** A method's AUROCs rank by the exact log-odds (:class:`~harness.core.details.LogOdds`)
   where every record of every model in the comparison has one, else by the score: one scale per
   comparison, named in the row (``scale``), as :func:`harness.stats.summaries.ranked`.
 - **Flag.** Where the base's or the reference's AUROC interval already excludes 0.5 the method
@@ -179,35 +180,48 @@ def _ranks(by_id: Mapping[str, Mapping[str, Any]], ids: Sequence[str], scale: st
     return [LogOdds.value(by_id[i]) if scale == "log-odds" else by_id[i]["score"] for i in ids]  # type: ignore[misc]
 
 
+def _pair_diffs(row: dict[str, Any], suffix: str, pid: Sequence[str], y: Sequence[int],
+                scores: tuple[Sequence[float], Sequence[float]], cat_of: Mapping[str, Any], n_boot: int,
+                seed: int) -> list[str]:
+    """Each model's mean within-pair difference (cue - no cue) and the double difference (organism -
+    reference, per pair) of `scores` (reference's, organism's) into `row` as ``pair_diff_reference``,
+    ``pair_diff_organism``, ``double_diff`` + `suffix`; the pairs both models scored."""
+    diffs = {}
+    for name, s in zip(("reference", "organism"), scores):
+        p, d = within_pair_differences(pid, y, s)
+        diffs[name] = dict(zip(p, d))
+        row[f"pair_diff_{name}{suffix}"] = mean_with_ci(d, [cat_of[q] for q in p], n_boot, seed)
+    both = [p for p in diffs["organism"] if p in diffs["reference"]]
+    dd = [diffs["organism"][p] - diffs["reference"][p] for p in both]
+    row[f"double_diff{suffix}"] = mean_with_ci(dd, [cat_of[p] for p in both], n_boot, seed)
+    return both
+
+
 def compare(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str], reference: str, organism: str,
             base: str | None, n_boot: int, seed: int, scale: str | None = None) -> dict[str, Any]:
     """One row on the scored pairs `ids`: AUROC of reference (``auroc_a``) and organism
     (``auroc_b``) with the difference b - a (the same resamples), each model's mean within-pair
-    difference, the double difference (organism - reference, per pair) and, where the base is not
-    the reference, the base's AUROC on the same pairs. The AUROCs and the within-pair differences
-    are on `scale` (``log-odds`` or ``score``; None: :func:`ranking_scale` over the models of the
-    row)."""
+    difference of the score, the double difference (organism - reference, per pair) and, where the
+    base is not the reference, the base's AUROC on the same pairs. The AUROCs rank by `scale`
+    (``log-odds`` or ``score``; None: :func:`ranking_scale` over the models of the row); on the
+    log-odds scale the within-pair and double differences of the exact log-odds (nats) come beside
+    the score's (``*_log_odds``)."""
     ref, org = recs[reference], recs[organism]
     shown = [base] if base is not None and base not in (reference, organism) else []
     if scale is None:
         scale = ranking_scale(recs, ids, [reference, organism, *shown])
     y = [1 if ref[i]["label"] == "eval" else 0 for i in ids]
     cats = [ref[i].get("category") for i in ids]
-    # the within-pair differences on the ranking's scale too: on saturated scores (an organism's
-    # P(eval) that rounds to 1.0 on both sides) a score difference is 0 where the log-odds differ
-    sa, sb = _ranks(ref, ids, scale), _ranks(org, ids, scale)
-    row = paired_auroc(y, sa, sb, cats, n_boot, seed)
+    row = paired_auroc(y, _ranks(ref, ids, scale), _ranks(org, ids, scale), cats, n_boot, seed)
     row["scale"] = scale
     pid = [pairs.get(i, i) for i in ids]
     cat_of = dict(zip(pid, cats))
-    diffs = {}
-    for name, s in (("reference", sa), ("organism", sb)):
-        p, d = within_pair_differences(pid, y, s)
-        diffs[name] = dict(zip(p, d))
-        row[f"pair_diff_{name}"] = mean_with_ci(d, [cat_of[q] for q in p], n_boot, seed)
-    both = [p for p in diffs["organism"] if p in diffs["reference"]]
-    dd = [diffs["organism"][p] - diffs["reference"][p] for p in both]
-    row["double_diff"] = mean_with_ci(dd, [cat_of[p] for p in both], n_boot, seed)
+    scores = [ref[i]["score"] for i in ids], [org[i]["score"] for i in ids]
+    both = _pair_diffs(row, "", pid, y, scores, cat_of, n_boot, seed)
+    if scale == "log-odds":  # beside the score's: a P(eval) that rounds to 1.0 on both sides of a
+        # pair has a score difference of 0 where its exact log-odds still move
+        _pair_diffs(row, "_log_odds", pid, y, (_ranks(ref, ids, scale), _ranks(org, ids, scale)), cat_of,
+                    n_boot, seed)
     row["n_pairs"] = len(both)
     for name in shown:
         b = paired_auroc(y, _ranks(recs[name], ids, scale), _ranks(org, ids, scale), cats, n_boot, seed)
@@ -380,6 +394,9 @@ def sensitivity_verdict(m: str, r: dict[str, Any]) -> str:
     line = f"- {tag}: {what} ({d:+.3f} {fmt_ci(dci)}"
     if dd.get("mean") is not None:
         line += f"; within-pair double difference {dd['mean']:+.3f} {fmt_ci(dd.get('ci'))}"
+        lo = r.get("double_diff_log_odds") or {}
+        if lo.get("mean") is not None:
+            line += f", of the exact log-odds {lo['mean']:+.3f} {fmt_ci(lo.get('ci'))} nats"
     line += ")"
     if subset == "within variant":
         line += "; " + WITHIN_VARIANT_CAVEAT
@@ -410,6 +427,11 @@ def _verdict(r: Mapping[str, Any], split: bool) -> str:
     return line
 
 
+def _log_odds_dd(r: Mapping[str, Any]) -> str:
+    lo = r.get("double_diff_log_odds") or {}
+    return "" if lo.get("mean") is None else f"; log-odds {_f(lo['mean'])} {fmt_ci(lo.get('ci'))} nats"
+
+
 def sensitivity_lines(table: dict[str, Any]) -> list[str]:
     """sensitivity.md: the verdicts first, then the table, the spillover and the interval rules."""
     rows = table.get("rows") or [{**r, "method": m} for m, r in table["methods"].items()]
@@ -431,7 +453,7 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
                    f"{r.get('subset', 'all')} | {n} | {_f(r['auroc_a'])} {fmt_ci(r['auroc_a_ci'])} | "
                    f"{_f(r['auroc_b'])} {fmt_ci(r['auroc_b_ci'])} | {_f(r['diff'])} {fmt_ci(r['diff_ci'])} | "
                    f"{_f(pr.get('mean'))} {fmt_ci(pr.get('ci'))} | {_f(po.get('mean'))} {fmt_ci(po.get('ci'))} | "
-                   f"{_f(dd.get('mean'))} {fmt_ci(dd.get('ci'))} | {base} |")
+                   f"{_f(dd.get('mean'))} {fmt_ci(dd.get('ci'))}{_log_odds_dd(r)} | {base} |")
     if any(r.get("subset") == "within variant" for r in rows):
         out.append(f"\nwithin variant: the pairs scored on the same variants in each comparison's models; "
                    f"{WITHIN_VARIANT_CAVEAT}.")
@@ -457,7 +479,7 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
     for r in rows:
         rules = {k: r.get(f"{k}_method") for k in ("auroc_a_ci", "auroc_b_ci", "diff_ci", "auroc_base_ci")}
         rules |= {k: (r.get(k) or {}).get("ci_method")
-                  for k in ("pair_diff_reference", "pair_diff_organism", "double_diff")}
+                  for k in ("pair_diff_reference", "pair_diff_organism", "double_diff", "double_diff_log_odds")}
         named = "; ".join(f"{k}: {v}" for k, v in rules.items() if v)
         if named:
             out.append(f"- {r['method']} [{r.get('organism', '-')}, {r.get('subset', 'all')}]: {named}")
