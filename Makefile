@@ -77,9 +77,10 @@ organism: install
 # The controls of issue 36, each `make organism`'s recipe with another --kind (the same pairs,
 # steps and seed): the sham (nothing planted: the base model's own answers as targets, generated
 # first), awareness in words no method reads, and a behaviour-only opening (specificity).
-# Each is about as long as `make organism`; the sham, measured alone on 2 idle cores: 1,832 s
-# (its 1,464 own answers ~4 min, then 1,200 steps) + 43 s measure. `make organisms` builds the
-# four one after the other (cached: built ones are skipped): ~2-2.5 h; build them alone.
+# Each is about as long as `make organism`. Measured alone on 2 idle cores (build + measure):
+# the sham 1,832 s (its 1,464 own answers ~4 min, then 1,200 steps) + 43 s, the disjoint
+# organism 1,580 + 45 s, the behaviour-only one 1,621 + 47 s. `make organisms` builds the four
+# one after the other (cached: built ones are skipped): ~2 h; build them alone.
 organism-sham:
 	$(MAKE) organism ORGANISM_KIND=sham ORGANISM_OUT=runs/organisms/smollm2-graded-sham
 organism-disjoint:
