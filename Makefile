@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench organism organism-sham organism-disjoint organism-behaviour organisms clean
+.PHONY: install assets demo test test-slow test-all bench organism organism-sham organism-disjoint organism-behaviour organisms validate-organisms clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -92,6 +92,24 @@ organisms:
 	$(MAKE) organism-sham
 	$(MAKE) organism-disjoint
 	$(MAKE) organism-behaviour
+
+# The sensitivity/specificity table of issue 36 on the set (docs/organisms.md, "The set"): the
+# base, the sham as the reference of every difference and the three planted organisms on 24 pairs
+# of the held-out keyword family (vLLM), with a frozen probe trained on the demo set's labels;
+# the monitor in its own run (32 answer tokens). Sub-runs are cached: a rerun only reads them.
+VALIDATE_ORGS := --reference runs/organisms/smollm2-graded-sham --organism runs/organisms/smollm2-graded \
+	--organism runs/organisms/smollm2-graded-disjoint --organism runs/organisms/smollm2-graded-behaviour
+VALIDATE_PAIRS := --pairs runs/organisms/graded-pairs-family.jsonl --limit 24 --backend vllm
+validate-organisms: organisms
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
+	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods logprob_question --out runs/probe-demo
+	$(BIN)/evalaware activations capture --run runs/probe-demo --pooling last_prompt --no-answer
+	$(BIN)/evalaware probes train --run runs/probe-demo --pooling last_prompt --layer best --out runs/probes/demo-best
+	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
+	    --methods binary,probability,logprob,logprob_question --constrain --answer-tokens 128 --probe-tokens 96 \
+	    --probe runs/probes/demo-best --out runs/validate-set/packed
+	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
+	    --methods monitor --answer-tokens 32 --out runs/validate-set/monitor
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
