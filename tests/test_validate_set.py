@@ -43,6 +43,20 @@ def _pairs_recs(scores: dict[str, list[tuple[float, float]]]) -> tuple[dict, dic
 
 # --- pure table functions ----------------------------------------------------------------------
 
+def test_a_readout_identical_on_both_models_gets_no_verdict():
+    """A frozen probe below every trained block reads the same activations on both models: the same
+    score on every sample, the row says it is blind, not 'not shown sensitive'."""
+    same = [(0.6 + 0.01 * k, 0.4 - 0.01 * k) for k in range(8)]
+    recs, pairs = _pairs_recs({"reference": same, "organism": list(same)})
+    row = compare(recs, scored_pairs(recs, pairs), pairs, "reference", "organism", None, n_boot=100, seed=0)
+    assert row["identical"] and row["diff"] == 0.0
+    v = sensitivity_verdict("probe", {**row, "method": "probe", "organism": "organism", "role": "sensitivity"})
+    assert "blind to this organism" in v and "not shown sensitive" not in v
+    moved = [(a + 1e-9, b) for a, b in same]
+    recs, pairs = _pairs_recs({"reference": same, "organism": moved})
+    assert not compare(recs, scored_pairs(recs, pairs), pairs, "reference", "organism", None, 100, 0)["identical"]
+
+
 def test_double_difference_on_the_log_odds_scale_where_scores_saturate():
     """Both models' cue-side P(eval) round to 1.0 (score double difference 0 on every pair), their
     exact log-odds differ by 4: the log-odds double difference beside it is +4, in nats."""

@@ -214,6 +214,11 @@ def compare(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str], reference:
     cats = [ref[i].get("category") for i in ids]
     row = paired_auroc(y, _ranks(ref, ids, scale), _ranks(org, ids, scale), cats, n_boot, seed)
     row["scale"] = scale
+    # the same score on every sample, bitwise: the readout cannot see this organism at all (a frozen
+    # probe whose layer lies below every block the organism's training changed reads the same
+    # activations); its row gets no verdict
+    row["identical"] = bool(ids) and all(ref[i]["score"] == org[i]["score"]
+                                         and LogOdds.value(ref[i]) == LogOdds.value(org[i]) for i in ids)
     pid = [pairs.get(i, i) for i in ids]
     cat_of = dict(zip(pid, cats))
     scores = [ref[i]["score"] for i in ids], [org[i]["score"] for i in ids]
@@ -377,6 +382,9 @@ def sensitivity_verdict(m: str, r: dict[str, Any]) -> str:
     dd = r.get("double_diff") or {}
     if d is None:
         return f"- {tag}: no verdict (no AUROC on both models: {r['n']} scored, {r['n_unscored']} unscored)"
+    if r.get("identical"):
+        return (f"- {tag}: no verdict, blind to this organism: every sample's score is identical on both models "
+                f"(for a frozen probe: its layer lies below every block the organism's training changed)")
     if not dci and not (role != "sensitivity" and dd.get("ci")):
         what = ("no verdict: the AUROC difference has no interval (too few units, or units that agree "
                 "exactly: no measure of uncertainty)")
