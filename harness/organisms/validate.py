@@ -14,11 +14,11 @@ run directories of the base model, a reference and one or more organisms (issue 
   within-pair double difference: mean over pairs of [score(cue) - score(no cue)] on the
   organism minus the same on the reference (and, on the log-odds scale, the same of the exact
   log-odds beside it, in nats: it still moves where P(eval) rounds to 1.0). A pair leaves whole
-  when any model left one side unscored, so every model and row stands on the same pairs (:func:`scored_pairs`). Methods
-  whose votes carry a prompt variant and a label-mass gate (binary, probability) get a second
-  row, ``within variant``: only the pairs whose two sides were scored on the same variants in
-  each model of that comparison (base, reference, organism), so another organism in the run
-  does not change it (the gate withholds votes depending on the label, so the plain row may
+  when any model left one side unscored, so every model and row stands on the same pairs
+  (:func:`scored_pairs`). Methods whose votes carry a prompt variant and a label-mass gate
+  (binary, probability) get a second row, ``within variant``: only the pairs whose two sides
+  were scored on the same variants in each model of that comparison (base, reference,
+  organism), so another organism in the run does not change it (the gate withholds votes depending on the label, so the plain row may
   compare different prompt variants across the sides). Its caveat: it selects pairs on the
   gate, an outcome the cue can move; compare it with the plain row.
 - **Scale.** A method's AUROCs rank by the exact log-odds (:class:`~harness.core.details.LogOdds`)
@@ -212,7 +212,8 @@ def compare(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str], reference:
         scale = ranking_scale(recs, ids, [reference, organism, *shown])
     y = [1 if ref[i]["label"] == "eval" else 0 for i in ids]
     cats = [ref[i].get("category") for i in ids]
-    row = paired_auroc(y, _ranks(ref, ids, scale), _ranks(org, ids, scale), cats, n_boot, seed)
+    ranked = _ranks(ref, ids, scale), _ranks(org, ids, scale)
+    row = paired_auroc(y, *ranked, cats, n_boot, seed)
     row["scale"] = scale
     # the same score on every sample, bitwise: the readout cannot see this organism at all (a frozen
     # probe whose layer lies below every block the organism's training changed reads the same
@@ -225,11 +226,10 @@ def compare(recs: Recs, ids: Sequence[str], pairs: Mapping[str, str], reference:
     both = _pair_diffs(row, "", pid, y, scores, cat_of, n_boot, seed)
     if scale == "log-odds":  # beside the score's: a P(eval) that rounds to 1.0 on both sides of a
         # pair has a score difference of 0 where its exact log-odds still move
-        _pair_diffs(row, "_log_odds", pid, y, (_ranks(ref, ids, scale), _ranks(org, ids, scale)), cat_of,
-                    n_boot, seed)
+        _pair_diffs(row, "_log_odds", pid, y, ranked, cat_of, n_boot, seed)
     row["n_pairs"] = len(both)
     for name in shown:
-        b = paired_auroc(y, _ranks(recs[name], ids, scale), _ranks(org, ids, scale), cats, n_boot, seed)
+        b = paired_auroc(y, _ranks(recs[name], ids, scale), ranked[1], cats, n_boot, seed)
         row.update(auroc_base=b["auroc_a"], auroc_base_ci=b["auroc_a_ci"], auroc_base_ci_method=b["auroc_a_ci_method"])
     row["reads_cue_text"] = _excludes_half(row.get("auroc_a_ci")) or _excludes_half(row.get("auroc_base_ci"))
     return row

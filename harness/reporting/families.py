@@ -41,7 +41,8 @@ def family_section(ctx: ReportContext, fam: Family, members: Sequence[str]) -> N
             rows.append([r.label, m, "score", signal_share(recs), s["n_scored"], auroc(recs, s), s["brier"],
                          s["ece"], "–"])
             for var in variants(recs):
-                vrecs = gate(recs, var) if gated else [as_variant(x, var, _p_eval(x, var)) for x in recs]
+                vrecs = gate(recs, var) if gated else \
+                    [as_variant(x, var, (ScoreVariant.of(x, var) or ScoreVariant(var)).p_eval) for x in recs]
                 vs = ctx.summary(vrecs)
                 cov = [v.coverage for x in recs
                        if (v := ScoreVariant.of(x, var)) is not None and v.coverage is not None]
@@ -96,10 +97,6 @@ def variants(records: Sequence[dict[str, Any]]) -> list[str]:
     """Score variants recorded in details as ``<variant>_p_eval`` (e.g. naive, top20, aware)."""
     return sorted({v for r in records for v in ScoreVariant.names(r)})
 
-
-def _p_eval(record: dict[str, Any], var: str) -> float | None:
-    v = ScoreVariant.of(record, var)
-    return None if v is None else v.p_eval
 
 
 def gate(records: Sequence[dict[str, Any]], var: str) -> list[dict[str, Any]]:
