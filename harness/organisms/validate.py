@@ -18,8 +18,9 @@ run directories of the base model, a reference and one or more organisms (issue 
   (:func:`scored_pairs`). Methods whose votes carry a prompt variant and a label-mass gate
   (binary, probability) get a second row, ``within variant``: only the pairs whose two sides
   were scored on the same variants in each model of that comparison (base, reference,
-  organism), so another organism in the run does not change it (the gate withholds votes depending on the label, so the plain row may
-  compare different prompt variants across the sides). Its caveat: it selects pairs on the
+  organism), so another organism in the run does not change it (the gate withholds votes
+  depending on the label, so the plain row may compare different prompt variants across the
+  sides). Its caveat: it selects pairs on the
   gate, an outcome the cue can move; compare it with the plain row.
 - **Scale.** A method's AUROCs rank by the exact log-odds (:class:`~harness.core.details.LogOdds`)
   where every record of every model in the comparison has one, else by the score: one scale per
