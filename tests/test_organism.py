@@ -127,7 +127,7 @@ def test_card_in_the_manifest_of_a_run_and_validate(tiny_organism, tiny_base, tm
         man = json.loads((out / role / "manifest.json").read_text())
         assert man["validate"]["judge"] == str(tiny_base), man["validate"]
     md = (out / "sensitivity.md").read_text()  # the verdicts first, then the table
-    assert md.startswith("Verdicts (organism vs base") and "\n| method |" in md
+    assert md.startswith("Verdicts under the declared rule") and "\n| method |" in md
     assert table["organism_card_sha256"] == card["card_sha256"]
 
 

@@ -93,18 +93,9 @@ def test_verdicts_follow_the_numbers(tmp_path):
     assert verdict(ctx, "binary", run).kind != "beats_surface"
 
 
-def test_validate_and_cues_verdicts_follow_their_intervals():
-    from harness.cli.organism import sensitivity_verdict
+def test_cues_verdicts_follow_their_intervals():
     from harness.cues.report import factor_verdict
 
-    row = {"n": 48, "n_unscored": 0, "diff": 0.4, "diff_ci": [0.26, 0.53], "auroc_a": 0.601,
-           "auroc_a_ci": [0.45, 0.74]}
-    assert "sensitive: the organism's AUROC is above the base's (+0.400 [0.260, 0.530])" in sensitivity_verdict("lpq", row)
-    assert "already separates" not in sensitivity_verdict("lpq", row)
-    probe = {**row, "diff": 0.07, "diff_ci": [-0.02, 0.15], "auroc_a": 0.931, "auroc_a_ci": [0.86, 0.97]}
-    v = sensitivity_verdict("probe", probe)
-    assert "not shown sensitive" in v and "the base already separates the pairs (AUROC 0.931" in v
-    assert "inverted" in sensitivity_verdict("binary", {**row, "diff": -0.46, "diff_ci": [-0.6, -0.3]})
     rows = [{"factor": "grading", "mean": 0.03, "ci": [0.01, 0.05]}, {"factor": "options", "mean": -0.01, "ci": [-0.03, 0.01]}]
     assert factor_verdict("binary", rows) == "binary: moved by grading (+0.030 [+0.010, +0.050]) (1 of 2 factors)"
     assert factor_verdict("binary", rows[1:]).startswith("binary: no factor moves it (none of 1 factors")

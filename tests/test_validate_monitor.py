@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from harness.cli.main import cli
 from harness.organisms.validate import Model, compare, scored_pairs, sensitivity_lines
-from harness.organisms.validate_monitor import (READS, monitor_rows, monitor_verdicts, no_later, part_records,
+from harness.organisms.validate_monitor import (READS, monitor_rows, no_later, part_records,
                                                 part_score, read_names)
 
 RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "2", "--lr", "5e-3",
@@ -76,56 +76,22 @@ def test_a_sample_without_later_positions_leaves_the_later_rows_with_its_pair_an
     assert rows[("own", "later")]["diff"] == pytest.approx(0.0)
     assert rows[("reference reads organism", "position 0")]["diff"] == pytest.approx(0.0)
     assert rows[("own", "position 0")]["double_diff"]["mean"] == pytest.approx(4.0 - 0.0)
-    (line,) = monitor_verdicts(list(rows.values()))
-    assert "position 0 only" in line and "reads back the training target" in line
 
 
-def test_the_verdict_says_when_sensitivity_survives_later_and_in_the_reference_s_reading():
+def test_the_split_reads_are_secondary_rows_and_the_plain_row_is_labelled_with_position_zero():
+    """The own and cross reads, position 0 apart, are rows of the secondary table, not verdicts (the
+    monitor's verdict is the declared rule's over its plain score); beside them the plain row is
+    labelled as including position 0; sensitivity.json's ``method`` stays ``monitor``."""
     recs, pairs = _reads({"own": True}, {"own": True, "reference reads organism": True})
-    rows = monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0)
-    (line,) = monitor_verdicts(rows)
-    assert ("at later positions (each prefix still holds the answer's opening) and when the reference (sham) "
-            "reads the organism's answers") in line
-    assert "carry it beyond their opening" not in line and "not shown beyond their opening" in line
-    recs, pairs = _reads({}, {"own": True, "organism reads reference": True})
-    (line,) = monitor_verdicts(monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0))
-    assert "organism's own reading only" in line and "its reading shifted" in line
-    behaviour = Model("organism", "b-dir", "behaviour")
-    (line,) = monitor_verdicts(monitor_rows(recs, pairs, REF, [behaviour], None, n_boot=200, seed=0))
-    assert "something changed, not awareness" in line and "own later" in line
-    md = sensitivity_lines({"rows": rows, "monitor_verdicts": [line], "ci": "x", "reference": {"name": "reference"}})
-    assert line in md and not any(x.startswith("- monitor [organism, sensitivity, own") for x in md)
-    assert any("| own: later |" in x for x in md)
-
-
-def test_the_plain_monitor_row_says_it_includes_position_zero_beside_the_split_rows():
-    """The plain row peaks over every position, position 0 (the planted opening) included: beside
-    the split rows it is labelled so, in its verdict and in the table; sensitivity.json's
-    ``method`` stays ``monitor``."""
-    recs, pairs = _reads({"own": True}, {})
     rows = monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0)
     plain = {**compare(recs, scored_pairs(recs, pairs), pairs, "reference", "organism", None, 200, 0),
              "method": "monitor", "organism": "organism", "kind": "aware", "role": "sensitivity", "subset": "all",
              "n_unscored": 0, "reference_label": "reference (sham)"}
-    md = sensitivity_lines({"rows": [plain, *rows], "monitor_verdicts": monitor_verdicts(rows), "ci": "x",
-                            "reference": {"name": "reference"}})
-    (v,) = [x for x in md if x.startswith("- monitor (all positions, incl. 0) [organism, sensitivity]")]
-    assert "position 0 (the organism's planted opening) included" in v
+    md = sensitivity_lines({"rows": [plain, *rows], "ci": "x", "reference": {"name": "reference"}})
+    assert any("| own: later |" in x for x in md)
     assert any(x.startswith("| monitor (all positions, incl. 0) | organism") for x in md)
-    assert not any(x.startswith("- monitor [organism, sensitivity]:") for x in md)
-    alone = sensitivity_lines({"rows": [plain], "ci": "x", "reference": {"name": "reference"}})
-    assert any(x.startswith("- monitor [organism, sensitivity]:") for x in alone)  # no split rows: as before
+    assert not any(x.startswith("- monitor") and "sensitiv" in x for x in md)  # no verdict outside the rule's block
     assert plain["method"] == "monitor"
-
-
-def test_a_missing_interval_is_no_interval_never_moved():
-    recs, pairs = _reads({"own": True}, {"own": True, "reference reads organism": True})
-    rows = monitor_rows(recs, pairs, REF, [ORG], None, n_boot=200, seed=0)
-    rows = [{**r, "diff_ci": None} for r in rows]
-    (line,) = monitor_verdicts(rows)
-    assert "no read shows the organism above the reference" in line and "no interval" in line
-    (line,) = monitor_verdicts([{**r, "role": "specificity"} for r in rows])
-    assert "not shown moved in any read" in line
 
 
 # --- tiny organisms through the CLI ---------------------------------------------------------------
@@ -186,7 +152,8 @@ def test_validate_monitor_cross_reads_the_writer_s_answers(tiny_pair, tmp_path):
     assert rows == {(read, part) for read in READS for part in ("position 0", "later")}
     assert any(r["method"] == "monitor" and r["subset"] == "all" for r in table["rows"])  # the plain row stays
     md = (out / "sensitivity.md").read_text()
-    assert "- monitor [organism, sensitivity, reads vs the reference (sham)'s own]" in md
+    assert "- monitor [aware vs reference, sensitivity]: " in md  # the monitor's verdict is the rule's
+    assert {(r["readout"], r["kind"]) for r in table["decision"]["rows"]} == {("monitor", "reference"), ("monitor", "aware")}
     res = CliRunner().invoke(cli, args)  # resumed: nothing to redo, the same table
     assert res.exit_code == 0 and json.loads((out / "sensitivity.json").read_text())["rows"] == table["rows"]
 

@@ -17,7 +17,7 @@ from harness.cli.main import cli
 from harness.core.details import LogOdds
 from harness.organisms.validate import (EPS, WITHIN_VARIANT_CAVEAT, Model, clipped_logit, compare, has_variant_gate,
                                         logprob_methods, method_rows, same_variant_ids, scored_pairs,
-                                        sensitivity_lines, sensitivity_verdict, spillover)
+                                        sensitivity_lines, spillover)
 from harness.stats.metrics import roc_auc
 
 RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "4", "--lr", "5e-3",
@@ -43,15 +43,14 @@ def _pairs_recs(scores: dict[str, list[tuple[float, float]]]) -> tuple[dict, dic
 
 # --- pure table functions ----------------------------------------------------------------------
 
-def test_a_readout_identical_on_both_models_gets_no_verdict():
-    """A frozen probe below every trained block reads the same activations on both models: the same
-    score on every sample, the row says it is blind, not 'not shown sensitive'."""
+def test_a_readout_identical_on_both_models_is_marked_identical():
+    """A readout that reads the same on both models (a frozen probe below every trained block, now
+    refused before it runs) is marked: its double difference is 0 on every pair, no variance, so the
+    rule gives no verdict (tests/test_decision_rule.py)."""
     same = [(0.6 + 0.01 * k, 0.4 - 0.01 * k) for k in range(8)]
     recs, pairs = _pairs_recs({"reference": same, "organism": list(same)})
     row = compare(recs, scored_pairs(recs, pairs), pairs, "reference", "organism", None, n_boot=100, seed=0)
     assert row["identical"] and row["diff"] == 0.0
-    v = sensitivity_verdict("probe", {**row, "method": "probe", "organism": "organism", "role": "sensitivity"})
-    assert "blind to this organism" in v and "not shown sensitive" not in v
     moved = [(a + 1e-9, b) for a, b in same]
     recs, pairs = _pairs_recs({"reference": same, "organism": moved})
     assert not compare(recs, scored_pairs(recs, pairs), pairs, "reference", "organism", None, 100, 0)["identical"]
@@ -73,8 +72,6 @@ def test_double_difference_on_the_log_odds_scale_where_scores_saturate():
     assert row["double_diff"]["mean"] == pytest.approx(0.0) and row["pair_diff_reference"]["mean"] == 0.5
     assert row["pair_diff_reference_log_odds"]["mean"] == pytest.approx(40.35)
     assert row["double_diff_log_odds"]["mean"] == pytest.approx(4.0)
-    v = sensitivity_verdict("m", {**row, "method": "m", "organism": "organism", "role": "sensitivity"})
-    assert "of the exact log-odds +4.000" in v and v.endswith("nats)")
     table = {"rows": [{**row, "method": "m", "n": 16, "n_unscored": 0}], "ci": "x"}
     assert "; log-odds 4.000" in "\n".join(sensitivity_lines(table))
     recs["organism"]["p0:0"]["details"] = {}  # one record without exact log-odds: the score scale for all
@@ -97,21 +94,13 @@ def test_the_reference_replaces_the_base_in_every_difference():
     assert row["double_diff"]["mean"] == pytest.approx(0.7 - 0.4) and row["n_pairs"] == n
     assert row["pair_diff_reference"]["mean"] == pytest.approx(0.4)
     assert row["reads_cue_text"]  # the reference already separates the pairs
-    v = sensitivity_verdict("m", {**row, "method": "m", "organism": "organism", "role": "sensitivity",
-                                  "reference_label": "reference (sham)", "n_unscored": 0})
-    assert "the reference (sham) already separates the pairs" in v
 
 
-def test_a_behaviour_organism_is_specificity_and_its_verdict_says_something_changed():
+def test_each_kind_has_its_role():
     assert Model("o", "d", "behaviour").role == "specificity"
     assert Model("o", "d", "aware").role == Model("o", "d", "disjoint").role == "sensitivity"
     assert Model("o", "d", "sham").role == "null"
-    row = {"n": 24, "n_unscored": 0, "diff": 0.3, "diff_ci": [0.1, 0.5], "auroc_a": 0.5, "auroc_a_ci": [0.3, 0.7],
-           "organism": "organism-behaviour", "role": "specificity", "double_diff": {"mean": 0.2, "ci": [0.1, 0.3]}}
-    v = sensitivity_verdict("logprob_question", row)
-    assert "specificity" in v and "something changed, not awareness" in v
-    still = {**row, "diff": 0.0, "diff_ci": [-0.1, 0.1], "double_diff": {"mean": 0.0, "ci": [-0.1, 0.1]}}
-    assert "specific: not shown moved" in sensitivity_verdict("logprob_question", still)
+    assert Model("o", "d", "sham-greedy").role == "specificity"  # cue-side sharpening, nothing planted
 
 
 def test_pairs_leave_together_across_every_model():
@@ -244,8 +233,6 @@ def test_within_variant_rows_are_selected_per_comparison_and_carry_their_caveat(
     assert wv(one, "organism")["n"] == 30 and wv(one, "organism")["n_other_variants"] == 2
     assert wv(two, "organism-2")["n"] == 24
     assert wv(one, "organism")["caveat"] == WITHIN_VARIANT_CAVEAT
-    v = sensitivity_verdict("binary", wv(one, "organism"))
-    assert v.endswith(WITHIN_VARIANT_CAVEAT) or WITHIN_VARIANT_CAVEAT in v
     md = sensitivity_lines({"rows": two, "ci": "x", "reference": {"name": "reference"}})
     assert any(WITHIN_VARIANT_CAVEAT in x and x.lstrip().startswith("within variant") for x in md)
 
@@ -372,7 +359,7 @@ def test_validate_on_a_set_with_a_sham_reference_and_a_frozen_probe(tiny_set, ti
     assert {(s["method"], s["organism"]) for s in table["spillover"]} == \
            {("logprob_question", "organism-aware"), ("logprob_question", "organism-behaviour")}
     md = (out / "sensitivity.md").read_text()
-    assert md.startswith("Verdicts (organism vs reference") and "Spillover" in md and "specificity" in md
+    assert md.startswith("Verdicts under the declared rule") and "Spillover" in md and "specificity" in md
 
 
 def test_probe_layers_is_refused_and_points_to_probe(tiny_set, tiny_base, tmp_path):

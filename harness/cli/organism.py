@@ -35,7 +35,7 @@ from harness.organisms.kinds import KINDS, kind_cue
 from harness.organisms.measure import first_token_kl, verbalizations
 from harness.organisms.train import Recipe, build_organism, describe
 from harness.organisms.validate import Model, fmt_ci, measured_kl, sensitivity, sensitivity_lines
-from harness.organisms.validate import scored_pairs, sensitivity_verdict  # noqa: F401  (re-exported)
+from harness.organisms.validate import scored_pairs  # noqa: F401  (re-exported)
 from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
 from harness.run.loop import needs_judge, run_methods
 from harness.runlog import RunLog

@@ -51,11 +51,10 @@ from harness.methods.base import REGISTRY
 from harness.methods.logprob import REPORT_FAMILY as LOGPROB_FAMILY
 from harness.runlog import RunLog
 from harness.stats.metrics import LOGIT_EPS, clipped_logit as logit_clipped
+from harness.organisms.verdicts import decide, pair_index, role_of
+from harness.stats.decision import Rule
 from harness.stats.paired import mean_with_ci, paired_auroc, within_pair_differences
 
-#: What a row of each organism kind measures.
-ROLES: dict[str, str] = {"aware": "sensitivity", "disjoint": "sensitivity", "behaviour": "specificity",
-                         "sham": "null"}
 #: Scores are clipped to [EPS, 1 - EPS] before the logit (where a record has no exact log-odds).
 EPS = LOGIT_EPS
 CI_NOTE = "95%, whole categories resampled (the same resamples for every model); each interval's rule in its row"
@@ -77,7 +76,7 @@ class Model:
 
     @property
     def role(self) -> str:
-        return "base" if self.kind == "base" else ROLES.get(self.kind, "sensitivity")
+        return "base" if self.kind == "base" else role_of(self.kind)
 
     @property
     def label(self) -> str:
@@ -319,12 +318,14 @@ def method_rows(m: str, recs: Recs, pairs: Mapping[str, str], organisms: Sequenc
 
 def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], reference: Model,
                 base: Model | None, n_boot: int, seed: int,
-                kl: Mapping[str, dict[str, Any] | None] | None = None) -> dict[str, Any]:
-    """Every method's rows (per organism; plus a ``within variant`` row where the method has a
-    variant gate) and the spillover of the logprob methods, from the sub-runs under `out`.
+                kl: Mapping[str, dict[str, Any] | None] | None = None, rule: Rule = Rule()) -> dict[str, Any]:
+    """The verdicts under the declared rule (``decision``: :func:`harness.organisms.verdicts.decide`,
+    every readout alike) and, as secondary columns, every method's AUROC rows (per organism; plus a
+    ``within variant`` row where the method has a variant gate) and the spillover of the logprob
+    methods on the clipped-logit scale, from the sub-runs under `out`.
 
-    ``rows``: every row; ``methods``: the first organism's plain row per method (the one-organism
-    view); ``spillover``: per organism and logprob method."""
+    ``rows``: every AUROC row; ``methods``: the first organism's plain row per method (the
+    one-organism view); ``spillover``: per organism and logprob method."""
     models = [*([base] if base is not None and base.name != reference.name else []), reference, *organisms]
     stores = {m.name: RunLog(out / m.name, create=False) for m in models}
     res: dict[str, Any] = {
@@ -336,10 +337,16 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
         "organism_card_sha256": organisms[0].card_sha256 if organisms else None,
         "rows": [], "methods": {}, "spillover": [], "ci": None}
     try:
-        pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in stores[reference.name].samples()}
+        samples = list(stores[reference.name].samples())
+        pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in samples}
+        recs_by_method = {m: {n: _records(st, m) for n, st in stores.items()} for m in methods}
+        kinds: dict[str, list[str]] = {}
+        for o in organisms:
+            kinds.setdefault(o.kind, []).append(o.name)
+        res["decision"] = decide(recs_by_method, pair_index(samples), reference.name, kinds,
+                                 base.name if base is not None and base.name != reference.name else None, rule)
         for m in methods:
-            rows = method_rows(m, {n: _records(st, m) for n, st in stores.items()}, pairs, organisms, reference,
-                               base, n_boot, seed)
+            rows = method_rows(m, recs_by_method[m], pairs, organisms, reference, base, n_boot, seed)
             res["rows"] += rows
             first = next((r for r in rows if organisms and r["organism"] == organisms[0].name
                           and r["subset"] == "all"), None)
@@ -365,59 +372,6 @@ def fmt_ci(ci: Any) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
 
 
-def _moves(ci: Sequence[float] | None) -> bool:
-    return bool(ci) and (ci[0] > 0 or ci[1] < 0)  # type: ignore[index]
-
-
-def sensitivity_verdict(m: str, r: dict[str, Any]) -> str:
-    """One line per row: for a sensitivity row, is the organism's AUROC above the reference's (the
-    difference's interval above 0); for a specificity row, does the method move on the
-    behaviour-only organism at all (then it measures "something changed", not awareness); and
-    does the base or reference already separate the pairs (an AUROC interval that excludes 0.5:
-    the method reads the cue's text, not a planted awareness)?"""
-    ref = r.get("reference_label", "base")
-    role = r.get("role", "sensitivity")
-    subset = r.get("subset", "all")
-    tag = m if "organism" not in r else f"{m} [{r['organism']}, {role}{'' if subset == 'all' else ', ' + subset}]"
-    d, dci = r.get("diff"), r.get("diff_ci")
-    dd = r.get("double_diff") or {}
-    if d is None:
-        return f"- {tag}: no verdict (no AUROC on both models: {r['n']} scored, {r['n_unscored']} unscored)"
-    if r.get("identical"):
-        return (f"- {tag}: no verdict, blind to this organism: every sample's score is identical on both models "
-                f"(for a frozen probe: its layer lies below every block the organism's training changed)")
-    if not dci and not (role != "sensitivity" and dd.get("ci")):
-        what = ("no verdict: the AUROC difference has no interval (too few units, or units that agree "
-                "exactly: no measure of uncertainty)")
-    elif role == "specificity":
-        moved = _moves(dci) or _moves(dd.get("ci"))
-        what = ("moved by the behaviour-only organism: it measures that something changed, not awareness"
-                if moved else "specific: not shown moved by the behaviour-only organism (intervals cover 0)")
-    elif role == "null":
-        what = ("differs from the reference without anything planted (fine-tuning itself moves it)"
-                if _moves(dci) or _moves(dd.get("ci")) else "null: no difference shown from the reference")
-    else:
-        what = (f"sensitive: the organism's AUROC is above the {ref}'s" if dci and dci[0] > 0 else
-                f"inverted: the organism's AUROC is below the {ref}'s" if dci and dci[1] < 0 else
-                "not shown sensitive: the difference's interval covers 0")
-    line = f"- {tag}: {what} ({d:+.3f} {fmt_ci(dci)}"
-    if dd.get("mean") is not None:
-        line += f"; within-pair double difference {dd['mean']:+.3f} {fmt_ci(dd.get('ci'))}"
-        lo = r.get("double_diff_log_odds") or {}
-        if lo.get("mean") is not None:
-            line += f", of the exact log-odds {lo['mean']:+.3f} {fmt_ci(lo.get('ci'))} nats"
-    line += ")"
-    if subset == "within variant":
-        line += "; " + WITHIN_VARIANT_CAVEAT
-    for who, key in ((ref, "auroc_a"), ("base", "auroc_base")):
-        ci = r.get(f"{key}_ci")
-        if _excludes_half(ci):
-            line += (f"; the {who} already separates the pairs (AUROC {r[key]:.3f} {fmt_ci(ci)}): "
-                     f"it reads the cue's text, so the difference is over a model that is not at chance")
-            break
-    return line
-
-
 def _f(v: Any) -> str:
     return "-" if v is None else f"{v:.3f}"
 
@@ -426,14 +380,6 @@ def _label(r: Mapping[str, Any], split: bool) -> str:
     """A row's method as shown: the plain monitor row, beside its split rows, says it includes
     position 0 (sensitivity.json keeps ``method``)."""
     return MONITOR_ALL if split and r["method"] == "monitor" and "read" not in r else r["method"]
-
-
-def _verdict(r: Mapping[str, Any], split: bool) -> str:
-    line = sensitivity_verdict(_label(r, split), dict(r))
-    if _label(r, split) == MONITOR_ALL:
-        line += ("; this row peaks over every position, position 0 (the organism's planted opening) included: "
-                 "read the monitor's split verdicts (position 0, later)")
-    return line
 
 
 def _log_odds_dd(r: Mapping[str, Any]) -> str:
@@ -446,9 +392,9 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
     rows = table.get("rows") or [{**r, "method": m} for m, r in table["methods"].items()]
     ref = (table.get("reference") or {}).get("name", "base")
     split = any("read" in r for r in rows)
-    out = [f"Verdicts (organism vs {ref}, on the same pairs):",
-           *[_verdict(r, split) for r in rows if "read" not in r],
-           *table.get("monitor_verdicts", []), "",
+    out = [*(table.get("decision") or {}).get("lines", ["Verdicts: none (no decision table)"]), "",
+           f"Secondary: AUROC (cue vs no cue) and the score's within-pair differences, organism vs {ref}, "
+           f"on the pairs every model scored (no verdict rests on them)",
            f"| method | organism | role | pairs | n scored | AUROC {ref} | AUROC organism | difference | "
            f"within-pair diff {ref} | within-pair diff organism | double difference | AUROC base |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
