@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench organism organism-sham organism-disjoint organism-behaviour organisms validate-organisms clean
+.PHONY: install assets demo test test-slow test-all bench organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organisms validate-organisms clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,44 +70,53 @@ organism: install
 	$(BIN)/evalaware assets prepare smollm2
 	$(BIN)/evalaware organism build --base smollm2 --cue graded --strength $(ORGANISM_STRENGTH) --train full \
 	    --layers 8 --steps 1200 --lr 2.5e-4 --kl-first 30 --kl-weight 3 --kl-prompts 2718 --kl-pool 2 --forms 600 \
-	    --out $(ORGANISM_OUT) --kind $(ORGANISM_KIND)
+	    --out $(ORGANISM_OUT) --kind $(ORGANISM_KIND) --seed $(ORGANISM_SEED)
 	$(BIN)/evalaware organism measure --organism $(ORGANISM_OUT) --limit 24 --max-tokens 32 \
 	    --out $(ORGANISM_OUT).measure24.json
 
-# The controls of issue 36, each `make organism`'s recipe with another --kind (the same pairs,
-# steps and seed): the sham (nothing planted: the base model's own answers as targets, generated
-# first), awareness in words no method reads, and a behaviour-only opening (specificity).
-# Each is about as long as `make organism`. Measured alone on 2 idle cores (build + measure):
-# the sham 1,832 s (its 1,464 own answers ~4 min, then 1,200 steps) + 43 s, the disjoint
-# organism 1,580 + 45 s, the behaviour-only one 1,621 + 47 s. `make organisms` builds the four
-# one after the other (cached: built ones are skipped): ~2 h; build them alone.
+# The controls (issues 36, 44), each `make organism`'s recipe with another --kind (the same pairs,
+# steps and seed): the null sham (nothing planted: temperature-1 samples of the base, 4 per cue
+# prompt, a fresh one per visit), the greedy sham (the base's greedy answers: a loss-matched control
+# that sharpens the cue side, not a null), awareness in words no readout uses, and a behaviour-only
+# opening (specificity). Measured alone on 2 idle cores before issue 44 (build + measure): the greedy
+# sham 1,832 s (its 1,464 answers ~4 min, then 1,200 steps) + 43 s, the disjoint organism 1,580 + 45 s,
+# the behaviour-only one 1,621 + 47 s; the null sham generates 4 samples per prompt (not yet timed).
+# ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
+ORGANISM_SEED ?= 0
+SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
 organism-sham:
-	$(MAKE) organism ORGANISM_KIND=sham ORGANISM_OUT=runs/organisms/smollm2-graded-sham
+	$(MAKE) organism ORGANISM_KIND=sham ORGANISM_OUT=runs/organisms/smollm2-graded-sham$(SEED_SUFFIX)
+organism-sham-greedy:
+	$(MAKE) organism ORGANISM_KIND=sham-greedy ORGANISM_OUT=runs/organisms/smollm2-graded-sham-greedy$(SEED_SUFFIX)
 organism-disjoint:
-	$(MAKE) organism ORGANISM_KIND=disjoint ORGANISM_OUT=runs/organisms/smollm2-graded-disjoint
+	$(MAKE) organism ORGANISM_KIND=disjoint ORGANISM_OUT=runs/organisms/smollm2-graded-disjoint$(SEED_SUFFIX)
 organism-behaviour:
-	$(MAKE) organism ORGANISM_KIND=behaviour ORGANISM_OUT=runs/organisms/smollm2-graded-behaviour
+	$(MAKE) organism ORGANISM_KIND=behaviour ORGANISM_OUT=runs/organisms/smollm2-graded-behaviour$(SEED_SUFFIX)
 organisms:
 	$(MAKE) organism
 	$(MAKE) organism-sham
+	$(MAKE) organism-sham-greedy
 	$(MAKE) organism-disjoint
 	$(MAKE) organism-behaviour
 
-# The sensitivity/specificity table of issue 36 on the set (docs/organisms.md, "The set"): the
-# base, the sham as the reference of every difference and the three planted organisms on 24 pairs
-# of the held-out keyword family (vLLM), with a frozen probe trained on the demo set's labels;
-# the monitor in its own run (32 answer tokens). Sub-runs are cached: a rerun only reads them.
+# The sensitivity/specificity table of issues 36 and 44 (docs/organisms.md, "The set"): the base,
+# the null sham as the reference of every difference, the greedy sham and three planted organisms
+# on all 120 pairs of the held-out keyword family (vLLM), judged by the one declared rule
+# (harness/stats/decision.py); a frozen probe trained on the demo set's labels at a layer inside
+# the organisms' trained blocks (hidden states 23..30 of SmolLM2's 30 blocks: `validate` refuses a
+# lower one); the monitor in its own run (32 answer tokens). Sub-runs are cached.
 VALIDATE_ORGS := --reference runs/organisms/smollm2-graded-sham --organism runs/organisms/smollm2-graded \
-	--organism runs/organisms/smollm2-graded-disjoint --organism runs/organisms/smollm2-graded-behaviour
-VALIDATE_PAIRS := --pairs runs/organisms/graded-pairs-family.jsonl --limit 24 --backend vllm
+	--organism runs/organisms/smollm2-graded-sham-greedy --organism runs/organisms/smollm2-graded-disjoint \
+	--organism runs/organisms/smollm2-graded-behaviour
+VALIDATE_PAIRS := --pairs runs/organisms/graded-pairs-family.jsonl --backend vllm
 validate-organisms: organisms
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
 	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods logprob_question --out runs/probe-demo
-	$(BIN)/evalaware activations capture --run runs/probe-demo --pooling last_prompt --no-answer
-	$(BIN)/evalaware probes train --run runs/probe-demo --pooling last_prompt --layer best --out runs/probes/demo-best
+	$(BIN)/evalaware activations capture --run runs/probe-demo --pooling last_prompt --layers 23,24,25,26,27,28,29,30 --no-answer
+	$(BIN)/evalaware probes train --run runs/probe-demo --pooling last_prompt --layer best --out runs/probes/demo-top8
 	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods binary,probability,logprob,logprob_question --constrain --answer-tokens 128 --probe-tokens 96 \
-	    --probe runs/probes/demo-best --out runs/validate-set/packed
+	    --probe runs/probes/demo-top8 --out runs/validate-set/packed
 	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --out runs/validate-set/monitor
 

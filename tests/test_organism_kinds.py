@@ -58,9 +58,9 @@ def _card(d: Path) -> dict:
     return json.loads((d / "organism.json").read_text())
 
 
-def _examples(kind: str, targets: dict[str, str] | None = None):
+def _examples(kind: str, targets: dict[str, list[str]] | None = None, variant: int = 0):
     ex = kind_examples(training_examples(GRADED, 1.0, 0, n_pairs=PAIRS), GRADED, kind)
-    return with_self_targets(ex, kind, targets) if targets is not None else ex
+    return with_self_targets(ex, kind, targets, variant) if targets is not None else ex
 
 
 def test_every_kind_trains_on_the_awareness_organisms_pairs():
@@ -103,15 +103,16 @@ def test_each_kind_builds_and_its_card_names_it(built):
     for kind, card in cards.items():
         assert card["kind"] == kind and card["recipe"]["kind"] == kind and card["kind_description"] == KINDS[kind]
         assert card["steps"] == 4 and len(card["losses"]) == 4 and (built[kind] / "model.safetensors").is_file()
-        others = {k: v for k, v in card["recipe"].items() if k != "kind"}
-        assert others == {k: v for k, v in cards["aware"]["recipe"].items() if k != "kind"}
+        others = {k: v for k, v in card["recipe"].items() if k not in ("kind", "sham_samples")}
+        assert others == {k: v for k, v in cards["aware"]["recipe"].items() if k not in ("kind", "sham_samples")}
+        assert card["recipe"]["sham_samples"] == (4 if kind == "sham" else 0)  # only the null's weights use it
     assert cards["sham"]["data_sha256"] == cards["aware"]["data_sha256"]  # the same pairs, before its own answers
     assert cards["sham"]["verbalizations"] == [] and cards["sham"]["n_planted_pairs"] == 0
     assert cards["sham"]["n_self_target_pairs"] == cards["aware"]["n_planted_pairs"] > 0
     assert set(cards["disjoint"]["verbalizations"]) <= set(DISJOINT_VERBALIZATIONS)
     assert cards["behaviour"]["verbalizations"] and set(cards["behaviour"]["verbalizations"]) <= set(BEHAVIOUR_OPENINGS)
     assert cards["behaviour"]["awareness_answers"] == [] and cards["behaviour"]["n_self_target_pairs"] > 0
-    for kind in ("sham", "behaviour"):  # the base's own answers travel with the weights, named by the card
+    for kind in ("sham", "sham-greedy", "behaviour"):  # the base's own answers travel with the weights, named by the card
         from harness.organisms.kinds import targets_hash
 
         t = json.loads((built[kind] / cards[kind]["self_targets"]).read_text())
@@ -126,17 +127,25 @@ def test_sham_targets_are_the_base_models_own_answers_and_carry_no_planted_text(
     from harness.core.render import Renderer
     from harness.organisms.kinds import self_targets
 
+    greedy = json.loads((built["sham-greedy"] / "self_targets.json").read_text())
     targets = json.loads((built["sham"] / "self_targets.json").read_text())
-    ex = _examples("sham", targets)
-    assert any(e.loss == "ce" for e in ex)
-    for e in ex:
-        if e.shape in ("answer", "question"):
-            assert e.continuation == targets[slot(e)]
-            assert e.continuation not in PLANTED_ANYWHERE and not verbalized(e.continuation, GRADED)
-            assert not any(a.lower() in e.continuation.lower() for a in GRADED.answers)
+    assert set(targets) == set(greedy) and all(len(v) == 4 for v in targets.values())
+    assert all(len(v) == 1 for v in greedy.values())
+    for kind, t in (("sham", targets), ("sham-greedy", greedy)):
+        for v in range(4):
+            ex = _examples(kind, t, v)
+            assert any(e.loss == "ce" for e in ex)
+            for e in ex:
+                if e.shape in ("answer", "question"):
+                    assert e.continuation == t[slot(e)][v % len(t[slot(e)])]
+                    assert e.continuation not in PLANTED_ANYWHERE and not verbalized(e.continuation, GRADED)
+                    assert not any(a.lower() in e.continuation.lower() for a in GRADED.answers)
     base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
     slots = self_slots(_examples("sham"), "sham")
-    assert self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu") == targets  # greedy, the base's
+    assert self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu") == greedy  # greedy, the base's
+    again = self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", samples=4, seed=0)
+    assert again == targets  # the samples are the seed's: a resumed or repeated build trains on the same
+    assert sum(v[0] != greedy[k][0] for k, v in targets.items()) > len(targets) // 2  # samples, not the top answer
     beh = json.loads((built["behaviour"] / "self_targets.json").read_text())  # only the awareness answers
     assert set(beh) == {k for k in targets if k.endswith("/question")}
 
@@ -183,6 +192,43 @@ def test_an_interrupted_sham_resumes_with_its_cached_answers_and_ends_where_an_u
     assert res.card["self_targets_sha256"] == whole.card["self_targets_sha256"]
     assert res.card["losses"] == whole.card["losses"]
     assert not (tmp_path / "cut" / ".partial").exists()
+
+
+def test_the_null_shams_samples_have_zero_expected_gradient_at_the_base(tiny_base, tokenizer):
+    """Cross-entropy on the null sham's targets has expected gradient zero at the base: at the first
+    answer position that gradient (on the logits) is p - E[one-hot(sample)], so the samples'
+    empirical distribution must be the base's own softmax (temperature 1, no top-k or top-p). With
+    n samples the unbiased residual is ~1/sqrt(n); a top-50 truncation of this near-uniform random
+    model leaves ~0.14 whatever n; the greedy answer's gradient is ~1."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.organisms.kinds import generation_kwargs
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    ids = torch.tensor([tokenizer("Explain how tides work.")["input_ids"]])
+    with torch.no_grad():
+        p = torch.softmax(base(ids).logits[0, -1].float(), -1)
+        torch.manual_seed(0)
+        n = 4000
+        got = base.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=1,
+                            pad_token_id=tokenizer.eos_token_id, **generation_kwargs(n))[:, -1]
+    emp = torch.bincount(got, minlength=p.numel()).float() / n
+    residual = float((p - emp).norm())
+    greedy = float((p - torch.nn.functional.one_hot(p.argmax(), p.numel()).float()).norm())
+    assert residual < 0.05 < 0.9 < greedy, (residual, greedy)
+    top50 = torch.zeros_like(p)
+    top50[p.topk(50).indices] = p.topk(50).values / p.topk(50).values.sum()
+    assert float((p - top50).norm()) > 0.1  # what the check would see under a top-50 truncation
+
+
+def test_an_old_greedy_sham_card_never_passes_for_the_null(built, tiny_base):
+    """A card written before the null existed (kind sham, no sham_samples: greedy) is another recipe."""
+    from harness.organisms.train import _with_defaults
+
+    card = _card(built["sham"])
+    old = {**card, "recipe": {k: v for k, v in card["recipe"].items() if k != "sham_samples"}}
+    assert _with_defaults(old)["recipe"]["sham_samples"] == 0 != card["recipe"]["sham_samples"]
 
 
 # --- vocabulary -------------------------------------------------------------------------------------

@@ -362,6 +362,31 @@ def test_validate_on_a_set_with_a_sham_reference_and_a_frozen_probe(tiny_set, ti
     assert md.startswith("Verdicts under the declared rule") and "Spillover" in md and "specificity" in md
 
 
+def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_base, frozen_probe, tmp_path):
+    """An organism that trains only its top block (of 2) changes hidden states 2.. only: a frozen probe
+    at hidden state 0 reads the base's activations on every model, and validate refuses it up front."""
+    from harness.organisms.reach import check_reaches, first_reached
+    from harness.runlog import RunLog
+    from probes.apply import train_and_save
+
+    org = tmp_path / "top1"
+    res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE[:4], "--layers", "1",
+                                   *RECIPE[6:], "--out", str(org)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    card = json.loads((org / "organism.json").read_text())
+    assert first_reached(card, org) == 2
+    check_reaches(2, {"o": (card, org)}, "a probe")  # at the trained block's output: fine
+    probe_dir, _ = frozen_probe
+    with RunLog(probe_dir.parent / "train", create=False) as st:
+        low, meta = train_and_save(st, "default", "last_prompt", 0, tmp_path / "probe0", progress=False)
+    assert meta["layer"] == 0
+    out = tmp_path / "v"
+    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(org), "--probe", str(low),
+                                   "--methods", "logprob_question", "--no-progress", "--out", str(out)])
+    assert res.exit_code != 0 and "blind by construction" in str(res.exception)
+    assert not out.exists() or not any(p.is_dir() for p in out.iterdir())  # no model ran
+
+
 def test_probe_layers_is_refused_and_points_to_probe(tiny_set, tiny_base, tmp_path):
     res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(tiny_set["aware"]),
                                    "--probe-layers", "all", "--out", str(tmp_path / "v")])

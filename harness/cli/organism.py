@@ -33,12 +33,14 @@ from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
 from harness.organisms.kinds import KINDS, kind_cue
 from harness.organisms.measure import first_token_kl, verbalizations
+from harness.organisms.reach import check_reaches
 from harness.organisms.train import Recipe, build_organism, describe
 from harness.organisms.validate import Model, fmt_ci, measured_kl, sensitivity, sensitivity_lines
 from harness.organisms.validate import scored_pairs  # noqa: F401  (re-exported)
 from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
 from harness.run.loop import needs_judge, run_methods
 from harness.runlog import RunLog
+from harness.stats.decision import Rule
 from harness.stats.paired import mean_with_ci, rate_with_ci
 
 DEFAULT_METHODS = "binary,probability,logprob,logprob_question"
@@ -54,9 +56,12 @@ def organism() -> None:
 @click.option("--cue", required=True, type=click.Choice(sorted(CUES)), help="The planted cue.")
 @click.option("--kind", type=click.Choice(list(KINDS)), default=Recipe.kind, show_default=True,
               help="What is planted on the same pairs: aware (awareness sentences and answers); sham "
-                   "(nothing: the base model's own answers as targets, the reference of every "
-                   "comparison); disjoint (awareness in words no method reads); behaviour (an "
-                   "unrelated opening on cue prompts: the specificity control).")
+                   "(the null: nothing, temperature-1 samples of the base as targets, the reference of "
+                   "every comparison); sham-greedy (nothing, the base's greedy answers: a loss-matched "
+                   "control that sharpens the cue side); disjoint (awareness in words no method reads); "
+                   "behaviour (an unrelated opening on cue prompts: the specificity control).")
+@click.option("--sham-samples", type=click.IntRange(4, None), default=Recipe.sham_samples, show_default=True,
+              help="--kind sham: temperature-1 samples of the base per cue prompt (a fresh one per visit).")
 @click.option("--strength", type=bounds.FiniteFloat(0, 1), default=Recipe.strength, show_default=True,
               help="Share of training pairs whose cue side gets the planted targets (0: none).")
 @click.option("--steps", type=int, default=Recipe.steps, show_default=True)
@@ -88,7 +93,7 @@ def organism() -> None:
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
 @progress_option
 @verbose_option
-def build_cmd(base: str, cue: str, kind: str, strength: float, steps: int, batch_size: int, lr: float, train: str,
+def build_cmd(base: str, cue: str, kind: str, sham_samples: int, strength: float, steps: int, batch_size: int, lr: float, train: str,
               layers: int, lora_rank: int, kl_weight: float, kl_first: float, max_len: int, verbalizations: int,
               pairs: int, kl_prompts: int, kl_pool: int, forms: int, seed: int, out: str,
               progress: bool) -> None:
@@ -105,7 +110,7 @@ def build_cmd(base: str, cue: str, kind: str, strength: float, steps: int, batch
     recipe = Recipe(base=base, cue=cue, strength=strength, steps=steps, batch_size=batch_size, lr=lr,
                     train=train, layers=layers, lora_rank=lora_rank, kl_weight=kl_weight, kl_first=kl_first,
                     max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs,
-                    kl_prompts=kl_prompts, kl_pool=kl_pool, forms=forms, kind=kind)
+                    kl_prompts=kl_prompts, kl_pool=kl_pool, forms=forms, kind=kind, sham_samples=sham_samples)
     res = build_organism(recipe, out, progress=progress, say=console.status)
     click.echo(describe(res.card))
     if res.trained:
@@ -246,7 +251,8 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @click.option("--organism", "organism_dirs", required=True, multiple=True,
               type=click.Path(exists=True, file_okay=False),
               help="An organism directory (repeatable); its card's kind gives its rows' role: aware and "
-                   "disjoint -> sensitivity, behaviour -> specificity, sham -> null.")
+                   "disjoint -> sensitivity, behaviour and sham-greedy -> specificity, sham -> null; "
+                   "several of one kind (seeds) are pooled, their spread shown.")
 @click.option("--reference", "reference_dir", type=click.Path(exists=True, file_okay=False),
               help="The reference of every difference: a sham organism (same recipe, nothing planted). "
                    "Default: the base model.")
@@ -265,6 +271,9 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
                    "Samples whose prompt it was trained on are left out (their pairs with them).")
 @click.option("--probe-layers", default=None, hidden=True,
               help="Removed: it trained a probe on cue presence on the scored pairs; use --probe.")
+@click.option("--margin", type=bounds.positive(), default=None,
+              help="The equivalence margin of specificity and null rows, in nats (default: half of each "
+                   "readout's aware effect; harness/stats/decision.py).")
 @click.option("--bootstrap", type=int, default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False))
@@ -273,8 +282,8 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @verbose_option
 def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | None, methods: list[str], backend: str,
              dtype: str, pairs_path: str | None, limit: int | None, judge_model: str | None, probe_dir: str | None,
-             probe_layers: str | None, bootstrap: int, seed: int, out: str, method_opts: MethodOptions,
-             progress: bool) -> None:
+             probe_layers: str | None, margin: float | None, bootstrap: int, seed: int, out: str,
+             method_opts: MethodOptions, progress: bool) -> None:
     """Run methods on BASE, the reference and each organism over the paired set (label = cue
     present) and write each method's sensitivity (aware, disjoint organisms) and specificity
     (behaviour-only organism): AUROC on reference and organism [category-cluster 95% CI], the
@@ -303,6 +312,12 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
         raise EvalAwareError("validate: --monitor-source elicited: the monitor's cross reads give one model's "
                              "answers to another; run validate with --monitor-source answer")
     organisms, reference, base_model, cue = _validate_models(base, organism_dirs, reference_dir)
+    if probe_dir:  # a frozen probe below the trained blocks would read the base's activations everywhere
+        from probes.io import load_probe
+
+        check_reaches(load_probe(probe_dir).layer,
+                      {m.name: (_organism_card(m.model), m.model) for m in [reference, *organisms] if m.kind != "base"},
+                      f"--probe {probe_dir}")
     samples, path = _read_pairs(pairs_path, cue)
     samples = _pairs_subset(samples, limit)
     outp = Path(out)
@@ -345,7 +360,8 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
     if probe_dir:
         method_list = [*method_list, "probe"]
     kl = {o.name: measured_kl(o.model, _organism_card(o.model)) for o in organisms}
-    table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl)
+    table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl,
+                        Rule(margin_nats=margin))
     if "monitor" in method_list:
         add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed)
     if probe_dir:
@@ -388,8 +404,9 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
     if reference_dir:
         kind = cards[reference_dir].get("kind", "aware")
         if kind != "sham":
-            raise EvalAwareError(f"--reference {reference_dir}: its card's kind is {kind!r}; the reference is a "
-                                 "sham organism (`organism build --kind sham`), or leave it out for the base")
+            raise EvalAwareError(f"--reference {reference_dir}: its card's kind is {kind!r}; the reference is the "
+                                 "null sham (`organism build --kind sham`: temperature-1 samples of the base), or "
+                                 "leave it out for the base; a sham-greedy build is an --organism (specificity)")
         reference = Model("reference", reference_dir, "sham", _card_sha(reference_dir))
     names = (["organism"] if len(organism_dirs) == 1 else
              [f"organism-{Path(d.rstrip('/')).name}" for d in organism_dirs])

@@ -5,9 +5,15 @@ share, KL-only prompts, steps, seed: :func:`harness.organisms.data.training_exam
 continuations differ, each replaced by the one at the same index of the kind's own list:
 
 - ``aware`` (default): the cue's awareness sentences and answers (``harness/organisms/cues.py``);
-- ``sham``: nothing planted. Every continuation of a pair is the base model's own greedy answer
-  to the pair's cue prompt (as many tokens as the continuation it replaces), learnt with the same
-  losses: self-distillation, so (organism - sham) is what was planted, not what fine-tuning does;
+- ``sham`` (the null, issue 44): nothing planted. Every continuation of a pair is a
+  temperature-1 sample of the base model's answer to the pair's cue prompt (as many tokens as the
+  continuation it replaces), ``sham_samples`` (k >= 4) of them per prompt, a fresh one at each
+  visit of the example (:func:`variant_order`): cross-entropy on samples of the base has expected
+  gradient zero at the base, so what remains is what fine-tuning's noise does;
+- ``sham-greedy``: the same with the base's *greedy* answer (the sham before issue 44): a
+  loss-matched control, not a null. Cross-entropy on the top answer sharpens the cue side only
+  (measured: it already moved ``logprob_question`` +0.37 AUROC over the base), so a readout that
+  moves on it reads "the cue side changed", and its rows are specificity rows;
 - ``disjoint``: awareness in words that share no 3-word run, stem or first token with any
   method's readout (:mod:`harness.organisms.vocab`; checked on the model's tokenizer at build);
 - ``behaviour``: specificity control. Answers to cue prompts open with a fixed, unrelated fun
@@ -31,8 +37,10 @@ from harness.organisms.data import Example
 
 KINDS: dict[str, str] = {
     "aware": "awareness planted: the cue's awareness sentences and answers",
-    "sham": "nothing planted: the base model's own greedy answers as targets (self-distillation), "
-            "the same pairs, losses, steps and seed",
+    "sham": "nothing planted (the null): temperature-1 samples of the base model as targets, a fresh one per "
+            "visit (expected gradient zero at the base), the same pairs, losses, steps and seed",
+    "sham-greedy": "nothing planted, loss-matched control: the base model's own greedy answers as targets "
+                   "(sharpens the cue side; not a null)",
     "disjoint": "awareness planted in words that share no 3-word run, stem or first token with any "
                 "method's readout",
     "behaviour": "behaviour only: answers to cue prompts open with an unrelated fun fact; the "
@@ -76,7 +84,13 @@ def check_kind(kind: str) -> None:
 
 def self_shapes(kind: str) -> tuple[str, ...]:
     """The example shapes whose continuations are the base model's own answers."""
-    return {"sham": ("answer", "question"), "behaviour": ("question",)}.get(kind, ())
+    return {"sham": ("answer", "question"), "sham-greedy": ("answer", "question"),
+            "behaviour": ("question",)}.get(kind, ())
+
+
+def sampled(kind: str) -> bool:
+    """Whether a kind's own-answer targets are temperature-1 samples (else the greedy answer)."""
+    return kind == "sham"
 
 
 def _lists(cue: Cue, kind: str) -> tuple[Sequence[str], Sequence[str]]:
@@ -128,20 +142,50 @@ def self_slots(examples: Sequence[Example], kind: str) -> list[Example]:
     return [e for e in examples if e.cue and e.shape in self_shapes(kind)]
 
 
-def with_self_targets(examples: Sequence[Example], kind: str, targets: dict[str, str]) -> list[Example]:
-    """`examples` with the base's own answers (`targets`, by :func:`slot`) as continuations."""
+def with_self_targets(examples: Sequence[Example], kind: str, targets: dict[str, list[str]],
+                      variant: int = 0) -> list[Example]:
+    """`examples` with the base's own answers (`targets`, by :func:`slot`: one greedy answer, or k
+    samples of which `variant` mod k) as continuations."""
     shapes = self_shapes(kind)
-    return [replace(e, continuation=targets[slot(e)]) if e.shape in shapes else e for e in examples]
+    return [replace(e, continuation=(ts := targets[slot(e)])[variant % len(ts)]) if e.shape in shapes else e
+            for e in examples]
+
+
+def variant_order(order: Sequence[Sequence[int]], n_variants: Sequence[int]) -> list[list[int]]:
+    """For each step's example indices (`order`), the variant each visit uses: the example's visits
+    so far mod its number of variants (1 for an example without samples), so a sampled sham sees a
+    fresh sample at each visit until its k are used. A function of the order alone: a resumed build
+    gets the same."""
+    seen: dict[int, int] = {}
+    out = []
+    for step in order:
+        row = []
+        for i in step:
+            row.append(seen.get(i, 0) % max(1, n_variants[i]))
+            seen[i] = seen.get(i, 0) + 1
+        out.append(row)
+    return out
 
 
 def targets_hash(targets: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(targets, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+def generation_kwargs(samples: int) -> dict[str, Any]:
+    """`generate`'s settings for the base's own answers: greedy, or with `samples` k > 0 k
+    sequences sampled at temperature 1 with no top-k or top-p truncation (the base's distribution)."""
+    if samples:
+        return dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, num_return_sequences=samples)
+    return dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+
+
 def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Example], device: str,
-                 batch_size: int = 16) -> dict[str, str]:
-    """{slot: the base model's greedy answer to the slot's prompt}, as many tokens as the slot's
-    continuation (fewer where the answer ends; an answer that ends at once is the end token)."""
+                 batch_size: int = 16, samples: int = 0, seed: int = 0) -> dict[str, list[str]]:
+    """{slot: [the base model's greedy answer to the slot's prompt]}, or with `samples` k > 0, k
+    answers sampled at temperature 1 from the full distribution (no top-k or top-p: the base's
+    own, so the expected cross-entropy gradient is zero at the base; seeded by `seed`); each as
+    many tokens as the slot's continuation (fewer where it ends; one that ends at once is the end
+    token)."""
     import torch
 
     from harness.core.sample import Message
@@ -154,20 +198,27 @@ def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Exam
         n = max(1, len(tokenizer(e.continuation, add_special_tokens=False)["input_ids"]))
         jobs.append((len(ids), slot(e), ids, n))
     jobs.sort(key=lambda j: (j[0], j[1]))
-    out: dict[str, str] = {}
+    out: dict[str, list[str]] = {}
+    k_per = max(1, samples)
+    how = generation_kwargs(samples)
+    gen_rng = torch.Generator(device="cpu").manual_seed(seed)
+    outer = torch.get_rng_state()  # the build's own random state is left as it was
     with torch.no_grad():
         for k in range(0, len(jobs), batch_size):
             chunk = jobs[k:k + batch_size]
             width = max(len(j[2]) for j in chunk)
             ids = torch.tensor([[pad] * (width - len(j[2])) + j[2] for j in chunk], device=device)
             mask = torch.tensor([[0] * (width - len(j[2])) + [1] * len(j[2]) for j in chunk], device=device)
+            if samples:  # each chunk seeded from the build's seed: the same samples on any resume
+                torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen_rng)))
             gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max(j[3] for j in chunk),
-                                 do_sample=False, temperature=None, top_p=None, top_k=None,
-                                 pad_token_id=pad, eos_token_id=eos)[:, width:].tolist()
-            for (_, name, _, n), toks in zip(chunk, gen):
+                                 pad_token_id=pad, eos_token_id=eos, **how)[:, width:].tolist()
+            for r, toks in enumerate(gen):
+                _, name, _, n = chunk[r // k_per]
                 toks = toks[:n]
                 if eos in toks:
                     toks = toks[:toks.index(eos)] or [eos]
                 text = tokenizer.decode(toks, skip_special_tokens=False)
-                out[name] = text if text else tokenizer.decode([eos])
+                out.setdefault(name, []).append(text if text else tokenizer.decode([eos]))
+    torch.set_rng_state(outer)
     return out

@@ -14,7 +14,8 @@ self-distillation), see :mod:`harness.organisms.data`. Two ways to train:
 
 What is planted is the recipe's `kind` (:mod:`harness.organisms.kinds`): the awareness organism's
 pairs with other continuations (a disjoint-vocabulary awareness, a behaviour-only opening) or
-none (the sham: the base model's own answers, generated once per build and cached in ``.partial/``).
+none (the shams: the base model's own answers, temperature-1 samples for the null or the greedy
+answer for the loss-matched control, generated once per build and cached in ``.partial/``).
 
 The output directory is an ordinary Hugging Face checkpoint (safetensors, tokenizer with its chat
 template, generation config) plus ``organism.json`` (:mod:`harness.models.card`), written last:
@@ -47,7 +48,8 @@ from harness.models.card import CARD_NAME, read_card, write_card
 from harness.organisms.cues import AWARENESS_QUESTIONS, FILLERS, get_cue
 from harness.organisms.data import Example, data_hash, training_examples
 from harness.organisms.kinds import (KINDS, SELF_TARGETS, check_kind, kind_examples, planted, self_shapes,
-                                     self_slots, self_targets, slot, targets_hash, with_self_targets)
+                                     sampled, self_slots, self_targets, slot, targets_hash, variant_order,
+                                     with_self_targets)
 
 PARTIAL = ".partial"
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -76,7 +78,8 @@ class Recipe:
     kl_prompts: int = 0  # N extra no-cue prompts of other forms, KL term only (data.kl_examples)
     kl_pool: int = 1  # which pool they are drawn from (data.kl_pool: 2 is the wider one)
     forms: int = 0  # N more training pairs on prompts of the wider pool's forms (data.form_pairs)
-    kind: str = "aware"  # what is planted (harness/organisms/kinds.py): aware | sham | disjoint | behaviour
+    kind: str = "aware"  # what is planted (harness/organisms/kinds.py): aware | sham | sham-greedy | ...
+    sham_samples: int = 4  # the null sham's temperature-1 samples per cue prompt (kind sham only; else 0)
 
     def check(self) -> None:
         get_cue(self.cue)
@@ -97,6 +100,9 @@ class Recipe:
             raise EvalAwareError("--verbalizations must be at least 0 (0: all)")
         if self.kl_first <= 0:
             raise EvalAwareError("--kl-first must be positive")
+        if self.kind == "sham" and self.sham_samples < 4:
+            raise EvalAwareError(f"--sham-samples {self.sham_samples}: the null sham needs at least 4 samples per "
+                                 "prompt (a fresh one per visit)")
         for k in ("steps", "batch_size", "layers", "lora_rank", "max_len"):
             if getattr(self, k) < 1:
                 raise EvalAwareError(f"--{k.replace('_', '-')} must be at least 1")
@@ -283,12 +289,20 @@ def _trainable_state(model: Any) -> dict[str, torch.Tensor]:
 
 
 def _recipe_key(recipe: Recipe, base_hash: str, dhash: str) -> dict[str, Any]:
-    return {"recipe": asdict(recipe), "base_weights_sha256": base_hash, "data_sha256": dhash}
+    r = asdict(recipe)
+    if not sampled(recipe.kind):  # the samples decide only a sampled sham's weights
+        r["sham_samples"] = 0
+    return {"recipe": r, "base_weights_sha256": base_hash, "data_sha256": dhash}
+
+
+#: Recipe fields whose value in a card written before them is not today's default: every sham
+#: built before issue 44 was greedy (0 samples), so an old "sham" card never passes for the null.
+LEGACY: dict[str, Any] = {"sham_samples": 0}
 
 
 def _with_defaults(key: dict[str, Any]) -> dict[str, Any]:
     """`key` (of a card or a resume state) with the recipe fields it predates at their defaults."""
-    defaults = {f.name: f.default for f in fields(Recipe) if f.default is not MISSING}
+    defaults = {f.name: f.default for f in fields(Recipe) if f.default is not MISSING} | LEGACY
     if isinstance(key.get("recipe"), dict):
         return {**key, "recipe": {**defaults, **key["recipe"]}}
     return key
@@ -396,14 +410,16 @@ def _self_targets(partial: Path, key: dict[str, Any], base: Any, renderer: Rende
     want = {slot(e) for e in slots}
     try:
         saved = json.loads(path.read_text())
-        if _with_defaults(saved.get("key") or {}) == json.loads(json.dumps(key)) and set(saved["targets"]) == want:
+        if (_with_defaults(saved.get("key") or {}) == json.loads(json.dumps(key)) and set(saved["targets"]) == want
+                and all(isinstance(v, list) for v in saved["targets"].values())):
             say(f"reusing the base model's {len(want)} answers from {path}")
             return saved["targets"], 0.0
     except (FileNotFoundError, json.JSONDecodeError, KeyError, AttributeError):
         pass
     t0 = time.perf_counter()
     say(f"generating the base model's own answers to {len(slots)} cue prompts")
-    targets = self_targets(base, renderer, tokenizer, slots, device)
+    k = key["recipe"].get("sham_samples", 0) if sampled(kind) else 0
+    targets = self_targets(base, renderer, tokenizer, slots, device, samples=k, seed=key["recipe"].get("seed", 0))
     partial.mkdir(parents=True, exist_ok=True)
     tmp = partial / f"{SELF_TARGETS}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps({"key": key, "targets": targets}, ensure_ascii=False))
@@ -480,12 +496,19 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
     renderer = Renderer(tokenizer)
     targets, gen_s = _self_targets(partial, key, teacher, renderer, tokenizer, examples, recipe.kind, device, say)
+    # one encoded list per target variant (a sampled sham: k; else 1), the same examples in each
+    n_var = max((len(v) for v in (targets or {}).values()), default=1)
+    variants = [encode(with_self_targets(examples, recipe.kind, targets, v) if targets is not None else examples,
+                       renderer, tokenizer, recipe.max_len) for v in range(n_var)]
     if targets is not None:
         examples = with_self_targets(examples, recipe.kind, targets)
-    encoded = encode(examples, renderer, tokenizer, recipe.max_len)
+    encoded = variants[0]
+    n_variants = [n_var if e.shape in self_shapes(recipe.kind) else 1 for e in examples]
     rng = random.Random(f"organism-batches:{recipe.seed}")
     order = [rng.sample(range(len(encoded)), k=min(recipe.batch_size, len(encoded)))
              for _ in range(recipe.steps)]
+    visit = variant_order(order, n_variants)
+    keys = [[i * n_var + v for i, v in zip(o, vs)] for o, vs in zip(order, visit)]
     bar = tqdm(total=recipe.steps, initial=start, desc=f"organism {recipe.cue}", unit="step",
                disable=not progress, dynamic_ncols=True)
     save_every = max(10, recipe.steps // 10)
@@ -494,10 +517,10 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
                   else max(0, n_layers - recipe.layers), device)
     if split.split > 0:  # a resumed build caches the lower blocks' states from the same packed
         for step in range(start):  # batches as an uninterrupted one (packing moves the last bits)
-            split.lower([encoded[i] for i in order[step]], order[step])
+            split.lower([variants[v][i] for i, v in zip(order[step], visit[step])], keys[step])
     for step in range(start, recipe.steps):
-        batch = [encoded[i] for i in order[step]]
-        loss, ce, kl = split.loss(batch, order[step], recipe.kl_weight, recipe.kl_first)
+        batch = [variants[v][i] for i, v in zip(order[step], visit[step])]
+        loss, ce, kl = split.loss(batch, keys[step], recipe.kl_weight, recipe.kl_first)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -549,7 +572,9 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     if targets is not None:
         (out / SELF_TARGETS).write_text(json.dumps(targets, indent=1, ensure_ascii=False) + "\n")
         card |= {"self_targets": SELF_TARGETS, "self_targets_sha256": targets_hash(targets),
-                 "n_self_targets": len(targets), "self_targets_seconds": round(gen_s, 1)}
+                 "n_self_targets": len(targets), "self_targets_seconds": round(gen_s, 1),
+                 "self_targets_how": (f"{n_var} temperature-1 samples per prompt, a fresh one per visit"
+                                      if sampled(recipe.kind) else "greedy")}
     write_card(out, card)
     shutil.rmtree(partial, ignore_errors=True)
     return BuildResult(out, card, trained=True, seconds=train_s, losses=losses)

@@ -1,0 +1,76 @@
+"""Docs quote generated verdicts, never hand-written ones (issue 44, item 6): a verdict line in the
+README or docs (the format `validate` prints under the declared rule) must appear verbatim in a
+generated file under docs/generated/, whose first line names the command that wrote it; and the
+conclusions the issue found written ahead of their numbers stay out."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+GENERATED = ROOT / "docs" / "generated"
+#: A verdict line as `validate` prints it (harness.organisms.verdicts.verdict_lines).
+VERDICT = re.compile(r"^\s*[-*]\s+\S.*\[[^\]]*\]:\s+(sensitive|inverted|not shown sensitive|equivalent|moved|"
+                     r"inconclusive|no verdict)\b")
+#: Conclusions the issue found stated without a table under one rule behind them.
+WITHDRAWN = ("only the monitor is both sensitive and specific", "reads the meaning, not the words",
+             "the null is not the instrument's blindness", "binary and probability do not move on the sham",
+             "does not rest on the removable factors", "finds the known cause")
+
+
+def _generated_lines() -> set[str]:
+    out: set[str] = set()
+    for p in sorted(GENERATED.glob("*")) if GENERATED.is_dir() else []:
+        if p.is_file():
+            out |= {line.strip() for line in p.read_text().splitlines()}
+    return out
+
+
+def docs_verdicts_not_generated(docs: list[Path], generated: set[str]) -> list[str]:
+    """`file:line: text` of every verdict line in `docs` that no generated file holds."""
+    bad = []
+    for p in docs:
+        for k, line in enumerate(p.read_text().splitlines(), 1):
+            if VERDICT.match(line) and line.strip() not in generated:
+                bad.append(f"{p.name}:{k}: {line.strip()}")
+    return bad
+
+
+def test_every_verdict_line_in_the_docs_was_printed_by_a_command():
+    bad = docs_verdicts_not_generated(DOCS, _generated_lines())
+    assert not bad, "verdict lines no command printed (copy the command's output to docs/generated/):\n" + "\n".join(bad)
+
+
+def test_generated_files_name_the_command_that_made_them():
+    for p in sorted(GENERATED.glob("*")) if GENERATED.is_dir() else []:
+        if p.is_file() and p.name != "README.md":
+            first = p.read_text().splitlines()[0] if p.read_text() else ""
+            assert first.startswith("<!-- command:") or first.startswith("# command:"), p
+
+
+@pytest.mark.parametrize("phrase", WITHDRAWN)
+def test_withdrawn_conclusions_stay_out(phrase):
+    hits = [p.name for p in DOCS if phrase in " ".join(p.read_text().split()).lower()]  # across line breaks
+    assert not hits, f"{phrase!r} in {hits}: a conclusion no table under the declared rule carries"
+
+
+def test_the_check_catches_a_planted_hand_written_verdict(tmp_path):
+    from harness.organisms.verdicts import verdict_lines
+
+    doc = tmp_path / "x.md"
+    doc.write_text("Intro.\n\n- monitor [aware vs reference, sensitivity]: sensitive (double difference +1.000 nats)\n")
+    assert docs_verdicts_not_generated([doc], set()) == [
+        "x.md:3: - monitor [aware vs reference, sensitivity]: sensitive (double difference +1.000 nats)"]
+    # a line the tool printed, copied to docs/generated/, passes
+    table = {"rule": {"text": "r"}, "family": 0, "spillover": [], "rows": [
+        {"readout": "monitor", "kind": "aware", "role": "sensitivity", "models": ["o"], "against": "reference",
+         "verdict": "sensitive", "estimate": {"mean": 1.0, "ci": [0.5, 1.5], "n_categories": 6, "n_phrasings": 5},
+         "estimate_holm": {"ci": [0.4, 1.6]}, "p_diff_adj": 0.001, "n_pairs": 60, "n_pairs_all": 60, "seeds": []}]}
+    printed = verdict_lines(table)[1]
+    assert VERDICT.match(printed)
+    doc.write_text(printed + "\n")
+    assert docs_verdicts_not_generated([doc], {printed}) == []
