@@ -376,6 +376,13 @@ def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_
     card = json.loads((org / "organism.json").read_text())
     assert first_reached(card, org) == 2
     check_reaches(2, {"o": (card, org)}, "a probe")  # at the trained block's output: fine
+    from harness.core.errors import EvalAwareError
+    from harness.organisms.reach import organism_card, reachable
+
+    assert reachable([0, 1, 2], organism_card(org), 2, "steer build") == [2]  # steer build keeps its own layers
+    assert reachable([0, 1], organism_card(tiny_base), 2, "x") == [0, 1]  # not an organism: unchanged
+    with pytest.raises(EvalAwareError, match="below the blocks this organism trained"):
+        reachable([0, 1], organism_card(org), 2, "steer build")
     probe_dir, _ = frozen_probe
     with RunLog(probe_dir.parent / "train", create=False) as st:
         low, meta = train_and_save(st, "default", "last_prompt", 0, tmp_path / "probe0", progress=False)

@@ -81,8 +81,13 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
     def readouts(engine=None) -> list:  # type: ignore[no-untyped-def]
         if not probe_dir:
             return []
+        from harness.organisms.reach import check_reaches, organism_card
+        from probes.io import load_probe
         from probes.readout import ProbeReadout  # scikit-learn, safetensors: only when asked
 
+        card = organism_card(opts.model)
+        if card is not None:  # a frozen probe below the organism's trained blocks reads the base's activations
+            check_reaches(load_probe(probe_dir).layer, {str(opts.model): (card, str(opts.model))}, f"--probe {probe_dir}")
         # the probe captures on hf unless the engine itself has hidden states: hf settings
         return [ProbeReadout(probe_dir, opts.model, engine, opts.engine.backend_opts("hf"), progress=progress)]
 

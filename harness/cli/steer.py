@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 from contextlib import ExitStack
+from pathlib import Path
 from dataclasses import replace
 
 import click
@@ -16,6 +18,7 @@ from harness.run.loop import needs_judge
 from harness.runlog import RunLog
 
 from probes.activations.store import ActivationStore
+from harness.organisms.reach import organism_card, reachable
 from probes.activations.capture import parse_layers
 from probes.steering.build import build_from_pairs, build_from_run, read_pairs, steerable_layers
 from probes.steering.report import write_steer_report
@@ -75,6 +78,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         try:
             n = backend.hidden_layout().n_layers
             ids = [l for l in parse_layers(layers, n) if 1 <= l < n]
+            ids = reachable(ids, organism_card(model), n, "steer build --model")  # an organism: its own layers
             vec = build_from_pairs(pairs, backend, out, ids)
         finally:
             backend.close()
@@ -84,6 +88,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         st.close()
         n = int(settings.get("num_hidden_layers") or 0)
         ids = steerable_layers(settings, parse_layers(layers, n) if n else None)
+        ids = reachable(ids, _run_organism(run_dir), n, f"steer build --run {run_dir}")
         vec = build_from_run(run_dir, out, pooling=pooling, layers=ids, capture=capture_name,
                              probe=probe, holdout_folds=holdout_folds, seed=seed, labels=labels)
     click.echo(f"vector {out}: source {vec.meta['source']}, layers {vec.layers[0]}..{vec.layers[-1]} "
@@ -95,6 +100,14 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         click.echo(f"layer {best} chosen by {vec.meta.get('layer_selection') or 'in-sample AUROC'}; "
                    f"{kind} AUROC of its projection {au.get(str(best)) or float('nan'):.3f}; "
                    f"train/held-out: {vec.meta.get('n_train')} / {vec.meta.get('n_heldout')}")
+
+
+def _run_organism(run_dir: str) -> dict | None:
+    """The organism card a run's manifest records for its model (None: not an organism)."""
+    try:
+        return (json.loads((Path(run_dir) / "manifest.json").read_text()).get("model") or {}).get("organism")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 @steer.command("run")

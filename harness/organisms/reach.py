@@ -17,18 +17,46 @@ from typing import Any, Mapping
 from harness.core.errors import EvalAwareError
 
 
-def first_reached(card: Mapping[str, Any], model_dir: str | Path) -> int:
-    """The lowest hidden-state index the organism's training can change (0: every one)."""
-    recipe = card.get("recipe") or {}
-    layers = int(recipe.get("layers", 0) or 0)
+def depth(model_dir: str | Path) -> int:
+    """The model's number of blocks, from its config.json."""
     try:
-        n = int(json.loads((Path(model_dir) / "config.json").read_text())["num_hidden_layers"])
+        return int(json.loads((Path(model_dir) / "config.json").read_text())["num_hidden_layers"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise EvalAwareError(f"{model_dir}/config.json: no num_hidden_layers to place the trained blocks ({e})") \
             from None
+
+
+def first_reached(card: Mapping[str, Any], model_dir: str | Path | None = None, n: int | None = None) -> int:
+    """The lowest hidden-state index the organism's training can change (0: every one); the depth
+    `n`, or read from `model_dir`."""
+    recipe = card.get("recipe") or {}
+    layers = int(recipe.get("layers", 0) or 0)
+    n = depth(model_dir) if n is None else n  # type: ignore[arg-type]
     if layers <= 0 or (recipe.get("train") == "full" and layers >= n):
         return 0
     return max(0, n - layers) + 1
+
+
+def organism_card(model: str | Path | None) -> dict[str, Any] | None:
+    """The organism card next to a local model's weights; None for any other model."""
+    if not model or not (Path(model) / "organism.json").is_file():
+        return None
+    from harness.models.card import read_card
+
+    return read_card(model)
+
+
+def reachable(layers: list[int], card: Mapping[str, Any] | None, n: int, what: str) -> list[int]:
+    """`layers` the organism's training can change (all of them for a model that is not an
+    organism); none left: refused, naming the floor."""
+    if card is None:
+        return layers
+    lo = first_reached(card, n=n)
+    kept = [l for l in layers if l >= lo]
+    if not kept:
+        raise EvalAwareError(f"{what}: every layer asked ({layers[0]}..{layers[-1]}) lies below the blocks this "
+                             f"organism trained (hidden states {lo}..): its activations there are the base's")
+    return kept
 
 
 def check_reaches(layer: int, cards: Mapping[str, tuple[Mapping[str, Any], str | Path]], what: str) -> None:
