@@ -63,7 +63,7 @@ bench: assets
 # jobs on the machine, as measured in later sessions: build it alone). ORGANISM_STRENGTH=0.5
 # builds the half-strength organism of the calibration curve (ORGANISM_OUT=runs/organisms/smollm2-graded-0.5).
 # ORGANISM_KIND picks what is planted (the build's --kind; harness/organisms/kinds.py).
-ORGANISM_OUT ?= runs/organisms/smollm2-graded
+ORGANISM_OUT ?= runs/organisms/smollm2-graded$(SEED_SUFFIX)
 ORGANISM_STRENGTH ?= 1.0
 ORGANISM_KIND ?= aware
 organism: install

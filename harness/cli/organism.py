@@ -284,13 +284,14 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
              dtype: str, pairs_path: str | None, limit: int | None, judge_model: str | None, probe_dir: str | None,
              probe_layers: str | None, margin: float | None, bootstrap: int, seed: int, out: str,
              method_opts: MethodOptions, progress: bool) -> None:
-    """Run methods on BASE, the reference and each organism over the paired set (label = cue
-    present) and write each method's sensitivity (aware, disjoint organisms) and specificity
-    (behaviour-only organism): AUROC on reference and organism [category-cluster 95% CI], the
-    difference (same resamples), the within-pair double difference, and the spillover of the
-    logprob methods on no-cue prompts; with the monitor, also the reference's monitor over each
-    organism's answers and back (sub-runs cross-READER-reads-WRITER), every read at position 0
-    apart from the rest (see docs/organisms.md).
+    """Run methods on BASE, the reference (the null sham) and each organism over the paired set
+    (label = cue present) and judge every readout by one declared rule (harness/stats/decision.py):
+    the within-pair double difference on its log-odds scale, two-way clustered over category and
+    phrasing, Holm over the table; sensitive (aware, disjoint), equivalent or moved (behaviour,
+    sham-greedy, the reference vs the base) within --margin; several organisms of one kind are
+    pooled as seeds. Secondary rows: AUROCs, the spillover on no-cue prompts; with the monitor, the
+    reference's monitor over each organism's answers and back (cross-READER-reads-WRITER), position
+    0 apart (docs/organisms.md). A --probe below the organisms' trained blocks is refused.
 
     \b
     Examples:
@@ -407,6 +408,10 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
             raise EvalAwareError(f"--reference {reference_dir}: its card's kind is {kind!r}; the reference is the "
                                  "null sham (`organism build --kind sham`: temperature-1 samples of the base), or "
                                  "leave it out for the base; a sham-greedy build is an --organism (specificity)")
+        if int((cards[reference_dir].get("recipe") or {}).get("sham_samples") or 0) < 1:
+            raise EvalAwareError(f"--reference {reference_dir}: a sham built before the null existed (the base's "
+                                 "greedy answers: it sharpens the cue side, not a null); rebuild it with "
+                                 "`organism build --kind sham`, or pass it as an --organism of kind sham-greedy")
         reference = Model("reference", reference_dir, "sham", _card_sha(reference_dir))
     names = (["organism"] if len(organism_dirs) == 1 else
              [f"organism-{Path(d.rstrip('/')).name}" for d in organism_dirs])
