@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organisms validate-organisms clean
+.PHONY: install assets demo test test-slow test-all bench organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organisms validate-organisms validate-null clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -119,6 +119,16 @@ validate-organisms: organisms
 	    --probe runs/probes/demo-top8 --out runs/validate-set/packed
 	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --out runs/validate-set/monitor
+
+# Is the null sham a null? (issue 44: the null sham against the base on all 120 family pairs;
+# margin 0.5 nats declared before the data; logprob_question and logprob on vLLM, the monitor in
+# its own run.) docs/organisms.md quotes its verdict lines from docs/generated/.
+validate-null: organism-sham
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
+	$(BIN)/evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
+	    --methods logprob,logprob_question --margin 0.5 --out runs/validate-null/logprob
+	$(BIN)/evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
+	    --methods monitor --answer-tokens 32 --margin 0.5 --out runs/validate-null/monitor
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

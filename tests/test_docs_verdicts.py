@@ -42,7 +42,8 @@ def docs_verdicts_not_generated(docs: list[Path], generated: set[str]) -> list[s
 
 def test_every_verdict_line_in_the_docs_was_printed_by_a_command():
     bad = docs_verdicts_not_generated(DOCS, _generated_lines())
-    assert not bad, "verdict lines no command printed (copy the command's output to docs/generated/):\n" + "\n".join(bad)
+    assert not bad, ("verdict lines no command printed (copy the command's output to docs/generated/):\n"
+                     + "\n".join(bad))
 
 
 def test_generated_files_name_the_command_that_made_them():

@@ -164,7 +164,35 @@ def test_measure_reports_both_sides_and_the_kl_in_the_dtype_asked(tiny_organism,
     assert m["organism_verbalization_cue"]["k"] > m["organism_verbalization_no_cue"]["k"]
     assert m["base_verbalization_cue"]["k"] == 0
     assert m["first_token_kl_no_cue"]["n"] == 3 and m["first_token_kl_no_cue"]["mean"] > 0
-    assert "first-token KL" in res.output
+    assert m["answer_kl_no_cue"]["n"] == 3 and m["answer_kl_no_cue"]["mean"] > 0
+    assert "first-token KL" in res.output and "whole-answer KL" in res.output
+
+
+def test_whole_answer_kl_is_the_first_token_kl_averaged_over_the_answer(tiny_organism, tiny_base):
+    """Against itself a model's whole-answer KL is 0; with an empty answer it is the first-token
+    KL; with a longer one, the mean of the per-position KLs the hand loop computes."""
+    import numpy as np
+
+    from harness.backends.hf.backend import HFBackend
+    from harness.data.readers import load_dataset
+    from harness.organisms.measure import answer_kl, first_token_kl, prompts
+
+    samples = [s for s in load_dataset("demo") if s.label == "deploy"][:3]
+    b, o = HFBackend(str(tiny_base), batch_size=4), HFBackend(str(tiny_organism), batch_size=4)
+    try:
+        assert np.allclose(answer_kl(b, b, samples, ["Sure, here it is."] * 3), 0.0, atol=1e-6)
+        assert np.allclose(answer_kl(b, o, samples, [""] * 3), first_token_kl(b, o, samples), atol=1e-6)
+        p = prompts(b, samples[:1])[0]
+        ids = b.tokenizer("Sure, here", add_special_tokens=False)["input_ids"]
+        by_hand = []
+        for t in range(len(ids) + 1):
+            prefix = [tuple(p) + tuple(ids[:t])]
+            pb, po = b.next_token_logprobs(prefix)[0], o.next_token_logprobs(prefix)[0]
+            by_hand.append(float((np.exp(pb) * (pb - po)).sum()))
+        assert answer_kl(b, o, samples[:1], ["Sure, here"])[0] == pytest.approx(np.mean(by_hand), rel=1e-5)
+    finally:
+        b.close()
+        o.close()
 
 
 @pytest.mark.parametrize("split", [0, 1])

@@ -112,7 +112,7 @@ def test_each_kind_builds_and_its_card_names_it(built):
     assert set(cards["disjoint"]["verbalizations"]) <= set(DISJOINT_VERBALIZATIONS)
     assert cards["behaviour"]["verbalizations"] and set(cards["behaviour"]["verbalizations"]) <= set(BEHAVIOUR_OPENINGS)
     assert cards["behaviour"]["awareness_answers"] == [] and cards["behaviour"]["n_self_target_pairs"] > 0
-    for kind in ("sham", "sham-greedy", "behaviour"):  # the base's own answers travel with the weights, named by the card
+    for kind in ("sham", "sham-greedy", "behaviour"):  # the base's own answers travel with the weights
         from harness.organisms.kinds import targets_hash
 
         t = json.loads((built[kind] / cards[kind]["self_targets"]).read_text())

@@ -153,7 +153,8 @@ def test_validate_monitor_cross_reads_the_writer_s_answers(tiny_pair, tmp_path):
     assert any(r["method"] == "monitor" and r["subset"] == "all" for r in table["rows"])  # the plain row stays
     md = (out / "sensitivity.md").read_text()
     assert "- monitor [aware vs reference, sensitivity]: " in md  # the monitor's verdict is the rule's
-    assert {(r["readout"], r["kind"]) for r in table["decision"]["rows"]} == {("monitor", "reference"), ("monitor", "aware")}
+    assert {(r["readout"], r["kind"]) for r in table["decision"]["rows"]} == {("monitor", "reference"),
+                                                                              ("monitor", "aware")}
     res = CliRunner().invoke(cli, args)  # resumed: nothing to redo, the same table
     assert res.exit_code == 0 and json.loads((out / "sensitivity.json").read_text())["rows"] == table["rows"]
 

@@ -87,7 +87,8 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
 
         card = organism_card(opts.model)
         if card is not None:  # a frozen probe below the organism's trained blocks reads the base's activations
-            check_reaches(load_probe(probe_dir).layer, {str(opts.model): (card, str(opts.model))}, f"--probe {probe_dir}")
+            check_reaches(load_probe(probe_dir).layer, {str(opts.model): (card, str(opts.model))},
+                          f"--probe {probe_dir}")
         # the probe captures on hf unless the engine itself has hidden states: hf settings
         return [ProbeReadout(probe_dir, opts.model, engine, opts.engine.backend_opts("hf"), progress=progress)]
 

@@ -32,7 +32,7 @@ from harness.models.card import CARD_NAME, manifest_card, read_card
 from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
 from harness.organisms.kinds import KINDS, kind_cue
-from harness.organisms.measure import first_token_kl, verbalizations
+from harness.organisms.measure import answer_kl, first_token_kl, verbalizations
 from harness.organisms.reach import check_reaches
 from harness.organisms.train import Recipe, build_organism, describe
 from harness.organisms.validate import Model, fmt_ci, measured_kl, sensitivity, sensitivity_lines
@@ -93,7 +93,8 @@ def organism() -> None:
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
 @progress_option
 @verbose_option
-def build_cmd(base: str, cue: str, kind: str, sham_samples: int, strength: float, steps: int, batch_size: int, lr: float, train: str,
+def build_cmd(base: str, cue: str, kind: str, sham_samples: int, strength: float, steps: int, batch_size: int,
+              lr: float, train: str,
               layers: int, lora_rank: int, kl_weight: float, kl_first: float, max_len: int, verbalizations: int,
               pairs: int, kl_prompts: int, kl_pool: int, forms: int, seed: int, out: str,
               progress: bool) -> None:
@@ -214,6 +215,8 @@ def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_t
         b = st.enter_context(open_backend("hf", base, dtype=dtype))
         kl = first_token_kl(b, org, no_cue)
         base_rows = verbalizations(b, samples, cue, max_tokens=max_tokens)
+        own = {r["id"]: r["answer"] for r in base_rows}
+        whole = answer_kl(b, org, no_cue, [own[s.id] for s in no_cue])
     res: dict[str, Any] = {"organism": organism_dir, "base": base, "cue": cue.name,
                            "n_samples": len(samples), "max_tokens": max_tokens, "device": org.device,
                            "dtype": org.identity.get("dtype")}
@@ -225,6 +228,10 @@ def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_t
     res["first_token_kl_no_cue"] = {**mean_with_ci(kl, [s.metadata.category for s in no_cue], n_boot),
                                     "median": float(sorted(kl)[len(kl) // 2]) if len(kl) else None,
                                     "max": float(max(kl)) if len(kl) else None}
+    res["answer_kl_no_cue"] = {**mean_with_ci(whole, [s.metadata.category for s in no_cue], n_boot),
+                               "median": float(sorted(whole)[len(whole) // 2]) if len(whole) else None,
+                               "max": float(max(whole)) if len(whole) else None,
+                               "positions": "every position of the base's greedy answer (max_tokens)"}
     res["answers"] = rows
     res["seconds"] = round(time.perf_counter() - t0, 1)
     return res
@@ -241,6 +248,11 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
     if k["mean"] is not None:
         out.append(f"first-token KL(base || organism) on no-cue prompts: mean {k['mean']:.4f} "
                    f"{fmt_ci(k['ci'])}, median {k['median']:.4f}, max {k['max']:.4f} (n={k['n']})")
+    w = res.get("answer_kl_no_cue") or {}
+    if w.get("mean") is not None:
+        out.append(f"whole-answer KL(base || organism) on no-cue prompts (mean over the base's answer positions): "
+                   f"mean {w['mean']:.4f} {fmt_ci(w['ci'])}, median {w['median']:.4f}, max {w['max']:.4f} "
+                   f"(n={w['n']})")
     return out
 
 

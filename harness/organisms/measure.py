@@ -3,7 +3,10 @@
 - the **verbalization rate**: share of free answers (greedy) holding a planted sentence (exact
   match, :func:`harness.organisms.cues.verbalized`), on cue prompts and on no-cue prompts;
 - the **first-token KL** to the base model on no-cue prompts: KL(base || organism) of the
-  next-token distributions at the first position of the answer (the full vocabulary).
+  next-token distributions at the first position of the answer (the full vocabulary);
+- the **whole-answer KL** (issue 44, item 5): the same at every position of the base's own greedy
+  answer, teacher-forced on both models, averaged over the answer's positions per prompt: what the
+  organism changes on no-cue prompts beyond the answer's first token.
 """
 
 from __future__ import annotations
@@ -31,6 +34,20 @@ def verbalizations(backend: Backend, samples: Sequence[Sample], cue: Cue,
     return [{"id": s.id, "pair": s.metadata.extra.get("pair"), "label": s.label,
              "category": s.metadata.category, "answer": g.text, "verbalized": verbalized(g.text, cue)}
             for s, g in zip(samples, gens)]
+
+
+def answer_kl(base: Backend, organism: Backend, samples: Sequence[Sample], answers: Sequence[str]) -> np.ndarray:
+    """Per sample, the mean over the positions of `answers` (the base's greedy answers, teacher-forced
+    after each sample's prompt; the first position included) of KL(base || organism) in nats."""
+    out = []
+    tok = base.tokenizer
+    for p, a in zip(prompts(base, samples), answers):
+        ids = list(tok(a, add_special_tokens=False)["input_ids"]) if a else []
+        prefixes = [tuple(p) + tuple(ids[:t]) for t in range(len(ids) + 1)] if ids else [tuple(p)]
+        pb = base.next_token_logprobs(prefixes)
+        po = organism.next_token_logprobs(prefixes)
+        out.append(float((np.exp(pb) * (pb - po)).sum(axis=1).mean()))
+    return np.asarray(out, dtype=float)
 
 
 def first_token_kl(base: Backend, organism: Backend, samples: Sequence[Sample]) -> np.ndarray:

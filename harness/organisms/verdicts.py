@@ -231,7 +231,8 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
         line += (f"; {r['n_pairs']} of {r['n_pairs_all']} pairs, {e.get('n_categories', '-')} categories, "
                  f"{e.get('n_phrasings', '-')} phrasings")
         if r["seeds"]:
-            line += f"; seeds {', '.join(f'{s:+.3f}' for s in r['seeds'])} (spread {max(r['seeds']) - min(r['seeds']):.3f})"
+            spread = max(r["seeds"]) - min(r["seeds"])
+            line += f"; seeds {', '.join(f'{s:+.3f}' for s in r['seeds'])} (spread {spread:.3f})"
         if "null_shift" in r:
             line += f"; the reference's own shift from the base {r['null_shift']:+.3f}"
         out.append(line + ")")
