@@ -351,29 +351,31 @@ class SimEngine:
     # -- the StepEngine protocol --
     def add(self, prompts: Sequence[Any], params: Sequence[Any]) -> list[str]:
         ids: list[str] = []
+        new: list[tuple[int, int, _Req, bool]] = []
         group = None
         for p, sp in zip(prompts, params):
             prompt = p if isinstance(p, SimPrompt) else sim_prompt(p, self.config.block_size)
             if isinstance(sp, Fixed):
                 n, reason, key = sp.n, sp.finish_reason, digest(prompt.key.to_bytes(8, "little"),
                                                                  f"fixed:{sp.n}".encode())
-                if sp.generation:
-                    self.counts.gen_tokens += n
-                else:
-                    self.counts.forced_tokens += n
             else:
                 key = self.request_key(prompt.key, sp)
                 draw = self.lengths.draw(key)
                 n, reason = (draw, "stop") if draw <= sp.max_tokens else (sp.max_tokens, "length")
-                self.counts.gen_tokens += n
             if n < 1:
                 raise ValueError("a request needs at least one output position")
             group = key if group is None else group
-            rid = str(self._next)
-            self._next += 1
-            r = _Req(rid, prompt, n, reason, key)
-            self._incoming.append((group, len(ids), r, not isinstance(sp, Fixed) or sp.generation))
+            rid = str(self._next + len(ids))
+            gen = not isinstance(sp, Fixed) or sp.generation
+            new.append((group, len(ids), _Req(rid, prompt, n, reason, key), gen))
             ids.append(rid)
+        self._next += len(ids)  # queued together, or (a refused request) none of them
+        self._incoming.extend(new)
+        for _, _, r, gen in new:
+            if gen:
+                self.counts.gen_tokens += r.n_out
+            else:
+                self.counts.forced_tokens += r.n_out
         self.counts.requests += len(ids)
         return ids
 
@@ -386,6 +388,20 @@ class SimEngine:
 
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running or self._incoming)
+
+    def abort(self, ids: Sequence[str]) -> None:
+        """Drop these requests wherever they are (their KV and queue places are freed)."""
+        gone = set(ids)
+        self._incoming = [x for x in self._incoming if x[2].rid not in gone]
+        self.waiting = deque(r for r in self.waiting if r.rid not in gone)
+        for rid in gone & set(self.running):
+            r = self.running.pop(rid)
+            if self.prefilling.pop(rid, None) is not None:
+                self.pre_computed -= r.computed
+            else:  # decoding: leave its aggregates (its heap entry is skipped by its version)
+                self.n_dec -= 1
+                self.dec_base -= r.bc - r.bs
+                r.version += 1
 
     def step(self) -> list[tuple[str, SimOutput]]:
         cfg, kv = self.config, self.config.kv_cache_tokens
