@@ -93,6 +93,9 @@ def test_concurrent_views_and_continuations_equal_the_batch_path(interface):
 def test_an_engine_error_in_a_scoring_call_leaves_the_next_call_its_answer(monkeypatch):
     """A step that fails while a continuation call's requests run fails that call; its requests
     are aborted and the worker's records of them dropped, and the next call is answered."""
+    from harness.backends.vllm import reduce
+
+    reduce._RESULTS.clear()
     engine = ProcessorSteps("v2", vocab=V)
     b = ProcessorScoring(engine)
     step = engine.step
@@ -109,8 +112,6 @@ def test_an_engine_error_in_a_scoring_call_leaves_the_next_call_its_answer(monke
     with pytest.raises(RuntimeError, match="step failed"):
         b.continuation_scores(pairs, BOUNDARY)
     assert not engine.has_unfinished()
-    from harness.backends.vllm import reduce
-
     assert reduce._RESULTS == {}
     again = b.continuation_scores(pairs, BOUNDARY)
     b.close()

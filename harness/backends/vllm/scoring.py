@@ -64,7 +64,7 @@ class VLLMEngineScoring:
             return []
         try:
             outs = self._run(prompts, params)
-        except BaseException:
+        except Exception:
             try:  # drop whatever the workers recorded for these requests before they failed
                 self._rpc("evalaware_take", keys)
             except Exception:  # the engine is down: the caller hears the first error
