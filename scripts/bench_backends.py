@@ -232,11 +232,11 @@ def bench_model(name: str, limit: int | None, repeats: int, reference: bool) -> 
         ]
 
         def from_prompt() -> object:  # each forced request from the prompt, not prompt + first token
-            vl._known_first = lambda prompt, token: None
+            vl.start_after_first = False
             try:
                 return score_prompts(vl, prompts, plan=plan, aware_via="loglikelihood", tol=DEFAULT_TOL)
             finally:
-                del vl._known_first
+                del vl.start_after_first
         if reference:
             calls += [
                 ("before #23: naive", lambda: score_prompts(ref, prompts, plan=plan, aware=False)),

@@ -350,42 +350,44 @@ class SimEngine:
 
     # -- the StepEngine protocol --
     def add(self, prompts: Sequence[Any], params: Sequence[Any]) -> list[str]:
-        ids: list[str] = []
+        new: list[tuple[int, int, _Req, bool]] = []  # queued together, or (a request refused) none
         group = None
         for p, sp in zip(prompts, params):
             prompt = p if isinstance(p, SimPrompt) else sim_prompt(p, self.config.block_size)
             if isinstance(sp, Fixed):
                 n, reason, key = sp.n, sp.finish_reason, digest(prompt.key.to_bytes(8, "little"),
                                                                  f"fixed:{sp.n}".encode())
-                if sp.generation:
-                    self.counts.gen_tokens += n
-                else:
-                    self.counts.forced_tokens += n
             else:
                 key = self.request_key(prompt.key, sp)
                 draw = self.lengths.draw(key)
                 n, reason = (draw, "stop") if draw <= sp.max_tokens else (sp.max_tokens, "length")
-                self.counts.gen_tokens += n
             if n < 1:
                 raise ValueError("a request needs at least one output position")
             group = key if group is None else group
-            rid = str(self._next)
-            self._next += 1
-            r = _Req(rid, prompt, n, reason, key)
-            self._incoming.append((group, len(ids), r, not isinstance(sp, Fixed) or sp.generation))
-            ids.append(rid)
-        self.counts.requests += len(ids)
-        return ids
+            gen = not isinstance(sp, Fixed) or sp.generation
+            new.append((group, len(new), _Req(str(self._next + len(new)), prompt, n, reason, key), gen))
+        self._next += len(new)
+        self._incoming.extend(new)
+        self.counts.gen_tokens += sum(r.n_out for _, _, r, gen in new if gen)
+        self.counts.forced_tokens += sum(r.n_out for _, _, r, gen in new if not gen)
+        self.counts.requests += len(new)
+        return [r.rid for _, _, r, _ in new]
 
     def request_key(self, prompt_key: int, params: Any) -> int:
-        """The hash a generation's length and tokens come from: prompt ids, sampling parameters,
-        seed."""
-        blob = json.dumps(params.to_dict() if hasattr(params, "to_dict") else params, sort_keys=True,
-                          default=str)
+        """The hash a generation's length and tokens come from: prompt ids, sampling parameters, seed."""
+        blob = json.dumps(params.to_dict() if hasattr(params, "to_dict") else params, sort_keys=True, default=str)
         return digest(prompt_key.to_bytes(8, "little"), blob.encode(), str(self.seed).encode())
 
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running or self._incoming)
+
+    def abort(self, ids: Sequence[str]) -> None:
+        """Drop these requests wherever they are (their KV and queue places are freed)."""
+        gone = set(ids)
+        self._incoming = [x for x in self._incoming if x[2].rid not in gone]
+        self.waiting = deque(r for r in self.waiting if r.rid not in gone)
+        for rid in gone & self.running.keys():
+            self._release(self.running[rid])
 
     def step(self) -> list[tuple[str, SimOutput]]:
         cfg, kv = self.config, self.config.kv_cache_tokens
@@ -489,10 +491,15 @@ class SimEngine:
     def _preempt_newest(self) -> None:
         """vLLM's recompute preemption: the newest running request frees its KV and goes back to
         the head of the queue, to prefill its prompt and the tokens it had generated again."""
-        rid = next(reversed(self.running))
-        r = self.running.pop(rid)
-        if rid in self.prefilling:
-            del self.prefilling[rid]
+        r = self.running[next(reversed(self.running))]
+        self._release(r)
+        self.waiting.appendleft(r)
+        self.counts.preemptions += 1
+
+    def _release(self, r: _Req) -> None:
+        """Running request `r` stops running and frees its KV (a decoder's heap entry goes stale)."""
+        del self.running[r.rid]
+        if self.prefilling.pop(r.rid, None) is not None:
             self.pre_computed -= r.computed
         else:
             r.generated = r.bg + self.steps - r.bs
@@ -500,8 +507,6 @@ class SimEngine:
             self.dec_base -= r.bc - r.bs
             r.version += 1
         r.computed = 0
-        self.waiting.appendleft(r)
-        self.counts.preemptions += 1
 
     def run_all(self) -> float:
         """Step until every request has finished; the clock."""

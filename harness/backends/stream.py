@@ -2,10 +2,15 @@
 requests and blocks until they finish, and a request joins the running batch at the engine's next
 step. This is how the streaming run loop (:mod:`harness.run.stream`) keeps vLLM full: many
 samples' workers call the backend at once and vLLM's own scheduler batches their requests
-(``LLM.enqueue`` + ``LLMEngine.step``; no home-made engine).
+(``LLMEngine.add_request`` + ``LLMEngine.step``; no home-made engine).
 
 Engine RPCs that must not interleave with a step (vLLM's ``collective_rpc``) go through
 :meth:`EngineDriver.call`, which runs them on the driver thread between steps.
+
+Failures stay with the callers they belong to: a submission the engine refuses (``add`` raises)
+fails its own caller; a failed step fails the callers whose requests were in the engine then, and
+their requests are aborted there, so nothing of theirs comes out later to meet a caller that came
+after.
 
 :class:`Callers` paces an engine whose steps take no real time (the simulated engine of
 ``scripts/bench_scheduling.py``): it steps only when every registered caller is waiting on it,
@@ -28,13 +33,17 @@ class StepEngine(Protocol):
     paced: bool
 
     def add(self, prompts: Sequence[Any], params: Sequence[Any]) -> list[str]:
-        """Queue requests; their ids, in order."""
+        """Queue requests; the ids `step` reports them under, in order. Where it raises, none of
+        them stays queued."""
 
     def step(self) -> list[tuple[str, Any]]:
         """One engine step: (request id, output) of each request that finished in it."""
 
     def has_unfinished(self) -> bool:
         """Whether any queued or running request is not finished."""
+
+    def abort(self, ids: Sequence[str]) -> None:
+        """Drop these requests (ids `add` returned; finished or unknown ones are ignored)."""
 
 
 class Callers:
@@ -90,10 +99,12 @@ class Callers:
 
 
 class _Job:
-    def __init__(self, n: int) -> None:
+    """One `run` submission: its outputs as they come."""
+
+    def __init__(self, n: int, future: Future[list[Any]]) -> None:
         self.outputs: list[Any] = [None] * n
         self.left = n
-        self.future: Future[list[Any]] = Future()
+        self.future = future
 
 
 class EngineDriver:
@@ -163,39 +174,63 @@ class EngineDriver:
             return taken, step
 
     def _loop(self) -> None:
-        routes: dict[str, tuple[_Job, int]] = {}
+        routes: dict[str, tuple[_Job, int]] = {}  # request id -> (its job, its index there)
         while True:
             taken, step = self._take(routes)
             if self._closed:
-                _fail(taken, RuntimeError(f"the {self.name} driver is closed"))
-                _fail_routes(routes, RuntimeError(f"the {self.name} driver is closed"))
+                closed = RuntimeError(f"the {self.name} driver is closed")
+                _fail(taken, closed)
+                self._fail_jobs(routes, closed)
                 return
+            for kind, payload, fut in taken:
+                if kind == "call":
+                    _settle(fut, *payload)
+                else:
+                    self._add(routes, fut, *payload)
+            if not step:
+                continue
             try:
-                for kind, payload, fut in taken:
-                    if kind == "call":
-                        fn, args = payload
-                        _settle(fut, fn, *args)
-                        continue
-                    prompts, params = payload
-                    job = _Job(len(prompts))
-                    job.future = fut
-                    for i, rid in enumerate(self.engine.add(prompts, params)):
-                        routes[str(rid)] = (job, i)
-                if not step:
+                finished = self.engine.step()
+            except BaseException as e:  # an engine failure fails the callers in it, not the thread
+                self._fail_jobs(routes, e)
+                continue
+            for rid, out in finished:
+                route = routes.pop(str(rid), None)
+                if route is None:  # a request of a job failed earlier, finished before its abort
                     continue
-                for rid, out in self.engine.step():
-                    job, i = routes.pop(str(rid))
-                    job.outputs[i] = out
-                    job.left -= 1
-                    if job.left == 0:
-                        job.future.set_result(job.outputs)
-            except BaseException as e:  # an engine failure fails every waiting caller, not the thread
-                _fail(taken, e)
-                _fail_routes(routes, e)
-                routes.clear()
+                job, i = route
+                job.outputs[i] = out
+                job.left -= 1
+                if job.left == 0:
+                    job.future.set_result(job.outputs)
+
+    def _add(self, routes: dict[str, tuple[_Job, int]], fut: Future[Any], prompts: list[Any],
+             params: list[Any]) -> None:
+        """Queue one submission's requests; a refusal fails that submission alone."""
+        try:
+            ids = self.engine.add(prompts, params)
+        except BaseException as e:
+            fut.set_exception(e)
+            return
+        job = _Job(len(prompts), fut)
+        for i, rid in enumerate(ids):
+            routes[str(rid)] = (job, i)
+
+    def _fail_jobs(self, routes: dict[str, tuple[_Job, int]], e: BaseException) -> None:
+        """Fail every job with a request in `routes` and abort what is left of their requests."""
+        jobs = {id(job): job for job, _ in routes.values()}
+        left = list(routes)
+        routes.clear()
+        try:
+            self.engine.abort(left)
+        except Exception:  # an engine that cannot abort has failed already: its callers hear `e`
+            pass
+        for job in jobs.values():
+            if not job.future.done():
+                job.future.set_exception(e)
 
 
-def _settle(fut: Future[Any], fn: Callable[..., Any], *args: Any) -> None:
+def _settle(fut: Future[Any], fn: Callable[..., Any], args: Sequence[Any]) -> None:
     try:
         fut.set_result(fn(*args))
     except BaseException as e:
@@ -206,9 +241,3 @@ def _fail(taken: Sequence[tuple[str, Any, Future[Any]]], e: BaseException) -> No
     for _, _, fut in taken:
         if not fut.done():
             fut.set_exception(e)
-
-
-def _fail_routes(routes: dict[str, tuple[_Job, int]], e: BaseException) -> None:
-    for job, _ in routes.values():
-        if not job.future.done():
-            job.future.set_exception(e)

@@ -38,6 +38,9 @@ class _HFSteps:
     def has_unfinished(self) -> bool:
         return bool(self.queued)
 
+    def abort(self, ids: Sequence[str]) -> None:
+        self.queued = [(i, r) for i, r in self.queued if i not in set(ids)]
+
 
 class StreamingHF(WrappedBackend):
     """`inner` (an HF backend) behind an engine driver; declares `streaming`."""

@@ -49,7 +49,7 @@ from harness.backends.vllm.steer import VLLMSteering
 # Loaded by the engine in its worker processes, by name: importing them here would import vLLM
 # (seconds) at every CLI start. tests/test_engine_reduce.py checks the names resolve.
 WORKER_EXTENSION = "harness.backends.vllm.extension.EvalawareWorkerExtension"
-SCORING_PROCESSOR = "harness.backends.vllm.reduce:ScoringLogitsProcessor"
+SCORING_PROCESSOR = "harness.backends.vllm.processor:ScoringLogitsProcessor"  # V1 and V2 model runners
 
 def _on_cpu() -> bool:
     return not torch.cuda.is_available()
@@ -168,7 +168,7 @@ class VLLMBackend(VLLMEngineScoring, VLLMSteering, Backend):
         except Exception as e:  # engine start-up errors are many and varied
             self._close_files()
             raise BackendError(f"vLLM could not start {model!r}{self._start_note}: "
-                               f"{type(e).__name__}: {e}") from e
+                               f"{type(e).__name__}: {e}{_processor_hint(e)}") from e
         self._started()
         self.model_info = model_identity(path)
         if revision:  # the snapshot's directory was loaded: name the model and revision asked for
@@ -294,6 +294,13 @@ class VLLMBackend(VLLMEngineScoring, VLLMSteering, Backend):
             pass
         del self.llm
         self._close_files()
+
+
+def _processor_hint(error: BaseException) -> str:
+    """Where a model runner refused the scoring processor: the switch that picks the other one."""
+    from harness.backends.vllm.processor import start_hint  # imports vLLM (loaded already here)
+
+    return start_hint(error)
 
 
 def _import_llm() -> Any:

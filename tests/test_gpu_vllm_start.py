@@ -1,0 +1,34 @@
+"""scripts/gpu_vllm_start.py (issue 49's check for a lent GPU) stays importable and answers
+--help here; its report fails the run on any failed check, and a check that raises fails alone."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("gpu_vllm_start", ROOT / "scripts" / "gpu_vllm_start.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_vllm_start"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_help_and_report(capsys):
+    mod = _load()
+    with pytest.raises(SystemExit) as done:
+        mod.main(["--help"])
+    assert done.value.code == 0 and "--expect-runner" in capsys.readouterr().out
+    report = mod.Report()
+    report.check("a", True, "fine")
+    report.guarded("b", lambda: 1 / 0)
+    report.guarded("c", lambda: report.line("INFO", "c", "ran"))
+    assert [(r["status"], r["check"]) for r in report.rows] == [("PASS", "a"), ("FAIL", "b"), ("INFO", "c")]
+    assert report.failed
+    assert "FAIL b: ZeroDivisionError" in capsys.readouterr().out
