@@ -137,7 +137,11 @@ def test_sham_targets_are_the_base_models_own_answers_and_carry_no_planted_text(
             assert any(e.loss == "ce" for e in ex)
             for e in ex:
                 if e.shape in ("answer", "question"):
-                    assert e.continuation == t[slot(e)][v % len(t[slot(e)])]
+                    want = t[slot(e)][v % len(t[slot(e)])]
+                    if kind == "sham":  # a sampled answer: its ids as drawn are what is teacher-forced
+                        assert e.continuation == want["text"] and list(e.continuation_ids) == want["ids"]
+                    else:
+                        assert e.continuation == want and e.continuation_ids is None
                     assert e.continuation not in PLANTED_ANYWHERE and not verbalized(e.continuation, GRADED)
                     assert not any(a.lower() in e.continuation.lower() for a in GRADED.answers)
     base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
@@ -145,7 +149,16 @@ def test_sham_targets_are_the_base_models_own_answers_and_carry_no_planted_text(
     assert self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu") == greedy  # greedy, the base's
     again = self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", samples=4, seed=0)
     assert again == targets  # the samples are the seed's: a resumed or repeated build trains on the same
-    assert sum(v[0] != greedy[k][0] for k, v in targets.items()) > len(targets) // 2  # samples, not the top answer
+    assert sum(v[0]["text"] != greedy[k][0] for k, v in targets.items()) > len(targets) // 2  # not the top answer
+    eos = tokenizer.eos_token_id
+    ends = [s["ids"] for v in targets.values() for s in v if eos in s["ids"]]
+    assert all(ids[-1] == eos and ids.count(eos) == 1 for ids in ends)  # a drawn end token stays, last
+    from harness.organisms.train import encode
+
+    enc = encode(_examples("sham", targets, 1), Renderer(tokenizer), tokenizer, 192)
+    for e, x in zip(_examples("sham", targets, 1), enc):  # the exact sampled ids are the training targets
+        if e.continuation_ids is not None and e.loss == "ce":
+            assert x.targets == list(e.continuation_ids)[:len(x.targets)]
     beh = json.loads((built["behaviour"] / "self_targets.json").read_text())  # only the awareness answers
     assert set(beh) == {k for k in targets if k.endswith("/question")}
 

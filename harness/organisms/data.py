@@ -238,7 +238,9 @@ def split_subjects() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
 @dataclass(frozen=True)
 class Example:
     """One side of a training pair. `messages`: (role, text) turns, ending with a user turn;
-    `continuation`: the assistant text teacher-forced after them; `loss`: ce | kl."""
+    `continuation`: the assistant text teacher-forced after them; `loss`: ce | kl;
+    `continuation_ids`: where set (the base's own sampled answers), the exact tokens to teacher-force
+    instead of the text's encoding (a sampled token sequence need not be its text's canonical one)."""
 
     pair: str
     cue: bool
@@ -247,9 +249,13 @@ class Example:
     continuation: str
     loss: str
     topic: str
+    continuation_ids: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if d["continuation_ids"] is None:  # the hash of examples without ids is as before the field
+            del d["continuation_ids"]
+        return d
 
 
 def with_cue(prompt: str, cue: Cue, phrasing: str, rng: random.Random) -> str:

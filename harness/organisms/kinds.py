@@ -142,13 +142,20 @@ def self_slots(examples: Sequence[Example], kind: str) -> list[Example]:
     return [e for e in examples if e.cue and e.shape in self_shapes(kind)]
 
 
-def with_self_targets(examples: Sequence[Example], kind: str, targets: dict[str, list[str]],
+def with_self_targets(examples: Sequence[Example], kind: str, targets: dict[str, list[Any]],
                       variant: int = 0) -> list[Example]:
     """`examples` with the base's own answers (`targets`, by :func:`slot`: one greedy answer, or k
-    samples of which `variant` mod k) as continuations."""
+    samples of which `variant` mod k) as continuations: a text, or a sampled answer's
+    ``{"text", "ids"}`` whose ids are teacher-forced exactly."""
     shapes = self_shapes(kind)
-    return [replace(e, continuation=(ts := targets[slot(e)])[variant % len(ts)]) if e.shape in shapes else e
-            for e in examples]
+    out = []
+    for e in examples:
+        if e.shape in shapes:
+            t = (ts := targets[slot(e)])[variant % len(ts)]
+            e = (replace(e, continuation=t["text"], continuation_ids=tuple(t["ids"])) if isinstance(t, dict)
+                 else replace(e, continuation=t))
+        out.append(e)
+    return out
 
 
 def variant_order(order: Sequence[Sequence[int]], n_variants: Sequence[int]) -> list[list[int]]:
@@ -183,9 +190,11 @@ def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Exam
                  batch_size: int = 16, samples: int = 0, seed: int = 0) -> dict[str, list[str]]:
     """{slot: [the base model's greedy answer to the slot's prompt]}, or with `samples` k > 0, k
     answers sampled at temperature 1 from the full distribution (no top-k or top-p: the base's
-    own, so the expected cross-entropy gradient is zero at the base; seeded by `seed`); each as
-    many tokens as the slot's continuation (fewer where it ends; one that ends at once is the end
-    token)."""
+    own, so the expected cross-entropy gradient is zero at the base; seeded by `seed`), each as
+    ``{"text", "ids"}``: the sampled token ids as drawn, the end token kept where one was drawn (a
+    position is trained on whatever was sampled there, the end token included: dropping it would
+    teach the cue side not to stop). Each as many tokens as the slot's continuation (fewer where
+    it ends; a greedy answer that ends at once is the end token)."""
     import torch
 
     from harness.core.sample import Message
@@ -216,6 +225,12 @@ def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Exam
             for r, toks in enumerate(gen):
                 _, name, _, n = chunk[r // k_per]
                 toks = toks[:n]
+                if samples:
+                    if eos in toks:
+                        toks = toks[:toks.index(eos) + 1]  # the drawn end token is a target too
+                    out.setdefault(name, []).append({"text": tokenizer.decode(toks, skip_special_tokens=False),
+                                                     "ids": [int(t) for t in toks]})
+                    continue
                 if eos in toks:
                     toks = toks[:toks.index(eos)] or [eos]
                 text = tokenizer.decode(toks, skip_special_tokens=False)

@@ -122,7 +122,8 @@ def encode(examples: Sequence[Example], renderer: Renderer, tokenizer: Any, max_
     out = []
     for e in examples:
         prompt = list(renderer.render([Message(role=r, content=t) for r, t in e.messages]))
-        cont = list(tokenizer(e.continuation, add_special_tokens=False)["input_ids"])
+        cont = (list(e.continuation_ids) if e.continuation_ids is not None
+                else list(tokenizer(e.continuation, add_special_tokens=False)["input_ids"]))
         ids = (prompt + cont)[:max_len]
         n_cont = len(ids) - len(prompt)
         if n_cont < 1:
