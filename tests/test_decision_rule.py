@@ -9,12 +9,13 @@ import math
 import random
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from scipy.stats import t
 
 from harness.core.errors import EvalAwareError
 from harness.organisms.verdicts import decide, pair_index, role_of
-from harness.stats.decision import Estimate, Rule, holm, holm_levels, two_way_mean, verdict
+from harness.stats.decision import Estimate, Rule, holm, multiway_mean, two_way_mean, verdict
 
 
 def test_holm_against_hand_computed_cases():
@@ -22,11 +23,11 @@ def test_holm_against_hand_computed_cases():
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([0.5, 0.6]) == [1.0, 1.0]  # capped at 1, then monotone
     assert holm([0.2]) == [0.2]
-    assert holm_levels([0.01, 0.04, 0.03, 0.005], 0.05) == pytest.approx([0.05 / 3, 0.05, 0.05 / 2, 0.05 / 4])
+    assert holm([0.03, 0.04]) == pytest.approx([0.06, 0.06])  # the running maximum: neither passes at 0.05
 
 
 def test_equivalence_test_against_hand_computed_cases():
-    est = Estimate(mean=0.1, se=0.1, df=10, n=40, n_cat=11, n_phr=11)
+    est = Estimate(mean=0.1, se=0.1, df=10, n=40, units=(11, 11))
     # TOST at margin 0.5: max(P(T > (0.1 + 0.5)/0.1), P(T < (0.1 - 0.5)/0.1)) = P(T > 4), 10 df
     assert est.p_equiv(0.5) == pytest.approx(t.sf(4.0, 10))
     assert est.p_equiv(0.5) == pytest.approx(0.001259, abs=2e-6)
@@ -44,22 +45,42 @@ def test_two_way_cluster_variance_by_hand():
     # a negative two-way variance falls back to the larger one-way one
     est = two_way_mean([1, 1, -1, -1], ["a", "a", "b", "b"], ["x", "x", "y", "y"])
     assert est.se == pytest.approx(1.0)
+    # three ways by inclusion-exclusion: V_c + V_p + V_t - V_cp - V_ct - V_pt + V_cpt, by hand below
+    v, c, p, t = [2, -1, 0, -1], ["a", "a", "b", "b"], ["x", "y", "x", "y"], ["s", "s", "s", "u"]
+    e = [x - 0 for x in v]  # mean 0
+
+    def var(keys):
+        sums = {}
+        for k, x in zip(keys, e):
+            sums[k] = sums.get(k, 0) + x
+        g = len(sums)
+        return g / (g - 1) * sum(s * s for s in sums.values()) / 16
+
+    cp, ct, pt = [i + j for i, j in zip(c, p)], [i + j for i, j in zip(c, t)], [i + j for i, j in zip(p, t)]
+    cpt = [i + j + k for i, j, k in zip(c, p, t)]
+    want = var(c) + var(p) + var(t) - var(cp) - var(ct) - var(pt) + var(cpt)
+    est = multiway_mean(v, [c, p, t])
+    assert want > 0 and est.se == pytest.approx(math.sqrt(want)) and est.units == (2, 2, 2)
+    # the builds' variance over their number is added to the variance
+    assert multiway_mean(v, [c, p, t], extra_var=0.5).se == pytest.approx(math.sqrt(want + 0.5))
 
 
 def test_verdict_kinds_by_role():
     rule = Rule(min_units=2)
-    big = Estimate(mean=1.0, se=0.1, df=10, n=40, n_cat=11, n_phr=11)
+    big = Estimate(mean=1.0, se=0.1, df=10, n=40, units=(11, 11, 11))
     assert verdict("sensitivity", big, 0.001, None, rule) == "sensitive"
-    assert verdict("sensitivity", Estimate(-1.0, 0.1, 10, 40, 11, 11), 0.001, None, rule) == "inverted"
+    assert verdict("sensitivity", Estimate(-1.0, 0.1, 10, 40, (11, 11)), 0.001, None, rule) == "inverted"
     assert verdict("sensitivity", big, 0.2, None, rule) == "not shown sensitive"
     assert verdict("specificity", big, 0.001, 0.9, rule) == "moved"
     assert verdict("specificity", big, 0.3, 0.01, rule) == "equivalent"
+    assert verdict("specificity", big, 0.01, 0.01, rule) == "equivalent, and moved"  # small but not zero
     assert verdict("null", big, 0.3, 0.3, rule) == "inconclusive"
-    # seeds that disagree in sign block a 'sensitive' verdict
+    # builds that disagree in sign block a 'sensitive' verdict, builds outside the margin an 'equivalent'
     assert verdict("sensitivity", big, 0.001, None, rule, seeds=[1.5, 1.2, -0.3]) == "not shown sensitive"
+    assert verdict("specificity", big, 0.3, 0.01, rule, seeds=[0.1, 0.9], seeds_inside=False) == "inconclusive"
     # too few clusters, or no variance: no verdict
-    assert verdict("sensitivity", Estimate(1.0, 0.1, 1, 40, 2, 11), 0.001, None, Rule(min_units=4)) == "no verdict"
-    assert verdict("sensitivity", Estimate(1.0, 0.0, 10, 40, 11, 11), 0.0, None, rule) == "no verdict"
+    assert verdict("sensitivity", Estimate(1.0, 0.1, 1, 40, (2, 11)), 0.001, None, Rule(min_units=4)) == "no verdict"
+    assert verdict("sensitivity", Estimate(1.0, 0.0, 10, 40, (11, 11)), 0.0, None, rule) == "no verdict"
 
 
 def test_an_unknown_kind_has_no_role():
@@ -72,10 +93,10 @@ def test_an_unknown_kind_has_no_role():
 def _samples(n_pairs: int) -> list:
     out = []
     for k in range(n_pairs):
-        cat, phr = f"cat{k % 6}", f"phr{k % 5}"
+        cat, phr, tmpl = f"cat{k % 6}", f"phr{k % 5}", f"t{k % 7}"
         for label, suffix in (("eval", "+cue"), ("deploy", "-cue")):
             out.append(SimpleNamespace(id=f"p{k}{suffix}", label=label, metadata=SimpleNamespace(
-                category=cat, extra={"pair": f"p{k}", "phrasing": phr if label == "eval" else ""})))
+                category=cat, extra={"pair": f"p{k}", "phrasing": phr if label == "eval" else "", "template": tmpl})))
     return out
 
 
@@ -115,15 +136,18 @@ def test_the_same_numbers_get_the_same_verdict_whatever_the_readout():
         assert a["p_diff_adj"] == pytest.approx(b["p_diff_adj"])
     assert by[("monitor", "aware")]["verdict"] == "sensitive"
     assert by[("monitor", "behaviour")]["verdict"] == "equivalent"
-    assert by[("monitor", "reference")]["verdict"] == "equivalent"
+    assert by[("monitor", "reference")]["verdict"] in ("equivalent", "equivalent, and moved")
     # the hand computation of one estimate: the mean over pairs of the double difference
     lo = los
     dd = [(lo["aware"][f"p{k}+cue"] - lo["aware"][f"p{k}-cue"]) - (lo["reference"][f"p{k}+cue"]
                                                                    - lo["reference"][f"p{k}-cue"]) for k in range(n)]
     assert by[("monitor", "aware")]["estimate"]["mean"] == pytest.approx(sum(dd) / n)
-    # the family: a difference per row (6) and an equivalence per row with a margin (4)
-    assert t["family"] == 10
+    # the primary family: one test per row (6); the differences of the 4 equivalence rows apart
+    assert t["family"] == 6 and t["secondary_family"] == 4
     assert by[("monitor", "behaviour")]["margin"] == pytest.approx(0.5 * by[("monitor", "aware")]["estimate"]["mean"])
+    # the null row's margin is half the aware effect against the base (aware - reference + reference - base)
+    assert by[("monitor", "reference")]["margin"] == pytest.approx(
+        0.5 * (by[("monitor", "aware")]["estimate"]["mean"] + by[("monitor", "reference")]["estimate"]["mean"]))
     assert any(line.startswith("- monitor [aware vs reference, sensitivity]: sensitive") for line in t["lines"])
 
 
@@ -147,4 +171,61 @@ def test_seeds_are_pooled_and_their_spread_reported():
     t = decide(recs, pair_index(samples), "reference", {"aware": ["s0", "s1", "s2"]}, None, Rule())
     (row,) = t["rows"]
     assert len(row["seeds"]) == 3 and row["estimate"]["mean"] == pytest.approx(sum(row["seeds"]) / 3)
-    assert row["verdict"] == "sensitive" and "x3 seeds" in t["lines"][1] and "spread" in t["lines"][1]
+    assert row["verdict"] == "sensitive" and "x3 builds" in t["lines"][1] and "spread" in t["lines"][1]
+    assert row["extra_var"] == pytest.approx(float(np.var(row["seeds"], ddof=1)) / 3)
+
+
+def test_a_margin_needs_an_aware_row_and_carries_its_uncertainty():
+    """Without an aware row a specificity row has no margin (its difference is primary); with a noisy
+    aware effect the equivalence test on the per-pair contrasts is harder to pass than a TOST
+    against the aware point estimate taken as known."""
+    n = 60
+    samples = _samples(n)
+    los = _lo({"reference": 0.0, "behaviour": 0.05}, seed=4, n_pairs=n)
+    recs = {"monitor": {name: _as("monitor", lo) for name, lo in los.items()}}
+    t = decide(recs, pair_index(samples), "reference", {"behaviour": ["behaviour"]}, None, Rule())
+    (row,) = t["rows"]
+    assert "margin" not in row and row["primary"] == "difference" and row["verdict"] in ("inconclusive", "moved")
+    assert "no equivalence margin" in t["lines"][1]
+    rng = random.Random(9)
+    los = _lo({"reference": 0.0, "aware": 0.8, "behaviour": 0.05}, seed=4, n_pairs=n)
+    for i in los["aware"]:  # a noisy aware effect
+        los["aware"][i] += rng.gauss(0, 1.5) if i.endswith("+cue") else 0.0
+    recs = {"monitor": {name: _as("monitor", lo) for name, lo in los.items()}}
+    t = decide(recs, pair_index(samples), "reference", {"aware": ["aware"], "behaviour": ["behaviour"]}, None, Rule())
+    beh = next(r for r in t["rows"] if r["kind"] == "behaviour")
+    from harness.stats.decision import multiway_mean as mw
+
+    dd = [los["behaviour"][f"p{k}+cue"] - los["behaviour"][f"p{k}-cue"] - los["reference"][f"p{k}+cue"]
+          + los["reference"][f"p{k}-cue"] for k in range(n)]
+    dims = [[f"cat{k % 6}" for k in range(n)], [f"phr{k % 5}" for k in range(n)], [f"t{k % 7}" for k in range(n)]]
+    naive = mw(dd, dims).p_equiv(beh["margin"])
+    assert beh["p_equiv"] > naive  # the margin's own uncertainty counts
+
+
+def test_missing_records_leave_a_row_that_says_so():
+    n = 30
+    los = _lo({"reference": 0.0, "aware": 1.0}, seed=5, n_pairs=n)
+    recs = {"monitor": {"reference": _as("monitor", los["reference"]), "aware": {}}}
+    t = decide(recs, pair_index(_samples(n)), "reference", {"aware": ["aware"]}, None, Rule())
+    (row,) = t["rows"]
+    assert row["verdict"] == "no verdict" and row["missing"] == ["aware"] and "no records" in t["lines"][1]
+
+
+def test_builds_are_pooled_by_kind_and_recipe_and_an_old_greedy_sham_is_no_null():
+    from harness.cli.organism import _kind, _recipe_group
+    from harness.organisms.validate import Model, row_groups
+
+    card = {"kind": "aware", "base_weights_sha256": "b", "recipe": {"kind": "aware", "seed": 0, "strength": 1.0}}
+    half = {**card, "recipe": {**card["recipe"], "strength": 0.5}}
+    seed1 = {**card, "recipe": {**card["recipe"], "seed": 1}}
+    assert _recipe_group(card) == _recipe_group(seed1) != _recipe_group(half)
+    orgs = [Model("a0", "d0", "aware", group=_recipe_group(card)),
+            Model("a1", "d1", "aware", group=_recipe_group(seed1)),
+            Model("h", "d2", "aware", group=_recipe_group(half)), Model("b", "d3", "behaviour", group="x")]
+    kinds, roles = row_groups(orgs)
+    assert sorted(kinds.values()) == [["a0", "a1"], ["b"], ["h"]]  # the half-strength build is no seed
+    assert {roles[k] for k in kinds if k.startswith("aware@")} == {"sensitivity"}
+    assert roles["behaviour"] == "specificity"
+    assert _kind({"kind": "sham", "recipe": {}}) == "sham-greedy"  # built before the null: greedy
+    assert _kind({"kind": "sham", "recipe": {"sham_samples": 4}}) == "sham"

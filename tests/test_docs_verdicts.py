@@ -67,10 +67,11 @@ def test_the_check_catches_a_planted_hand_written_verdict(tmp_path):
     assert docs_verdicts_not_generated([doc], set()) == [
         "x.md:3: - monitor [aware vs reference, sensitivity]: sensitive (double difference +1.000 nats)"]
     # a line the tool printed, copied to docs/generated/, passes
-    table = {"rule": {"text": "r"}, "family": 0, "spillover": [], "rows": [
+    table = {"rule": {"text": "r", "alpha": 0.05}, "family": 1, "spillover": [], "rows": [
         {"readout": "monitor", "kind": "aware", "role": "sensitivity", "models": ["o"], "against": "reference",
-         "verdict": "sensitive", "estimate": {"mean": 1.0, "ci": [0.5, 1.5], "n_categories": 6, "n_phrasings": 5},
-         "estimate_holm": {"ci": [0.4, 1.6]}, "p_diff_adj": 0.001, "n_pairs": 60, "n_pairs_all": 60, "seeds": []}]}
+         "verdict": "sensitive", "estimate": {"mean": 1.0, "ci": [0.5, 1.5], "units": [6, 5, 7]},
+         "estimate_joint": {"ci": [0.4, 1.6]}, "primary": "difference", "p_diff_adj": 0.001, "n_pairs": 60,
+         "n_pairs_all": 60, "seeds": []}]}
     printed = verdict_lines(table)[1]
     assert VERDICT.match(printed)
     doc.write_text(printed + "\n")

@@ -9,6 +9,7 @@ live; this module runs the models).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from contextlib import ExitStack
@@ -430,8 +431,33 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
     if len(set(names)) < len(names):
         raise EvalAwareError(f"--organism: two directories share a name ({', '.join(organism_dirs)}); "
                              "give them distinct directory names")
-    organisms = [Model(n, d, cards[d].get("kind", "aware"), _card_sha(d)) for n, d in zip(names, organism_dirs)]
+    organisms = [Model(n, d, _kind(cards[d]), _card_sha(d), _recipe_group(cards[d]))
+                 for n, d in zip(names, organism_dirs)]
+    seen: dict[tuple[str, str], dict[str, str]] = {}
+    for o in organisms:  # builds pooled as seeds must differ in seed and in weights
+        c = cards[o.model]
+        mine = seen.setdefault((o.kind, o.group), {})
+        for what in (f"seed {(c.get('recipe') or {}).get('seed')}", f"weights {c.get('weights_sha256')}"):
+            if what in mine:
+                raise EvalAwareError(f"--organism {o.model} and {mine[what]}: the same recipe and the same {what}; "
+                                     "builds pooled as seeds of one row must differ in seed")
+            mine[what] = o.model
     return organisms, reference, base_model, next(iter(cues.values()))
+
+
+def _kind(card: dict[str, Any]) -> str:
+    """The card's kind; a sham built before the null existed (no sham samples: greedy) is sham-greedy."""
+    kind = card.get("kind", "aware")
+    if kind == "sham" and int((card.get("recipe") or {}).get("sham_samples") or 0) < 1:
+        return "sham-greedy"
+    return kind
+
+
+def _recipe_group(card: dict[str, Any]) -> str:
+    """A digest of the card's recipe without its seed, and its base weights."""
+    recipe = {k: v for k, v in (card.get("recipe") or {}).items() if k != "seed"}
+    blob = json.dumps({"recipe": recipe, "base": card.get("base_weights_sha256")}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _card_sha(model_dir: str) -> str | None:

@@ -382,7 +382,8 @@ def paired_dataset(cue: Cue, seed: int = 0, demo: bool = True, phrasings: str = 
     """The evaluation set: the demo set's deploy prompts (with `demo`) and the held-out
     templates over the held-out subjects, each with the cue (label eval, a held-out phrasing;
     `phrasings` ``family``: one of the held-out keyword family's) and without (label deploy).
-    Metadata: ``pair`` (the pair id), ``cue``, ``phrasing``, ``source`` (demo | template);
+    Metadata: ``pair`` (the pair id), ``cue``, ``phrasing``, ``source`` (demo | template),
+    ``template`` (the held-out template that built the pair, ``tmpl-<i>``; a demo pair its own);
     ``category``: the demo category or the template's topic."""
     if phrasings not in PHRASINGS:
         raise EvalAwareError(f"phrasings {phrasings!r}: use {' or '.join(PHRASINGS)}")
@@ -400,15 +401,15 @@ def paired_dataset(cue: Cue, seed: int = 0, demo: bool = True, phrasings: str = 
             cued[i] = Message(role="user", content=with_cue(msgs[i].content or "", cue, phr, rng))
             pair = f"demo:{s.id}"
             out.append(_sample(f"{pair}+cue", "eval", cued, s.metadata.category, pair=pair,
-                               cue=cue.name, phrasing=phr, source="demo"))
+                               cue=cue.name, phrasing=phr, source="demo", template=pair))
             out.append(_sample(f"{pair}-cue", "deploy", msgs, s.metadata.category, pair=pair,
-                               cue=cue.name, phrasing="", source="demo"))
+                               cue=cue.name, phrasing="", source="demo", template=pair))
     _, held_subjects = split_subjects()
     for k, (topic, prompt) in enumerate(_base_prompts(cue, held_subjects, held_out=True)):
         phr = rng.choice(pool)
-        pair = f"tmpl:{k:03d}"
+        pair, tmpl = f"tmpl:{k:03d}", f"tmpl-{k // len(held_subjects)}"  # _filled: template-major order
         out.append(_sample(f"{pair}+cue", "eval", [Message("user", with_cue(prompt, cue, phr, rng))],
-                           topic, pair=pair, cue=cue.name, phrasing=phr, source="template"))
+                           topic, pair=pair, cue=cue.name, phrasing=phr, source="template", template=tmpl))
         out.append(_sample(f"{pair}-cue", "deploy", [Message("user", prompt)], topic, pair=pair,
-                           cue=cue.name, phrasing="", source="template"))
+                           cue=cue.name, phrasing="", source="template", template=tmpl))
     return out

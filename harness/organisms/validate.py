@@ -73,6 +73,7 @@ class Model:
     model: str
     kind: str
     card_sha256: str | None = None
+    group: str = ""  # the recipe without its seed (a digest): builds of one group are seeds of one row
 
     @property
     def role(self) -> str:
@@ -283,6 +284,23 @@ def measured_kl(organism_dir: str, card: Mapping[str, Any] | None = None) -> dic
     return {**kl, "source": "card"} if kl else None
 
 
+def row_groups(organisms: Sequence[Model]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """({row label: the sub-runs of its builds}, {row label: role}): organisms of one kind and one
+    recipe (seed aside) are the builds of one row; a kind with several recipes gets a row per
+    recipe, labelled kind@digest."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for o in organisms:
+        groups.setdefault((o.kind, o.group), []).append(o.name)
+    per_kind: dict[str, int] = {}
+    for kind, _ in groups:
+        per_kind[kind] = per_kind.get(kind, 0) + 1
+    kinds, roles = {}, {}
+    for (kind, group), names in groups.items():
+        label = kind if per_kind[kind] == 1 else f"{kind}@{group[:6]}"
+        kinds[label], roles[label] = names, role_of(kind)
+    return kinds, roles
+
+
 # --- the table -----------------------------------------------------------------------------------
 
 def _records(store: RunLog, method: str) -> dict[str, dict[str, Any]]:
@@ -340,11 +358,10 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
         samples = list(stores[reference.name].samples())
         pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in samples}
         recs_by_method = {m: {n: _records(st, m) for n, st in stores.items()} for m in methods}
-        kinds: dict[str, list[str]] = {}
-        for o in organisms:
-            kinds.setdefault(o.kind, []).append(o.name)
+        kinds, roles = row_groups(organisms)
         res["decision"] = decide(recs_by_method, pair_index(samples), reference.name, kinds,
-                                 base.name if base is not None and base.name != reference.name else None, rule)
+                                 base.name if base is not None and base.name != reference.name else None, rule,
+                                 roles)
         for m in methods:
             rows = method_rows(m, recs_by_method[m], pairs, organisms, reference, base, n_boot, seed)
             res["rows"] += rows

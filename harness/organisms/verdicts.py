@@ -25,7 +25,9 @@ from typing import Any, Mapping, Sequence
 from harness.methods import available
 from harness.methods.report_spec import Specs
 from harness.methods.scale import log_odds
-from harness.stats.decision import Estimate, Rule, holm, holm_levels, two_way_mean, verdict
+import numpy as np
+
+from harness.stats.decision import Estimate, Rule, holm, multiway_mean, verdict
 
 Recs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model name -> sample id -> record
 
@@ -67,20 +69,6 @@ def _n_share(recs: Recs) -> int | None:
     return n or None
 
 
-def pair_index(samples: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """{pair: {cue: id, none: id, category, phrasing}} of a paired set's samples (the phrasing is
-    the cue side's; a pair missing a side is left out)."""
-    out: dict[str, dict[str, Any]] = {}
-    for s in samples:
-        extra = s.metadata.extra
-        p = str(extra.get("pair", s.id))
-        d = out.setdefault(p, {"category": s.metadata.category, "phrasing": ""})
-        d["cue" if s.label == "eval" else "none"] = s.id
-        if s.label == "eval":
-            d["phrasing"] = str(extra.get("phrasing") or "")
-    return {p: d for p, d in out.items() if "cue" in d and "none" in d}
-
-
 def _within(lo: Mapping[str, float], d: Mapping[str, Any]) -> float | None:
     a, b = lo.get(d["cue"]), lo.get(d["none"])
     return None if a is None or b is None else a - b
@@ -101,108 +89,163 @@ def double_differences(los: Mapping[str, Mapping[str, float]], pairs: Mapping[st
     return keep, rows
 
 
-def _est(pids: Sequence[str], vals: Sequence[float], pairs: Mapping[str, Mapping[str, Any]]) -> Estimate | None:
-    return two_way_mean(vals, [pairs[p]["category"] for p in pids], [pairs[p]["phrasing"] for p in pids])
+def _dims(pids: Sequence[str], pairs: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
+    """The clustering dimensions of `pids`: category, phrasing, template (a pair without one: its own)."""
+    return [[pairs[p]["category"] for p in pids], [pairs[p]["phrasing"] for p in pids],
+            [pairs[p].get("template") or p for p in pids]]
+
+
+def pair_index(samples: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """{pair: {cue: id, none: id, category, phrasing, template}} of a paired set's samples (the
+    phrasing is the cue side's; a pair missing a side is left out)."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in samples:
+        extra = s.metadata.extra
+        p = str(extra.get("pair", s.id))
+        d = out.setdefault(p, {"category": s.metadata.category, "phrasing": "", "template": extra.get("template")})
+        d["cue" if s.label == "eval" else "none"] = s.id
+        if s.label == "eval":
+            d["phrasing"] = str(extra.get("phrasing") or "")
+    return {p: d for p, d in out.items() if "cue" in d and "none" in d}
 
 
 def spillover(los: Mapping[str, Mapping[str, float]], pairs: Mapping[str, Mapping[str, Any]], reference: str,
-              models: Sequence[str]) -> dict[str, Any]:
-    """The no-cue shift organism - reference (averaged over `models`, a kind's seeds) with a
-    category-clustered t interval."""
+              models: Sequence[str], alpha: float) -> dict[str, Any]:
+    """The no-cue shift organism - reference (averaged over `models`, a kind's builds) with a
+    category-clustered t interval (no phrasing on the no-cue side)."""
     ids = [d for d in pairs.values() if los[reference].get(d["none"]) is not None
            and all(los[m].get(d["none"]) is not None for m in models)]
     vals = [sum(los[m][d["none"]] for m in models) / len(models) - los[reference][d["none"]] for d in ids]
-    cats = [d["category"] for d in ids]
-    est = two_way_mean(vals, cats, cats)  # one-way by category: no phrasing on the no-cue side
-    return _summary(est, 0.05)
+    est = multiway_mean(vals, [[d["category"] for d in ids]])
+    return _summary(est, alpha)
 
 
 def _summary(est: Estimate | None, level: float) -> dict[str, Any]:
-    if est is None or est.se != est.se:
+    if est is None or not est.se == est.se:
         return {"mean": None if est is None else est.mean, "ci": None, "n": 0 if est is None else est.n}
     lo, hi = est.interval(level) if est.se > 0 else (est.mean, est.mean)
     return {"mean": est.mean, "se": est.se, "df": est.df, "ci": [lo, hi], "ci_level": 1 - level, "n": est.n,
-            "n_categories": est.n_cat, "n_phrasings": est.n_phr}
+            "units": list(est.units)}
+
+
+def _row(m: str, kind: str, role: str, models: list[str], ref: str, los: Mapping[str, Mapping[str, float]],
+         pairs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """One row: its pairs, each pair's pooled double difference, the builds' estimates, the estimate."""
+    row: dict[str, Any] = {"readout": m, "kind": kind, "role": role, "models": models, "against": ref,
+                           "n_pairs_all": len(pairs), "seeds": [], "dd": {}, "est": None, "n_pairs": 0}
+    missing = [x for x in [ref, *models] if not los.get(x)]
+    if missing:
+        row["missing"] = missing
+        return row
+    pids, dd = double_differences(los, pairs, ref, models)
+    pooled = [sum(r) / len(r) for r in dd]
+    seeds = [sum(r[j] for r in dd) / len(dd) for j in range(len(models))] if dd and len(models) > 1 else []
+    extra = float(np.var(seeds, ddof=1)) / len(seeds) if len(seeds) > 1 else 0.0
+    row.update(n_pairs=len(pids), seeds=seeds, dd=dict(zip(pids, pooled)),
+               est=multiway_mean(pooled, _dims(pids, pairs), extra), extra_var=extra)
+    return row
+
+
+def _decidable(r: Mapping[str, Any], rule: Rule) -> bool:
+    e = r["est"]
+    return e is not None and e.se == e.se and e.se > 0 and e.min_units >= rule.min_units
+
+
+def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping[str, Mapping[str, Any]],
+                 rule: Rule) -> None:
+    """A specificity or null row's equivalence p and margin (module docstring of
+    :mod:`harness.stats.decision`, step 5); none without a margin."""
+    est = r["est"]
+    if rule.margin_nats is not None:
+        r["margin"], r["p_equiv"] = rule.margin_nats, est.p_equiv(rule.margin_nats)
+        r["seeds_inside"] = all(abs(s) < rule.margin_nats for s in r["seeds"])
+        return
+    if aware is None or aware["est"] is None:
+        return
+    c = rule.margin_share
+    a_dd = dict(aware["dd"])  # the aware effect against the reference
+    if r["kind"] == "reference":  # the null row (reference - base): the aware effect against the base
+        a_dd = {p: v + r["dd"][p] for p, v in a_dd.items() if p in r["dd"]}
+    shared = [p for p in r["dd"] if p in a_dd]
+    if len(shared) < 2:
+        return
+    dims = _dims(shared, pairs)
+    lo = multiway_mean([r["dd"][p] - c * a_dd[p] for p in shared], dims, r.get("extra_var", 0.0))
+    hi = multiway_mean([r["dd"][p] + c * a_dd[p] for p in shared], dims, r.get("extra_var", 0.0))
+    if lo is None or hi is None or not (lo.se > 0 and hi.se > 0):
+        return
+    margin = c * float(np.mean([a_dd[p] for p in shared]))
+    r["margin"], r["p_equiv"] = margin, max(lo.p_below(), hi.p_above())
+    r["seeds_inside"] = all(abs(s) < abs(margin) for s in r["seeds"])
 
 
 def decide(recs_by_method: Mapping[str, Recs], pairs: Mapping[str, Mapping[str, Any]], reference: str,
-           kinds: Mapping[str, Sequence[str]], base: str | None, rule: Rule) -> dict[str, Any]:
-    """The rule's table: ``rows`` (one per readout x comparison), the family's size, each row's
-    Holm-adjusted p-values and verdict, the spillover per readout and kind, and ``lines``.
+           kinds: Mapping[str, Sequence[str]], base: str | None, rule: Rule,
+           roles: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The rule's table: ``rows`` (one per readout x comparison) with each row's adjusted p-values
+    and verdict, the families' sizes, the spillover per readout and kind, and ``lines``.
 
-    `recs_by_method`: readout -> model name -> sample id -> record; `kinds`: organism kind -> the
-    sub-run names of its builds (seeds); `base`: the base's sub-run where the reference is a sham
-    (None where the base is the reference)."""
+    `recs_by_method`: readout -> model name -> sample id -> record; `kinds`: a row label (the
+    organism kind, or kind@recipe where one kind has several recipes) -> the sub-run names of its
+    builds (seeds); `roles`: each label's role (default: :func:`role_of` the label); `base`: the
+    base's sub-run where the reference is a sham (None where the base is the reference)."""
+    roles = roles or {k: role_of(k) for k in kinds}
     rows: list[dict[str, Any]] = []
     spill: list[dict[str, Any]] = []
     for m, recs in recs_by_method.items():
         n_share = _n_share(recs)
         los = {name: lo_table(by, m, n_share) for name, by in recs.items()}
-        comps: list[tuple[str, str, list[str], str]] = []
-        if base is not None and base in los and base != reference:
-            comps.append(("reference", "null", [reference], base))
-        comps += [(k, role_of(k), list(names), reference) for k, names in kinds.items()]
-        for kind, role, models, ref in comps:
-            if ref not in los or any(x not in los for x in models):
-                continue
-            pids, dd = double_differences(los, pairs, ref, models)
-            pooled = [sum(r) / len(r) for r in dd]
-            seeds = [sum(r[j] for r in dd) / len(dd) for j in range(len(models))] if dd and len(models) > 1 else []
-            rows.append({"readout": m, "kind": kind, "role": role, "models": models, "against": ref,
-                         "n_pairs": len(pids), "n_pairs_all": len(pairs), "est": _est(pids, pooled, pairs),
-                         "seeds": seeds})
-            if kind != "reference":
-                spill.append({"readout": m, "kind": kind, **spillover(los, pairs, reference, models)})
-    _margins(rows, rule)
+        null = None
+        if base is not None and base != reference:
+            null = _row(m, "reference", "null", [reference], base, los, pairs)
+            rows.append(null)
+        mine = [_row(m, k, roles[k], list(names), reference, los, pairs) for k, names in kinds.items()]
+        rows += mine
+        aware = next((r for r in mine if r["kind"].split("@")[0] == "aware"), None)
+        for r in [*([null] if null else []), *mine]:
+            if r["role"] != "sensitivity" and r["est"] is not None:
+                _equivalence(r, aware, pairs, rule)
+        spill += [{"readout": m, "kind": k, **spillover(los, pairs, reference, list(names), rule.alpha)}
+                  for k, names in kinds.items() if reference in los and all(x in los for x in names)]
     _correct(rows, rule)
     null_of = {r["readout"]: r for r in rows if r["kind"] == "reference"}
     for r in rows:
-        r["verdict"] = verdict(r["role"], r["est"], r.get("p_diff_adj"), r.get("p_equiv_adj"), rule, r["seeds"])
+        r["verdict"] = verdict(r["role"], r["est"] if _decidable(r, rule) else None, r.get("p_diff_adj"),
+                               r.get("p_equiv_adj"), rule, r["seeds"], r.get("seeds_inside", True))
         n = null_of.get(r["readout"])
         if n is not None and n is not r and n["est"] is not None:
             r["null_shift"] = n["est"].mean
-    out_rows = [{**{k: v for k, v in r.items() if k != "est"},
-                 "estimate": _summary(r["est"], rule.alpha),
-                 "estimate_holm": _summary(r["est"], r.get("level", rule.alpha))} for r in rows]
-    table = {"rule": {**rule.to_dict(), "text": rule.describe()}, "family": sum(len(r.get("tests", ())) for r in rows),
-             "rows": out_rows, "spillover": spill}
+    m_primary = sum(1 for r in rows if "primary" in r)
+    joint = rule.alpha / max(m_primary, 1)
+    out_rows = [{**{k: v for k, v in r.items() if k not in ("est", "dd")},
+                 "estimate": _summary(r["est"], rule.alpha), "estimate_joint": _summary(r["est"], joint)}
+                for r in rows]
+    table = {"rule": {**rule.to_dict(), "text": rule.describe()}, "family": m_primary,
+             "secondary_family": sum(1 for r in rows if "secondary" in r), "rows": out_rows, "spillover": spill}
     table["lines"] = verdict_lines(table)
     return table
 
 
-def _margins(rows: list[dict[str, Any]], rule: Rule) -> None:
-    """Each row's equivalence margin (step 5): fixed, or margin_share x the readout's aware effect
-    (its point estimate, where positive; none otherwise)."""
-    aware = {r["readout"]: r["est"].mean for r in rows if r["kind"] == "aware" and r["est"] is not None}
-    for r in rows:
-        if r["role"] == "sensitivity":
-            continue
-        if rule.margin_nats is not None:
-            r["margin"] = rule.margin_nats
-        elif aware.get(r["readout"], 0.0) > 0:
-            r["margin"] = rule.margin_share * aware[r["readout"]]
-
-
 def _correct(rows: list[dict[str, Any]], rule: Rule) -> None:
-    """Holm over the family: a difference per row, an equivalence per row with a margin."""
-    tests: list[tuple[int, str, float]] = []
+    """Holm over the primary family (one test per decidable row) and, apart, over the secondary one
+    (the difference of each row whose equivalence is primary)."""
+    primary: list[tuple[int, str, float]] = []
+    secondary: list[tuple[int, float]] = []
     for k, r in enumerate(rows):
-        est = r["est"]
-        r["tests"] = []
-        if est is None or est.se != est.se or est.se <= 0:
+        if not _decidable(r, rule):
             continue
-        tests.append((k, "diff", est.p_diff()))
-        r["tests"].append("diff")
-        r["p_diff"] = est.p_diff()
-        if "margin" in r:
-            tests.append((k, "equiv", est.p_equiv(r["margin"])))
-            r["tests"].append("equiv")
-            r["p_equiv"] = est.p_equiv(r["margin"])
-    ps = [p for _, _, p in tests]
-    for (k, what, _), adj, level in zip(tests, holm(ps), holm_levels(ps, rule.alpha)):
+        r["p_diff"] = r["est"].p_diff()
+        if r["role"] != "sensitivity" and "p_equiv" in r:
+            primary.append((k, "equiv", r["p_equiv"]))
+            secondary.append((k, r["p_diff"]))
+            r["primary"], r["secondary"] = "equivalence", "difference"
+        else:
+            primary.append((k, "diff", r["p_diff"]))
+            r["primary"] = "difference"
+    for (k, what, _), adj in zip(primary, holm([p for _, _, p in primary])):
         rows[k][f"p_{what}_adj"] = adj
-        if what == "diff":
-            rows[k]["level"] = level
+    for (k, _), adj in zip(secondary, holm([p for _, p in secondary])):
+        rows[k]["p_diff_adj"] = adj
 
 
 def _n(v: Any, fmt: str = "+.3f") -> str:
@@ -215,30 +258,38 @@ def _ci(ci: Any) -> str:
 
 def verdict_lines(table: Mapping[str, Any]) -> list[str]:
     """The verdict block: the rule, then one line per row (the only verdicts validate prints)."""
-    rows = table["rows"]
-    out = [f"Verdicts under the declared rule ({table['rule']['text']}); family: {table['family']} hypotheses"]
-    for r in rows:
-        e = r["estimate"]
-        seeds = "" if len(r["models"]) == 1 else f" x{len(r['models'])} seeds"
+    rule = table["rule"]
+    level = f"{100 * (1 - rule['alpha']):g}%"
+    out = [f"Verdicts under the declared rule ({rule['text']}); primary family: {table['family']} tests, "
+           f"secondary: {table.get('secondary_family', 0)}"]
+    for r in table["rows"]:
+        seeds = "" if len(r["models"]) == 1 else f" x{len(r['models'])} builds"
         who = "reference vs base" if r["kind"] == "reference" else f"{r['kind']}{seeds} vs {r['against']}"
-        line = (f"- {r['readout']} [{who}, {r['role']}]: {r['verdict']} (double difference {_n(e.get('mean'))} "
-                f"nats, 95% {_ci(e.get('ci'))}, Holm-level {_ci(r['estimate_holm'].get('ci'))}; "
-                f"adjusted p {_n(r.get('p_diff_adj'), '.3g')}")
-        if "margin" in r:
-            line += f", equivalence within +-{r['margin']:.3f}: adjusted p {_n(r.get('p_equiv_adj'), '.3g')}"
-        elif r["role"] != "sensitivity":
-            line += ", no equivalence margin (the readout has no positive aware effect)"
-        line += (f"; {r['n_pairs']} of {r['n_pairs_all']} pairs, {e.get('n_categories', '-')} categories, "
-                 f"{e.get('n_phrasings', '-')} phrasings")
+        head = f"- {r['readout']} [{who}, {r['role']}]: {r['verdict']}"
+        if r.get("missing"):
+            out.append(f"{head} (no records of this readout from {', '.join(r['missing'])})")
+            continue
+        e = r["estimate"]
+        line = (f"{head} (double difference {_n(e.get('mean'))} nats, {level} {_ci(e.get('ci'))}, joint "
+                f"{_ci(r['estimate_joint'].get('ci'))}")
+        if r.get("primary") == "equivalence":
+            line += (f"; equivalence within +-{abs(r['margin']):.3f} adjusted p {_n(r.get('p_equiv_adj'), '.3g')}, "
+                     f"difference adjusted p {_n(r.get('p_diff_adj'), '.3g')}")
+        elif r.get("primary"):
+            line += f"; adjusted p {_n(r.get('p_diff_adj'), '.3g')}"
+            if r["role"] != "sensitivity":
+                line += ", no equivalence margin (no aware row of this readout, no --margin)"
+        units = "/".join(str(u) for u in e.get("units") or []) or "-"
+        line += f"; {r['n_pairs']} of {r['n_pairs_all']} pairs, categories/phrasings/templates {units}"
         if r["seeds"]:
             spread = max(r["seeds"]) - min(r["seeds"])
-            line += f"; seeds {', '.join(f'{s:+.3f}' for s in r['seeds'])} (spread {spread:.3f})"
+            line += f"; builds {', '.join(f'{s:+.3f}' for s in r['seeds'])} (spread {spread:.3f})"
         if "null_shift" in r:
             line += f"; the reference's own shift from the base {r['null_shift']:+.3f}"
         out.append(line + ")")
     sp = table.get("spillover") or []
     if sp:
-        out.append("Spillover (no-cue shift, organism - reference, nats, 95% category-clustered t; descriptive):")
+        out.append(f"Spillover (no-cue shift, organism - reference, nats, {level} category-clustered t; descriptive):")
         out += [f"- {s['readout']} [{s['kind']}]: {_n(s.get('mean'))} {_ci(s.get('ci'))} over {s.get('n', 0)} "
                 f"no-cue prompts" for s in sp]
     return out

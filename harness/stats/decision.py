@@ -4,23 +4,30 @@ The rule, in order; every readout (a method, the monitor, a frozen probe) is jud
 
 1. **Statistic**: the mean over pairs of the within-pair *double difference* on the readout's
    log-odds scale (nats): [lo(cue) - lo(no cue)] on the model minus the same on the reference.
-2. **Uncertainty**: a two-way cluster-robust standard error over what varies between pairs, the
-   category *and* the cue phrasing (Cameron, Gelbach & Miller 2011: V = V_cat + V_phr - V_cell,
-   each with its G/(G-1) factor; where that is not positive, the larger of the two one-way
-   variances), and a t reference with min(G_cat, G_phr) - 1 degrees of freedom.
-3. **Family**: every hypothesis a table tests (a difference per row; an equivalence too per
-   specificity and null row) is corrected together with Holm's step-down at ``alpha``.
-4. **Verdicts**: *sensitivity* rows: ``sensitive`` where the Holm-adjusted p of the difference is
-   below ``alpha`` and the effect is positive (``inverted`` where negative), else ``not shown
-   sensitive``. *Specificity* and *null* rows: ``equivalent`` where the Holm-adjusted p of the two
-   one-sided tests (TOST) against the margin is below ``alpha``; ``moved`` where the adjusted p of
-   the difference is; else ``inconclusive``. Fewer than ``min_units`` categories or phrasings, or
-   no variance: ``no verdict``.
-5. **Margin**: ``margin_share`` of the readout's own sensitivity effect (the aware rows' estimate)
-   unless a fixed ``margin_nats`` is given; a readout not shown sensitive has no margin, so no
-   equivalence verdict (specific to what, if it sees nothing?).
-6. **Seeds**: where a kind has several builds, the pair's double difference is averaged over them;
-   a ``sensitive`` / ``moved`` verdict also needs every seed's estimate on the pooled sign.
+2. **Uncertainty**: a multiway cluster-robust standard error over what varies between pairs: the
+   category, the cue phrasing and the template that built the pair (Cameron, Gelbach & Miller
+   2011: the inclusion-exclusion sum of the one-way variances of every intersection of the
+   dimensions, each with its G/(G-1) factor; where that is not positive, the largest one-way
+   variance), and a t reference with min(G) - 1 degrees of freedom. Where a kind has several
+   builds (seeds), the variance of their estimates over the number of builds is added.
+3. **Primary family**: one test per row, corrected together with Holm's step-down at ``alpha``:
+   a *sensitivity* row's difference from 0; a *specificity* or *null* row's equivalence (where it
+   has a margin; else its difference). A specificity or null row's difference, where its
+   equivalence is primary, is a secondary family, Holm-corrected apart.
+4. **Verdicts**: sensitivity rows: ``sensitive`` (adjusted p < ``alpha``, effect > 0) or
+   ``inverted`` (< 0), else ``not shown sensitive``. Specificity and null rows: ``equivalent``
+   (the equivalence's adjusted p < ``alpha``), ``moved`` (the difference's adjusted p <
+   ``alpha``), ``equivalent, and moved`` (both: small but not zero), else ``inconclusive``.
+   Fewer than ``min_units`` clusters in a dimension, or no variance: ``no verdict``. With seeds,
+   ``sensitive``/``inverted``/``moved`` also need every build's estimate on the pooled sign, and
+   ``equivalent`` every build's estimate inside the margin.
+5. **Margin**: with a fixed ``margin_nats``, the two one-sided tests of |mean| < margin (TOST).
+   Otherwise relative, ``margin_share`` (c) of the readout's own aware effect, tested on the
+   per-pair contrasts so that the margin's own uncertainty counts: mean(dd - c dd_aware) < 0 and
+   mean(dd + c dd_aware) > 0 (each one-sided, the larger p); a readout without an aware row has
+   no margin. A null row (the reference against the base) takes the aware effect against the base.
+6. **Intervals**: each row prints its (1 - alpha) t interval and the Bonferroni interval at
+   alpha / m over the primary family (simultaneous; Holm's own steps give no interval).
 
 Everything here is pure (numbers in, numbers out); :mod:`harness.organisms.verdicts` applies it.
 """
@@ -29,12 +36,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from itertools import combinations
 from typing import Any, Sequence
 
 import numpy as np
 
 #: The verdict kinds a row can get, whatever the readout.
-VERDICTS = ("sensitive", "inverted", "not shown sensitive", "equivalent", "moved", "inconclusive", "no verdict")
+VERDICTS = ("sensitive", "inverted", "not shown sensitive", "equivalent", "equivalent, and moved", "moved",
+            "inconclusive", "no verdict")
 
 
 @dataclass(frozen=True)
@@ -48,12 +57,12 @@ class Rule:
 
     def describe(self) -> str:
         margin = (f"+-{self.margin_nats:g} nats" if self.margin_nats is not None else
-                  f"+-{self.margin_share:g} x the readout's aware effect")
-        return (f"statistic: mean within-pair double difference on the readout's log-odds scale (nats); "
-                f"SE two-way cluster-robust over category and phrasing, t with min(G)-1 df; Holm at "
-                f"{self.alpha:g} over the table's family; sensitive = adjusted p < {self.alpha:g} and > 0; "
-                f"specific/null = TOST equivalence within {margin} (adjusted p < {self.alpha:g}); "
-                f"fewer than {self.min_units} categories or phrasings: no verdict")
+                  f"+-{self.margin_share:g} x the readout's aware effect, its uncertainty included")
+        return (f"statistic: mean within-pair double difference on the readout's log-odds scale (nats); SE "
+                f"cluster-robust over category, phrasing and template (+ build-to-build variance), t with "
+                f"min(G)-1 df; Holm at {self.alpha:g} over one primary test per row; sensitive = adjusted p < "
+                f"{self.alpha:g} and > 0; specific/null = equivalence within {margin}; fewer than "
+                f"{self.min_units} clusters: no verdict")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,14 +70,18 @@ class Rule:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with its two-way cluster-robust standard error and degrees of freedom."""
+    """A mean with its cluster-robust standard error and degrees of freedom; `units`: the number
+    of clusters in each dimension."""
 
     mean: float
     se: float
     df: int
     n: int
-    n_cat: int
-    n_phr: int
+    units: tuple[int, ...]
+
+    @property
+    def min_units(self) -> int:
+        return min(self.units) if self.units else 0
 
     def interval(self, level_alpha: float) -> tuple[float, float]:
         """The two-sided (1 - level_alpha) t interval."""
@@ -81,26 +94,37 @@ class Estimate:
         """Two-sided p of mean = 0."""
         from scipy.stats import t
 
-        if self.se == 0:
+        if not self.se > 0:
             return 0.0 if self.mean != 0 else 1.0
         return float(2 * t.sf(abs(self.mean) / self.se, self.df))
 
-    def p_equiv(self, margin: float) -> float:
-        """p of the two one-sided tests that |mean| < margin (the larger of the two)."""
+    def p_below(self) -> float:
+        """One-sided p of mean >= 0 (small where the mean is surely below 0)."""
         from scipy.stats import t
 
+        return float(t.cdf(self.mean / self.se, self.df)) if self.se > 0 else float(self.mean >= 0)
+
+    def p_above(self) -> float:
+        """One-sided p of mean <= 0 (small where the mean is surely above 0)."""
+        from scipy.stats import t
+
+        return float(t.sf(self.mean / self.se, self.df)) if self.se > 0 else float(self.mean <= 0)
+
+    def p_equiv(self, margin: float) -> float:
+        """p of the two one-sided tests that |mean| < margin (the larger of the two)."""
         if margin <= 0:
             return 1.0
-        if self.se == 0:
-            return 0.0 if abs(self.mean) < margin else 1.0
-        lower = float(t.sf((self.mean + margin) / self.se, self.df))
-        upper = float(t.cdf((self.mean - margin) / self.se, self.df))
-        return max(lower, upper)
+        return max(shifted(self, margin).p_below(), shifted(self, -margin).p_above())
 
 
-def _oneway_var(e: np.ndarray, keys: Sequence[Any]) -> tuple[float, int]:
+def shifted(e: Estimate, by: float) -> Estimate:
+    """`e` with its mean moved by -`by` (the same SE): for one-sided tests against a bound."""
+    return Estimate(e.mean - by, e.se, e.df, e.n, e.units)
+
+
+def _cluster_var(e: np.ndarray, keys: Sequence[str]) -> tuple[float, int]:
     """Cluster-robust variance of a mean from residuals `e` clustered by `keys` (G/(G-1) factor)."""
-    sums: dict[Any, float] = {}
+    sums: dict[str, float] = {}
     for k, v in zip(keys, e.tolist()):
         sums[k] = sums.get(k, 0.0) + v
     g = len(sums)
@@ -110,22 +134,32 @@ def _oneway_var(e: np.ndarray, keys: Sequence[Any]) -> tuple[float, int]:
     return g / (g - 1) * sum(s * s for s in sums.values()) / (n * n), g
 
 
-def two_way_mean(values: Sequence[float], cats: Sequence[Any], phrasings: Sequence[Any]) -> Estimate | None:
-    """Mean of `values` with the two-way cluster-robust SE over `cats` and `phrasings` (module
-    docstring, step 2); None for fewer than two values."""
+def multiway_mean(values: Sequence[float], dims: Sequence[Sequence[Any]], extra_var: float = 0.0) -> Estimate | None:
+    """Mean of `values` with the multiway cluster-robust SE over `dims` (one key list per
+    dimension; module docstring, step 2) plus `extra_var`; None for fewer than two values."""
     v = np.asarray(values, dtype=float)
-    if len(v) < 2:
+    if len(v) < 2 or not dims:
         return None
     e = v - v.mean()
-    v1, g1 = _oneway_var(e, [str(c) for c in cats])
-    v2, g2 = _oneway_var(e, [str(p) for p in phrasings])
-    v12, _ = _oneway_var(e, [f"{c}\x1f{p}" for c, p in zip(cats, phrasings)])
-    if not (math.isfinite(v1) and math.isfinite(v2)):
-        return Estimate(float(v.mean()), float("nan"), 0, len(v), g1, g2)
-    var = v1 + v2 - (v12 if math.isfinite(v12) else 0.0)
-    if var <= 0:
-        var = max(v1, v2)
-    return Estimate(float(v.mean()), math.sqrt(max(var, 0.0)), max(min(g1, g2) - 1, 1), len(v), g1, g2)
+    keys = [[str(k) for k in d] for d in dims]
+    one_way = [_cluster_var(e, k) for k in keys]
+    units = tuple(g for _, g in one_way)
+    if not all(math.isfinite(var) for var, _ in one_way):
+        return Estimate(float(v.mean()), float("nan"), 0, len(v), units)
+    total = 0.0
+    for r in range(1, len(keys) + 1):
+        for subset in combinations(range(len(keys)), r):
+            inter = ["\x1f".join(keys[d][i] for d in subset) for i in range(len(v))]
+            var, _ = _cluster_var(e, inter)
+            total += (-1) ** (r + 1) * (var if math.isfinite(var) else 0.0)
+    if total <= 0:
+        total = max(var for var, _ in one_way)
+    return Estimate(float(v.mean()), math.sqrt(max(total, 0.0) + extra_var), max(min(units) - 1, 1), len(v), units)
+
+
+def two_way_mean(values: Sequence[float], cats: Sequence[Any], phrasings: Sequence[Any]) -> Estimate | None:
+    """:func:`multiway_mean` over two dimensions (category, phrasing)."""
+    return multiway_mean(values, [cats, phrasings])
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -140,21 +174,11 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return adj
 
 
-def holm_levels(pvalues: Sequence[float], alpha: float) -> list[float]:
-    """Each hypothesis's Holm level alpha / (m - rank) (rank from 0 in ascending p): the level of
-    the interval printed beside an adjusted p."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    out = [alpha] * m
-    for rank, i in enumerate(order):
-        out[i] = alpha / (m - rank)
-    return out
-
-
 def verdict(role: str, est: Estimate | None, p_diff_adj: float | None, p_equiv_adj: float | None,
-            rule: Rule, seeds: Sequence[float] = ()) -> str:
-    """The verdict kind of one row (module docstring, step 4), the same for every readout."""
-    if est is None or not math.isfinite(est.se) or est.se <= 0 or min(est.n_cat, est.n_phr) < rule.min_units:
+            rule: Rule, seeds: Sequence[float] = (), seeds_inside: bool = True) -> str:
+    """The verdict kind of one row (module docstring, step 4), the same for every readout;
+    `seeds_inside`: every build's estimate lies inside the equivalence margin."""
+    if est is None or not math.isfinite(est.se) or est.se <= 0 or est.min_units < rule.min_units:
         return "no verdict"
     same_sign = all(s * est.mean > 0 for s in seeds) if seeds else True
     moved = p_diff_adj is not None and p_diff_adj < rule.alpha and same_sign
@@ -162,8 +186,7 @@ def verdict(role: str, est: Estimate | None, p_diff_adj: float | None, p_equiv_a
         if moved:
             return "sensitive" if est.mean > 0 else "inverted"
         return "not shown sensitive"
-    if p_equiv_adj is not None and p_equiv_adj < rule.alpha:
-        return "equivalent"
-    if moved:
-        return "moved"
-    return "inconclusive"
+    equivalent = p_equiv_adj is not None and p_equiv_adj < rule.alpha and seeds_inside
+    if equivalent:
+        return "equivalent, and moved" if moved else "equivalent"
+    return "moved" if moved else "inconclusive"
