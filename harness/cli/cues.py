@@ -17,6 +17,7 @@ from harness.cues.factors import FACTORS, TURNS, FactorFileError, resolve_factor
 from harness.cues.variants import DESIGNS, MAX_FACTORIAL, build_plan
 from harness.run.loop import needs_judge
 from harness.runlog.lock import run_dir_lock
+from harness.runlog.outputs import check_output
 
 
 @click.command("cues")
@@ -78,6 +79,10 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
         raise click.BadParameter(str(e), param_hint="--factors") from None
     if write_neutralized and design != "neutralize":
         raise click.UsageError("--write-neutralized needs --design neutralize")
+    if write_neutralized:  # before any work: never over the run's files or an input
+        check_output(write_neutralized, "--write-neutralized", runs=[out], inputs=[
+            opts.dataset_path, *([p for p in factors.split(",") if p.strip().endswith(".py")]),
+            probe_dir])
     def readouts(engine=None) -> list:  # type: ignore[no-untyped-def]
         if not probe_dir:
             return []
