@@ -238,6 +238,7 @@ def eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, metho
           no_progress) -> None:
     """The sweep of `probes eval`, its files and (with --write-records) its records."""
     from probes.apply import write_oof_records  # scikit-learn (see _config)
+    from probes.records import check_method_name, sweep_owner
     from probes.train import evaluate
 
     out = Path(out_dir or Path(run_dir) / "probes" / name)
@@ -245,6 +246,8 @@ def eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, metho
     for f in files.values():  # before the sweep
         check_output(f, "--out", runs=[run_dir])
     store = _open(run_dir)
+    if write_records:  # a name another method or probe owns: before the sweep
+        check_method_name(store, method_name, sweep_owner(name))
     res = evaluate(store, name, cfg, progress=not no_progress)
     out.mkdir(parents=True, exist_ok=True)
     write_output(files["eval.json"], json.dumps(res.to_dict(), indent=1, sort_keys=True), "--out", runs=[run_dir])
