@@ -11,6 +11,7 @@ import click
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
 from harness.core.errors import EvalAwareError
+from harness.backends.recorded import check_reopened, engine_args_for
 from harness.backends.registry import open_backend
 from harness.run.loop import needs_judge
 from harness.runlog import RunLog
@@ -142,6 +143,10 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
     name = opts.model or vec.meta.get("model")
     if not name:
         raise EvalAwareError(f"{vector_dir}: the vector names no model; pass --model")
+    recorded = vec.meta.get("model_identity")
+    if name == vec.meta.get("model") and not force:  # the vector's engine arguments (-M), or a refusal
+        args = engine_args_for(recorded, opts.engine.engine_args, opts.backend, str(vector_dir))
+        opts = replace(opts, engine=replace(opts.engine, engine_args=args or {}))
     opts = replace(opts, model=name)
     opts.check_model()
     opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
@@ -153,6 +158,8 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
         if want and got and want != got and not force:
             raise EvalAwareError(f"the vector was built on weights {want[:12]}..., {name} has "
                                  f"{got[:12]}...; pass --force to steer it anyway")
+        if not force:
+            check_reopened(recorded, engine.identity, str(vector_dir))
         template_kwargs = opts.engine.template_kwargs
         plan = steer_run(vec, engine, samples, method_list, out, layer_ids, alpha_list,
                          positions=positions, random_control=not no_random_control, seed=seed,

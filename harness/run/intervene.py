@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 
 from harness.backends.base import Backend, GenerationRequest, _remove_all
 from harness.backends.cache import CachedBackend
+from harness.backends.recorded import check_reopened
 from harness.core.errors import EvalAwareError
 from harness.core.reasoning import reasoning_ended, split_reasoning
 from harness.core.records import ModelCall
@@ -212,6 +213,7 @@ def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: s
     if want and got and want != got:
         raise EvalAwareError(f"{run_dir}: the run was made with weights {want[:12]}..., the model "
                              f"given has {got[:12]}...; intervene with the run's model")
+    check_reopened(identity, backend.identity, str(run_dir))
     conds = ["none"] + (["awareness", "placebo"] if insert == "both" else [insert])
     out = run_dir / "intervene" / f"{at}_pair{pair}"
     out.mkdir(parents=True, exist_ok=True)
