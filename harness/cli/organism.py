@@ -28,7 +28,8 @@ from harness.data.readers import load_dataset
 from harness.data.subset import select
 from harness.methods import MethodConfig
 from harness.methods.prompts import PromptLibrary
-from harness.models.card import CARD_NAME, manifest_card, read_card
+from harness.models.card import manifest_card
+from harness.organisms.card import load_card
 from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
 from harness.organisms.kinds import KINDS, kind_cue
@@ -39,6 +40,7 @@ from harness.organisms.validate import scored_pairs, sensitivity_verdict  # noqa
 from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
 from harness.run.loop import needs_judge, run_methods
 from harness.runlog import RunLog
+from harness.runlog.outputs import check_output, write_output
 from harness.stats.paired import mean_with_ci, rate_with_ci
 
 DEFAULT_METHODS = "binary,probability,logprob,logprob_question"
@@ -128,22 +130,16 @@ def dataset_cmd(cue: str, out: str, seed: int, no_demo: bool, phrasings: str) ->
     Example:
       evalaware organism dataset --cue graded --out runs/organisms/graded-pairs.jsonl
     """
+    check_output(out, "--out")
     samples = paired_dataset(get_cue(cue), seed=seed, demo=not no_demo, phrasings=phrasings)
     _write_jsonl(samples, out)
     click.echo(f"{len(samples)} samples ({len(samples) // 2} pairs) -> {out}")
 
 
 def _write_jsonl(samples: Sequence[Sample], out: str | Path) -> None:
-    p = Path(out)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("".join(s.to_json() + "\n" for s in samples))
+    write_output(out, "".join(s.to_json() + "\n" for s in samples), "--out", mkdir=True)
 
 
-def _organism_card(path: str) -> dict[str, Any]:
-    d = Path(path)
-    if not (d / CARD_NAME).is_file():
-        raise EvalAwareError(f"{path}: no {CARD_NAME} (not an organism; build one with `evalaware organism build`)")
-    return read_card(d)
 
 
 def _pairs_subset(samples: list[Sample], limit: int | None) -> list[Sample]:
@@ -188,15 +184,19 @@ def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, lim
     Example:
       evalaware organism measure --organism runs/organisms/smollm2-graded --out runs/organisms/smollm2-graded.measure.json
     """
-    card = _organism_card(organism_dir)
-    cue = kind_cue(get_cue(card["cue"]["name"]), card.get("kind", "aware"))  # the sentences to look for
+    if out:
+        check_output(out, "--out", inputs=[organism_dir, pairs_path])  # before any model loads
+    card = load_card(organism_dir)
+    cue = kind_cue(get_cue(card.cue), card.kind)  # the sentences to look for
+    if not (base or card.base):
+        raise EvalAwareError(f"{card.path}: field 'base': missing; pass --base")
     samples, _ = _read_pairs(pairs_path, cue.name)
     samples = _pairs_subset(samples, limit)
-    res = measure(organism_dir, base or card["base"], samples, cue, max_tokens, bootstrap, dtype)
+    res = measure(organism_dir, base or str(card.base), samples, cue, max_tokens, bootstrap, dtype)
     for line in measure_lines(res):
         click.echo(line)
     if out:
-        Path(out).write_text(json.dumps(res, indent=1) + "\n")
+        write_output(out, json.dumps(res, indent=1) + "\n", "--out", inputs=[organism_dir, pairs_path])
 
 
 def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_tokens: int,
@@ -306,6 +306,8 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
     samples, path = _read_pairs(pairs_path, cue)
     samples = _pairs_subset(samples, limit)
     outp = Path(out)
+    for f in ("sensitivity.json", "sensitivity.md", *(() if path else ("pairs.jsonl",))):
+        check_output(outp / f, "--out", inputs=[pairs_path])  # before any model loads
     outp.mkdir(parents=True, exist_ok=True)
     if path is None:
         path = str(outp / "pairs.jsonl")
@@ -344,16 +346,16 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
                         outp, reference, progress, prompts, path)
     if probe_dir:
         method_list = [*method_list, "probe"]
-    kl = {o.name: measured_kl(o.model, _organism_card(o.model)) for o in organisms}
+    kl = {o.name: measured_kl(o.model, load_card(o.model).raw) for o in organisms}
     table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl)
     if "monitor" in method_list:
         add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed)
     if probe_dir:
         table["probe"] = {"dir": probe_dir, "applied": "frozen: the same probe (weights, layer, pooling) on every "
                                                        "model", "per_model": readouts}
-    (outp / "sensitivity.json").write_text(json.dumps(table, indent=1) + "\n")
+    write_output(outp / "sensitivity.json", json.dumps(table, indent=1) + "\n", "--out", inputs=[pairs_path])
     lines = sensitivity_lines(table)
-    (outp / "sensitivity.md").write_text("\n".join(lines) + "\n")
+    write_output(outp / "sensitivity.md", "\n".join(lines) + "\n", "--out", inputs=[pairs_path])
     for line in lines:
         click.echo(line)
 
@@ -379,14 +381,14 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
     """(organisms, reference, base, cue) of a validate run; every organism and the reference share
     one cue, the reference is a sham, sub-run names are distinct."""
     base_model = Model("base", base, "base")
-    cards = {d: _organism_card(d) for d in [*organism_dirs, *([reference_dir] if reference_dir else [])]}
-    cues = {d: c["cue"]["name"] for d, c in cards.items()}
+    cards = {d: load_card(d) for d in [*organism_dirs, *([reference_dir] if reference_dir else [])]}
+    cues = {d: c.cue for d, c in cards.items()}
     if len(set(cues.values())) > 1:
         raise EvalAwareError("validate: the organisms and reference plant different cues ("
                              + ", ".join(f"{d}: {c}" for d, c in cues.items()) + "); one paired set needs one cue")
     reference = base_model
     if reference_dir:
-        kind = cards[reference_dir].get("kind", "aware")
+        kind = cards[reference_dir].kind
         if kind != "sham":
             raise EvalAwareError(f"--reference {reference_dir}: its card's kind is {kind!r}; the reference is a "
                                  "sham organism (`organism build --kind sham`), or leave it out for the base")
@@ -396,7 +398,7 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
     if len(set(names)) < len(names):
         raise EvalAwareError(f"--organism: two directories share a name ({', '.join(organism_dirs)}); "
                              "give them distinct directory names")
-    organisms = [Model(n, d, cards[d].get("kind", "aware"), _card_sha(d)) for n, d in zip(names, organism_dirs)]
+    organisms = [Model(n, d, cards[d].kind, _card_sha(d)) for n, d in zip(names, organism_dirs)]
     return organisms, reference, base_model, next(iter(cues.values()))
 
 

@@ -18,11 +18,17 @@ _MANIFEST_SKIP = ("losses",)
 
 
 def read_card(model_dir: str | Path) -> dict[str, Any]:
+    """The card in `model_dir` as a JSON object; one line when it is not UTF-8 JSON (or nested too
+    deeply to read) or names no cue. Its fields: :mod:`harness.organisms.card`."""
     p = Path(model_dir) / CARD_NAME
     try:
-        card = json.loads(p.read_text())
+        card = json.loads(p.read_bytes().decode("utf-8"))
     except json.JSONDecodeError as e:
         raise EvalAwareError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except UnicodeDecodeError as e:
+        raise EvalAwareError(f"{p}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except RecursionError:
+        raise EvalAwareError(f"{p}: not an organism card (JSON nested too deeply to read)") from None
     if not isinstance(card, dict) or "cue" not in card:
         raise EvalAwareError(f"{p}: not an organism card (field 'cue' missing)")
     return card
