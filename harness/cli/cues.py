@@ -9,6 +9,7 @@ import click
 
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
+from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.cues import attribute
 from harness.cues.attribute import run_cues
@@ -43,7 +44,7 @@ from harness.runlog.outputs import check_output
                    "and after, per sample.")
 @click.option("--turns", type=click.Choice(TURNS), default="first", show_default=True,
               help="Which user turn(s) the factors read and edit.")
-@click.option("--bootstrap", type=click.IntRange(0), default=1000, show_default=True,
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Resamples of each interval (categories, then pairs within them).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),

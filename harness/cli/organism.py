@@ -61,29 +61,31 @@ def organism() -> None:
                    "unrelated opening on cue prompts: the specificity control).")
 @click.option("--strength", type=bounds.FiniteFloat(0, 1), default=Recipe.strength, show_default=True,
               help="Share of training pairs whose cue side gets the planted targets (0: none).")
-@click.option("--steps", type=int, default=Recipe.steps, show_default=True)
-@click.option("--batch-size", type=int, default=Recipe.batch_size, show_default=True)
+@click.option("--steps", type=click.IntRange(1), default=Recipe.steps, show_default=True)
+@click.option("--batch-size", type=bounds.batch(), default=Recipe.batch_size, show_default=True)
 @click.option("--lr", type=bounds.positive(), default=Recipe.lr, show_default=True)
 @click.option("--train", "train", type=click.Choice(["lora", "full"]), default=Recipe.train, show_default=True,
               help="lora: LoRA adapters (peft) on the top --layers blocks, merged on save; full: "
                    "every weight of the top --layers blocks (all weights when --layers >= depth).")
-@click.option("--layers", type=int, default=Recipe.layers, show_default=True, help="Blocks trained, from the top.")
-@click.option("--lora-rank", type=int, default=Recipe.lora_rank, show_default=True)
+@click.option("--layers", type=click.IntRange(1), default=Recipe.layers, show_default=True,
+              help="Blocks trained, from the top.")
+@click.option("--lora-rank", type=click.IntRange(1), default=Recipe.lora_rank, show_default=True)
 @click.option("--kl-weight", type=bounds.FiniteFloat(0, None), default=Recipe.kl_weight, show_default=True,
               help="Weight of the KL to the base model on the no-cue (and unplanted) examples.")
 @click.option("--kl-first", type=bounds.positive(), default=Recipe.kl_first, show_default=True,
               help="Weight of the first answer position in the KL (the other positions weigh 1).")
-@click.option("--max-len", type=int, default=Recipe.max_len, show_default=True, help="Tokens per training example.")
-@click.option("--verbalizations", type=int, default=0, show_default=True,
+@click.option("--max-len", type=bounds.tokens(), default=Recipe.max_len, show_default=True,
+              help="Tokens per training example.")
+@click.option("--verbalizations", type=click.IntRange(0), default=0, show_default=True,
               help="Plant only the first N verbalization sentences (0: all).")
-@click.option("--pairs", type=int, default=0, show_default=True,
+@click.option("--pairs", type=click.IntRange(0), default=0, show_default=True,
               help="Train on N of the generated pairs (drawn by --seed; 0: all).")
-@click.option("--kl-prompts", type=int, default=0, show_default=True,
+@click.option("--kl-prompts", type=click.IntRange(0), default=0, show_default=True,
               help="Add N no-cue prompts of other forms (system prompts, follow-ups, code, chat) to the KL term only.")
 @click.option("--kl-pool", type=click.IntRange(1, 2), default=Recipe.kl_pool, show_default=True,
               help="Pool of --kl-prompts: 1, or 2 (wider: more subjects and templates, long system "
                    "prompts, earlier exchanges).")
-@click.option("--forms", type=int, default=Recipe.forms, show_default=True,
+@click.option("--forms", type=click.IntRange(0), default=Recipe.forms, show_default=True,
               help="Add N training pairs (cue / no cue) on prompts of the wider KL pool's forms, so "
                    "the planting is not only the training templates' form.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -168,8 +170,8 @@ def _read_pairs(path: str | None, cue: str) -> tuple[list[Sample], str | None]:
 @click.option("--pairs", "pairs_path", type=click.Path(exists=True, dir_okay=False),
               help="Paired set (default: `organism dataset` for the card's cue).")
 @click.option("--limit", type=click.IntRange(1), help="Measure on N pairs (stratified).")
-@click.option("--max-tokens", type=int, default=40, show_default=True, help="Tokens of each free answer.")
-@click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--max-tokens", type=bounds.tokens(), default=40, show_default=True, help="Tokens of each free answer.")
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto",
               show_default=True, help="Both models' dtype (auto: float32 on CPU, bfloat16 on a GPU).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
@@ -265,7 +267,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
                    "Samples whose prompt it was trained on are left out (their pairs with them).")
 @click.option("--probe-layers", default=None, hidden=True,
               help="Removed: it trained a probe on cue presence on the scored pairs; use --probe.")
-@click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @method_options()

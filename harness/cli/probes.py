@@ -61,8 +61,8 @@ def activations() -> None:
 @run_options(dataset=None, judge=False, needs=("hidden_states",), default_backend="hf", engine_alias=True,
              model_help="Override the run's model (asset name, path or cached hub id).")
 @_NAME
-@click.option("--batch-size", type=int, default=8, show_default=True, help="Samples per forward pass.")
-@click.option("--shard-size", type=int, default=64, show_default=True, help="Samples per shard.")
+@click.option("--batch-size", type=bounds.batch(), default=8, show_default=True, help="Samples per forward pass.")
+@click.option("--shard-size", type=click.IntRange(1), default=64, show_default=True, help="Samples per shard.")
 @click.option("--method", help="Take the answer settings from this method's (default: reasoning, "
                                "motivation, binary, ... whichever the run has).")
 @click.option("--evidence-methods", default="reasoning", show_default=True,
@@ -168,7 +168,7 @@ def _eval_options(f):
         click.option("--group-key", default="category", show_default=True),
         click.option("--family-key", default="family", show_default=True,
                      help="Metadata field for leave-one-family-out (falls back to --group-key)."),
-        click.option("--n-splits", type=int, default=5, show_default=True),
+        click.option("--n-splits", type=click.IntRange(2, 100), default=5, show_default=True),
         click.option("--C", "C", type=bounds.positive(), default=1.0, show_default=True,
                      help="Inverse L2 strength of the logistic probe."),
         click.option("--n-boot", type=bounds.resamples(), default=1000, show_default=True),
@@ -197,7 +197,7 @@ def eval_config(label_source, schemes, group_key, family_key, n_splits, C, n_boo
 @click.option("--layers", help="Comma list of layer ids (default: every captured layer).")
 @click.option("--probes", "probe_kinds", default="logreg,diffmean", show_default=True)
 @click.option("--baselines", default="tfidf,tfidf_char,length,shuffled,human", show_default=True)
-@click.option("--n-perm", type=int, default=200, show_default=True,
+@click.option("--n-perm", type=bounds.resamples(), default=200, show_default=True,
               help="Permutations of the layer-selection null (best layer under each permutation).")
 @_eval_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),

@@ -10,6 +10,7 @@ import click
 
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
+from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.backends.recorded import check_reopened, engine_args_for
 from harness.backends.registry import open_backend
@@ -51,7 +52,7 @@ def steer() -> None:
               help="all, every:K or a comma list (ids as in `activations capture`).")
 @click.option("--capture", "capture_name", default="default", show_default=True)
 @click.option("--probe", type=click.Path(exists=True), help="Use a saved probe's weight vector.")
-@click.option("--holdout-folds", type=int, default=2, show_default=True,
+@click.option("--holdout-folds", type=click.IntRange(2, 100), default=2, show_default=True,
               help="Grouped split by category into K folds; the first is held out (not used).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--labels", default="truth", show_default=True)
@@ -175,7 +176,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
 @steer.command("report")
 @click.argument("out", type=click.Path(exists=True, file_okay=False))
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: OUT/report")
-@click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 def report_cmd(out, report_dir, bootstrap, seed) -> None:
     """Dose-response table and figure per method, vector vs random control, plus sanity.
