@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from contextlib import ExitStack
 from dataclasses import replace
+from pathlib import Path
 
 import click
 
@@ -16,6 +17,7 @@ from harness.backends.recorded import check_reopened, engine_args_for
 from harness.backends.registry import open_backend
 from harness.run.loop import needs_judge
 from harness.runlog import RunLog
+from harness.runlog.outputs import check_output
 
 from probes.activations.store import ActivationStore
 from probes.activations.capture import parse_layers
@@ -69,6 +71,8 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
     """
     if bool(run_dir) == bool(pairs):
         raise EvalAwareError("pass exactly one of --run and --pairs")
+    for f in ("vector.json", "vector.safetensors"):  # before any work
+        check_output(Path(out) / f, "--out", inputs=[pairs, probe], runs=[run_dir] if run_dir else [])
     if pairs:
         if not model:
             raise EvalAwareError("--pairs needs --model")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from harness.core.atomic import write_text
 from harness.core.errors import EvalAwareError
 
 CARD_NAME = "organism.json"
@@ -36,9 +36,7 @@ def read_card(model_dir: str | Path) -> dict[str, Any]:
 
 def write_card(model_dir: str | Path, card: dict[str, Any]) -> Path:
     p = Path(model_dir) / CARD_NAME
-    tmp = p.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, p)
+    write_text(p, json.dumps(card, indent=1, ensure_ascii=False) + "\n")
     return p
 
 

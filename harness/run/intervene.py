@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from harness.backends.base import Backend, GenerationRequest, _remove_all
 from harness.backends.cache import CachedBackend
 from harness.backends.recorded import check_reopened
+from harness.core.atomic import write_text
 from harness.core.errors import EvalAwareError
 from harness.core.reasoning import reasoning_ended, split_reasoning
 from harness.core.records import ModelCall
@@ -230,7 +231,7 @@ def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: s
         conds = list(dict.fromkeys(prev.get("conditions", []) + conds))
         methods = list(dict.fromkeys(prev.get("methods", []) + list(methods)))
     plan.update(conditions=conds, methods=list(methods))
-    old.write_text(json.dumps(plan, indent=1, sort_keys=True))
+    write_text(old, json.dumps(plan, indent=1, sort_keys=True))
     tok = backend.tokenizer
     points = {s.sample.id: insertion_point(tok, s, at) for s in sources}
     for cond in conds:
@@ -251,7 +252,7 @@ def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: s
                 for m in methods:
                     st.add_to_manifest("methods", m, st.get_meta(f"settings/{m}"))
     summary = summarize(out, n_boot=n_boot, seed=seed)
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, sort_keys=True))
+    write_text(out / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True))
     return summary
 
 
