@@ -21,7 +21,7 @@ from harness.stats.cv import auroc_ci, make_splits, oof_scores
 from probes.data import probe_data
 from probes.io import LinearProbe, save_probe
 from probes.models import linear_params, make_probe
-from probes.records import probe_records, write_records
+from probes.records import probe_records, saved_probe_owner, sweep_owner, write_records
 from probes.train import EvalConfig, evaluate, fit_probe, oof_for
 
 
@@ -119,7 +119,7 @@ def apply_probe(probe: LinearProbe, store: RunLog, capture: str = "default",
                    "label_source": probe.meta.get("label_source"), "capture": capture,
                    "scores": "applied", "train_run": (probe.meta.get("train") or {}).get("run")}
         recs = probe_records(store, ids, proba, dec, details, method=method)
-        res["written"] = write_records(store, recs, method)
+        res["written"] = write_records(store, recs, method, saved_probe_owner(probe.meta))
     return res
 
 
@@ -137,4 +137,4 @@ def write_oof_records(store: RunLog, capture: str, pooling: str, layer: int, pro
                **(selection or {"layer_selection": "given"})}
     recs = probe_records(store, data.ids, proba, dec, details,
                          per_sample=[{"fold": f} for f in fold], method=method)
-    return write_records(store, recs, method)
+    return write_records(store, recs, method, sweep_owner(capture))

@@ -1,12 +1,15 @@
 """Saved probes: ``probe.safetensors`` (weight, bias, scaler mean/scale as float32) and
-``probe.json`` (everything else). Never pickle: a probe received from someone else can only
-carry numbers and JSON.
+``probe.json`` (everything else, and the tensor file's ``bytes`` and ``sha256``, checked on load
+as a capture's shards are: :func:`probes.activations.shard_file.file_problem`). Never pickle: a
+probe received from someone else can only carry numbers and JSON. Both files are written
+atomically, never through a link planted in the directory.
 
 score(x) = ((x - scaler_mean) / scaler_scale) . weight + bias; P(eval) = sigmoid(score).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
+from harness.core.atomic import write_bytes, write_text
 from harness.core.errors import EvalAwareError
+from probes.activations.shard_file import file_problem
 
 FORMAT = "evalaware-probe-1"
 TENSORS = ("weight", "bias", "scaler_mean", "scaler_scale")
@@ -53,14 +58,17 @@ class LinearProbe:
 
 
 def save_probe(out_dir: str | Path, params: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
-    """Write probe.safetensors + probe.json into out_dir; returns out_dir."""
+    """Write probe.safetensors + probe.json (with the tensor file's size and sha256) into
+    out_dir; returns out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tensors = {k: torch.from_numpy(np.asarray(params[k], dtype=np.float32).reshape(-1).copy())
                for k in TENSORS}
-    save_file(tensors, str(out / "probe.safetensors"), metadata={"format": FORMAT})
-    (out / "probe.json").write_text(json.dumps({"format": FORMAT, **meta}, indent=1,
-                                               sort_keys=True, default=_json_default))
+    data = save(tensors, metadata={"format": FORMAT})
+    write_bytes(out / "probe.safetensors", data)
+    write_text(out / "probe.json", json.dumps({**meta, "format": FORMAT, "bytes": len(data),
+                                               "sha256": hashlib.sha256(data).hexdigest()},
+                                              indent=1, sort_keys=True, default=_json_default))
     return out
 
 
@@ -92,7 +100,8 @@ def read_tensor_dir(path: str | Path, stem: str, fmt: str, what: str
 def load_probe(path: str | Path) -> LinearProbe:
     """Load from a probe directory (or either of its two files); checks what scoring relies on:
     an integer `layer` and a `pooling` name in the JSON, one bias, equal-length vectors, finite
-    numbers and positive scales."""
+    numbers and positive scales, and then that the tensor file is the one saved (its size and
+    sha256 as recorded in the JSON)."""
     d, meta, t = read_tensor_dir(path, "probe", FORMAT, "probe")
     meta_file, tensor_file = d / "probe.json", d / "probe.safetensors"
     layer = meta.get("layer")
@@ -121,7 +130,24 @@ def load_probe(path: str | Path) -> LinearProbe:
     if bad.size:
         raise EvalAwareError(f"{tensor_file}: tensor 'scaler_scale': {bad.size} value(s) <= 0 "
                              f"(first at index {bad[0]}: {scale[bad[0]]}); a scale divides")
+    check_checksum(meta_file, tensor_file, meta)
     return LinearProbe(w, float(a["bias"][0]), mean, scale, meta)
+
+
+def check_checksum(meta_file: Path, tensor_file: Path, meta: dict[str, Any]) -> None:
+    """Refuse (one line) a tensor file that is not the one saved: its size and sha256 against
+    those `probe.json` records (a probe saved before they were recorded has none: train it again)."""
+    size, digest = meta.get("bytes"), meta.get("sha256")
+    if not isinstance(digest, str) or isinstance(size, bool) or not isinstance(size, int):
+        field = "sha256" if not isinstance(digest, str) else "bytes"
+        raise EvalAwareError(f"{meta_file}: field {field!r}: "
+                             + ("missing" if meta.get(field) is None else f"{meta.get(field)!r} is not valid")
+                             + " (the tensor file's checksum; a probe saved before probes were checksummed: "
+                               "train it again with `probes train`)")
+    why = file_problem(tensor_file, size, digest)
+    if why:
+        raise EvalAwareError(f"{tensor_file}: not the tensors this probe saved: {why}; the sha256 and "
+                             f"size are recorded in {meta_file.name}")
 
 
 def _json_default(o: Any) -> Any:

@@ -8,6 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from harness.core.atomic import save_figure
+
 _STYLE = {"grouped": "-", "lofo": "--", "random": ":"}
 _COLOR = {"logreg": "tab:blue", "diffmean": "tab:orange"}
 _BASE_COLOR = {"tfidf": "tab:green", "length": "tab:brown", "human": "tab:purple",
@@ -55,6 +57,6 @@ def auroc_by_layer(rows: Sequence[dict[str, Any]], out_png: str | Path, title: s
     fig.tight_layout()
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, dpi=110)  # never through a link planted in the output directory
     plt.close(fig)
     return out

@@ -24,7 +24,7 @@ from harness.runlog import RunLog
 from probes.activations.capture import run_capture
 from probes.apply import apply_probe, messages_digest
 from probes.io import load_probe
-from probes.records import probe_records, write_records
+from probes.records import probe_records, saved_probe_owner, write_records
 
 
 class ProbeReadout:
@@ -95,7 +95,7 @@ class ProbeReadout:
                        "train_run": (self.probe.meta.get("train") or {}).get("run")}
             recs = probe_records(store, [res["ids"][i] for i in keep], res["proba"][keep], res["decision"][keep],
                                  details, method=self.name)
-            write_records(store, recs, self.name)
+            write_records(store, recs, self.name, saved_probe_owner(self.probe.meta))
         return {"captured": summary.samples_captured, "captured_before": summary.samples_done_before,
                 "scored": len(keep), "excluded_train_overlap": len(res["ids"]) - len(keep),
                 "capture": self.capture_name}

@@ -189,8 +189,10 @@ def test_train_apply_and_records(base_run, tmp_path):
         apply_probe(probe, store, "planted", write=True)
     res = apply_probe(probe, store, "planted", write=True, allow_train_overlap=True)
     assert res["written"] == 60 and res["auroc_truth"] > 0.99
-    n = write_oof_records(store, "planted", "mean_prompt", probe.layer, cfg=_cfg())
-    recs = store.result_dicts("probe")
+    with pytest.raises(EvalAwareError, match="holds the records of a saved probe"):  # the name is the probe's
+        write_oof_records(store, "planted", "mean_prompt", probe.layer, cfg=_cfg())
+    n = write_oof_records(store, "planted", "mean_prompt", probe.layer, cfg=_cfg(), method="probe_oof")
+    recs = store.result_dicts("probe_oof")
     assert n == len(recs) == 60
     keys = {"sample_id", "method", "label", "prediction", "score", "n_valid", "n_invalid",
             "category", "agentic", "eval_type", "n_turns", "details"}

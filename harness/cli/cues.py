@@ -9,6 +9,7 @@ import click
 
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
+from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.cues import attribute
 from harness.cues.attribute import run_cues
@@ -17,6 +18,7 @@ from harness.cues.factors import FACTORS, TURNS, FactorFileError, resolve_factor
 from harness.cues.variants import DESIGNS, MAX_FACTORIAL, build_plan
 from harness.run.loop import needs_judge
 from harness.runlog.lock import run_dir_lock
+from harness.runlog.outputs import check_output
 
 
 @click.command("cues")
@@ -42,7 +44,7 @@ from harness.runlog.lock import run_dir_lock
                    "and after, per sample.")
 @click.option("--turns", type=click.Choice(TURNS), default="first", show_default=True,
               help="Which user turn(s) the factors read and edit.")
-@click.option("--bootstrap", type=click.IntRange(0), default=1000, show_default=True,
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Resamples of each interval (categories, then pairs within them).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
@@ -78,6 +80,10 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
         raise click.BadParameter(str(e), param_hint="--factors") from None
     if write_neutralized and design != "neutralize":
         raise click.UsageError("--write-neutralized needs --design neutralize")
+    if write_neutralized:  # before any work: never over the run's files or an input
+        check_output(write_neutralized, "--write-neutralized", runs=[out], inputs=[
+            opts.dataset_path, *([p for p in factors.split(",") if p.strip().endswith(".py")]),
+            probe_dir])
     def readouts(engine=None) -> list:  # type: ignore[no-untyped-def]
         if not probe_dir:
             return []

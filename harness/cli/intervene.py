@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from harness.backends.recorded import engine_args_for
 from harness.cli.options import RunOptions, methods_option, progress_option, run_options, verbose_option
 from harness.core import bounds
 from harness.core.errors import EvalAwareError
@@ -71,10 +72,15 @@ def intervene_cmd(run_dir, insert, at, pair, trace, methods, monitor_sentences, 
                              "(the monitor is read along each continuation anyway)")
     st = RunLog(run_dir, create=False)
     man = st.get_meta("manifest", {}) or {}
+    identity = st.get_meta("model_identity")
     st.close()
-    name = opts.model or (man.get("model") or {}).get("model") or (man.get("model") or {}).get("path")
+    runs_model = (man.get("model") or {}).get("model") or (man.get("model") or {}).get("path")
+    name = opts.model or runs_model
     if not name:
         raise EvalAwareError(f"{run_dir}: the manifest names no model; pass --model")
+    if name == runs_model:  # the run's engine arguments (-M), or a refusal of others
+        args = engine_args_for(identity, opts.engine.engine_args, opts.backend, str(run_dir))
+        opts = replace(opts, engine=replace(opts.engine, engine_args=args or {}))
     opts = replace(opts, model=name)
     opts.check_model()
     with run_dir_lock(run_dir, command="evalaware intervene"), ExitStack() as stack:

@@ -23,7 +23,6 @@ from harness.cli.options import (MethodOptions, RunOptions, label_option, method
 from harness.data.readers import load_dataset, resolve_dataset, summarize
 from harness.methods.config import OPTIONS
 from harness.core import bounds
-from harness.core.atomic import replace_file
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
@@ -35,6 +34,7 @@ from harness.stats.tally import tally
 from harness.run.loop import SCHEDULES, check_dataset, needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.runlog.export import FORMATS, format_for, write_records
+from harness.runlog.outputs import output_file
 from harness.cli.taxonomy import taxonomy
 from harness.cli.cues import cues
 
@@ -299,9 +299,10 @@ def export(run_dir: str, out: str | None, fmt: str | None) -> None:
             stdout.detach()
         click.echo(f"{n} records -> standard output", err=True)
         return
-    # a fresh temporary file renamed over the target: no link planted at a fixed name is followed
+    # never over the run's own files (its JSONL records only as JSONL), never through a link
     path = out or str(Path(run_dir) / f"results.{fmt}")
-    with replace_file(path, newline="") as f:
+    with output_file(path, "--out", runs=[run_dir], derived=["results.jsonl"] if fmt == "jsonl" else [],
+                     newline="") as f:
         n = write_records(recs, f, fmt)
     click.echo(f"{n} records -> {path}")
 

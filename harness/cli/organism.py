@@ -29,7 +29,8 @@ from harness.data.readers import load_dataset
 from harness.data.subset import select
 from harness.methods import MethodConfig
 from harness.methods.prompts import PromptLibrary
-from harness.models.card import CARD_NAME, manifest_card, read_card
+from harness.models.card import manifest_card
+from harness.organisms.card import load_card
 from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
 from harness.organisms.kinds import KINDS, kind_cue
@@ -41,6 +42,7 @@ from harness.organisms.validate import scored_pairs  # noqa: F401  (re-exported)
 from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
 from harness.run.loop import needs_judge, run_methods
 from harness.runlog import RunLog
+from harness.runlog.outputs import check_output, write_output
 from harness.stats.decision import Rule
 from harness.stats.paired import mean_with_ci, rate_with_ci
 
@@ -65,29 +67,31 @@ def organism() -> None:
               help="--kind sham: temperature-1 samples of the base per cue prompt (a fresh one per visit).")
 @click.option("--strength", type=bounds.FiniteFloat(0, 1), default=Recipe.strength, show_default=True,
               help="Share of training pairs whose cue side gets the planted targets (0: none).")
-@click.option("--steps", type=int, default=Recipe.steps, show_default=True)
-@click.option("--batch-size", type=int, default=Recipe.batch_size, show_default=True)
+@click.option("--steps", type=click.IntRange(1), default=Recipe.steps, show_default=True)
+@click.option("--batch-size", type=bounds.batch(), default=Recipe.batch_size, show_default=True)
 @click.option("--lr", type=bounds.positive(), default=Recipe.lr, show_default=True)
 @click.option("--train", "train", type=click.Choice(["lora", "full"]), default=Recipe.train, show_default=True,
               help="lora: LoRA adapters (peft) on the top --layers blocks, merged on save; full: "
                    "every weight of the top --layers blocks (all weights when --layers >= depth).")
-@click.option("--layers", type=int, default=Recipe.layers, show_default=True, help="Blocks trained, from the top.")
-@click.option("--lora-rank", type=int, default=Recipe.lora_rank, show_default=True)
+@click.option("--layers", type=click.IntRange(1), default=Recipe.layers, show_default=True,
+              help="Blocks trained, from the top.")
+@click.option("--lora-rank", type=click.IntRange(1), default=Recipe.lora_rank, show_default=True)
 @click.option("--kl-weight", type=bounds.FiniteFloat(0, None), default=Recipe.kl_weight, show_default=True,
               help="Weight of the KL to the base model on the no-cue (and unplanted) examples.")
 @click.option("--kl-first", type=bounds.positive(), default=Recipe.kl_first, show_default=True,
               help="Weight of the first answer position in the KL (the other positions weigh 1).")
-@click.option("--max-len", type=int, default=Recipe.max_len, show_default=True, help="Tokens per training example.")
-@click.option("--verbalizations", type=int, default=0, show_default=True,
+@click.option("--max-len", type=bounds.tokens(), default=Recipe.max_len, show_default=True,
+              help="Tokens per training example.")
+@click.option("--verbalizations", type=click.IntRange(0), default=0, show_default=True,
               help="Plant only the first N verbalization sentences (0: all).")
-@click.option("--pairs", type=int, default=0, show_default=True,
+@click.option("--pairs", type=click.IntRange(0), default=0, show_default=True,
               help="Train on N of the generated pairs (drawn by --seed; 0: all).")
-@click.option("--kl-prompts", type=int, default=0, show_default=True,
+@click.option("--kl-prompts", type=click.IntRange(0), default=0, show_default=True,
               help="Add N no-cue prompts of other forms (system prompts, follow-ups, code, chat) to the KL term only.")
 @click.option("--kl-pool", type=click.IntRange(1, 2), default=Recipe.kl_pool, show_default=True,
               help="Pool of --kl-prompts: 1, or 2 (wider: more subjects and templates, long system "
                    "prompts, earlier exchanges).")
-@click.option("--forms", type=int, default=Recipe.forms, show_default=True,
+@click.option("--forms", type=click.IntRange(0), default=Recipe.forms, show_default=True,
               help="Add N training pairs (cue / no cue) on prompts of the wider KL pool's forms, so "
                    "the planting is not only the training templates' form.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -135,22 +139,16 @@ def dataset_cmd(cue: str, out: str, seed: int, no_demo: bool, phrasings: str) ->
     Example:
       evalaware organism dataset --cue graded --out runs/organisms/graded-pairs.jsonl
     """
+    check_output(out, "--out")
     samples = paired_dataset(get_cue(cue), seed=seed, demo=not no_demo, phrasings=phrasings)
     _write_jsonl(samples, out)
     click.echo(f"{len(samples)} samples ({len(samples) // 2} pairs) -> {out}")
 
 
 def _write_jsonl(samples: Sequence[Sample], out: str | Path) -> None:
-    p = Path(out)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("".join(s.to_json() + "\n" for s in samples))
+    write_output(out, "".join(s.to_json() + "\n" for s in samples), "--out", mkdir=True)
 
 
-def _organism_card(path: str) -> dict[str, Any]:
-    d = Path(path)
-    if not (d / CARD_NAME).is_file():
-        raise EvalAwareError(f"{path}: no {CARD_NAME} (not an organism; build one with `evalaware organism build`)")
-    return read_card(d)
 
 
 def _pairs_subset(samples: list[Sample], limit: int | None) -> list[Sample]:
@@ -179,8 +177,8 @@ def _read_pairs(path: str | None, cue: str) -> tuple[list[Sample], str | None]:
 @click.option("--pairs", "pairs_path", type=click.Path(exists=True, dir_okay=False),
               help="Paired set (default: `organism dataset` for the card's cue).")
 @click.option("--limit", type=click.IntRange(1), help="Measure on N pairs (stratified).")
-@click.option("--max-tokens", type=int, default=40, show_default=True, help="Tokens of each free answer.")
-@click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--max-tokens", type=bounds.tokens(), default=40, show_default=True, help="Tokens of each free answer.")
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto",
               show_default=True, help="Both models' dtype (auto: float32 on CPU, bfloat16 on a GPU).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
@@ -195,15 +193,19 @@ def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, lim
     Example:
       evalaware organism measure --organism runs/organisms/smollm2-graded --out runs/organisms/smollm2-graded.measure.json
     """
-    card = _organism_card(organism_dir)
-    cue = kind_cue(get_cue(card["cue"]["name"]), card.get("kind", "aware"))  # the sentences to look for
+    if out:
+        check_output(out, "--out", inputs=[organism_dir, pairs_path])  # before any model loads
+    card = load_card(organism_dir)
+    cue = kind_cue(get_cue(card.cue), card.kind)  # the sentences to look for
+    if not (base or card.base):
+        raise EvalAwareError(f"{card.path}: field 'base': missing; pass --base")
     samples, _ = _read_pairs(pairs_path, cue.name)
     samples = _pairs_subset(samples, limit)
-    res = measure(organism_dir, base or card["base"], samples, cue, max_tokens, bootstrap, dtype)
+    res = measure(organism_dir, base or str(card.base), samples, cue, max_tokens, bootstrap, dtype)
     for line in measure_lines(res):
         click.echo(line)
     if out:
-        Path(out).write_text(json.dumps(res, indent=1) + "\n")
+        write_output(out, json.dumps(res, indent=1) + "\n", "--out", inputs=[organism_dir, pairs_path])
 
 
 def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_tokens: int,
@@ -287,7 +289,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @click.option("--margin", type=bounds.positive(), default=None,
               help="The equivalence margin of specificity and null rows, in nats (default: half of each "
                    "readout's aware effect; harness/stats/decision.py).")
-@click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @method_options()
@@ -330,11 +332,13 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
         from probes.io import load_probe
 
         check_reaches(load_probe(probe_dir).layer,
-                      {m.name: (_organism_card(m.model), m.model) for m in [reference, *organisms] if m.kind != "base"},
+                      {m.name: (load_card(m.model).raw, m.model) for m in [reference, *organisms] if m.kind != "base"},
                       f"--probe {probe_dir}")
     samples, path = _read_pairs(pairs_path, cue)
     samples = _pairs_subset(samples, limit)
     outp = Path(out)
+    for f in ("sensitivity.json", "sensitivity.md", *(() if path else ("pairs.jsonl",))):
+        check_output(outp / f, "--out", inputs=[pairs_path])  # before any model loads
     outp.mkdir(parents=True, exist_ok=True)
     if path is None:
         path = str(outp / "pairs.jsonl")
@@ -373,7 +377,7 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
                         outp, reference, progress, prompts, path)
     if probe_dir:
         method_list = [*method_list, "probe"]
-    kl = {o.name: measured_kl(o.model, _organism_card(o.model)) for o in organisms}
+    kl = {o.name: measured_kl(o.model, load_card(o.model).raw) for o in organisms}
     table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl,
                         Rule(margin_nats=margin))
     if "monitor" in method_list:
@@ -381,9 +385,9 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
     if probe_dir:
         table["probe"] = {"dir": probe_dir, "applied": "frozen: the same probe (weights, layer, pooling) on every "
                                                        "model", "per_model": readouts}
-    (outp / "sensitivity.json").write_text(json.dumps(table, indent=1) + "\n")
+    write_output(outp / "sensitivity.json", json.dumps(table, indent=1) + "\n", "--out", inputs=[pairs_path])
     lines = sensitivity_lines(table)
-    (outp / "sensitivity.md").write_text("\n".join(lines) + "\n")
+    write_output(outp / "sensitivity.md", "\n".join(lines) + "\n", "--out", inputs=[pairs_path])
     for line in lines:
         click.echo(line)
 
@@ -409,19 +413,19 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
     """(organisms, reference, base, cue) of a validate run; every organism and the reference share
     one cue, the reference is a sham, sub-run names are distinct."""
     base_model = Model("base", base, "base")
-    cards = {d: _organism_card(d) for d in [*organism_dirs, *([reference_dir] if reference_dir else [])]}
-    cues = {d: c["cue"]["name"] for d, c in cards.items()}
+    cards = {d: load_card(d) for d in [*organism_dirs, *([reference_dir] if reference_dir else [])]}
+    cues = {d: c.cue for d, c in cards.items()}
     if len(set(cues.values())) > 1:
         raise EvalAwareError("validate: the organisms and reference plant different cues ("
                              + ", ".join(f"{d}: {c}" for d, c in cues.items()) + "); one paired set needs one cue")
     reference = base_model
     if reference_dir:
-        kind = cards[reference_dir].get("kind", "aware")
+        kind = cards[reference_dir].kind
         if kind != "sham":
             raise EvalAwareError(f"--reference {reference_dir}: its card's kind is {kind!r}; the reference is the "
                                  "null sham (`organism build --kind sham`: temperature-1 samples of the base), or "
                                  "leave it out for the base; a sham-greedy build is an --organism (specificity)")
-        if int((cards[reference_dir].get("recipe") or {}).get("sham_samples") or 0) < 1:
+        if int((cards[reference_dir].raw.get("recipe") or {}).get("sham_samples") or 0) < 1:
             raise EvalAwareError(f"--reference {reference_dir}: a sham built before the null existed (the base's "
                                  "greedy answers: it sharpens the cue side, not a null); rebuild it with "
                                  "`organism build --kind sham`, or pass it as an --organism of kind sham-greedy")
@@ -431,11 +435,11 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
     if len(set(names)) < len(names):
         raise EvalAwareError(f"--organism: two directories share a name ({', '.join(organism_dirs)}); "
                              "give them distinct directory names")
-    organisms = [Model(n, d, _kind(cards[d]), _card_sha(d), _recipe_group(cards[d]))
+    organisms = [Model(n, d, _kind(cards[d].raw), _card_sha(d), _recipe_group(cards[d].raw))
                  for n, d in zip(names, organism_dirs)]
     seen: dict[tuple[str, str], dict[str, str]] = {}
     for o in organisms:  # builds pooled as seeds must differ in seed and in weights
-        c = cards[o.model]
+        c = cards[o.model].raw
         mine = seen.setdefault((o.kind, o.group), {})
         for what in (f"seed {(c.get('recipe') or {}).get('seed')}", f"weights {c.get('weights_sha256')}"):
             if what in mine:

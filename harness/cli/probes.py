@@ -17,6 +17,7 @@ from harness.cli.options import RunOptions, limit_options, progress_option, run_
 from harness.core.errors import EvalAwareError
 from harness.runlog.lock import run_dir_lock
 from harness.runlog import RunLog
+from harness.runlog.outputs import check_output, output_file, write_output
 
 from probes.activations.store import ActivationStore
 from probes.activations.capture import run_capture
@@ -60,8 +61,8 @@ def activations() -> None:
 @run_options(dataset=None, judge=False, needs=("hidden_states",), default_backend="hf", engine_alias=True,
              model_help="Override the run's model (asset name, path or cached hub id).")
 @_NAME
-@click.option("--batch-size", type=int, default=8, show_default=True, help="Samples per forward pass.")
-@click.option("--shard-size", type=int, default=64, show_default=True, help="Samples per shard.")
+@click.option("--batch-size", type=bounds.batch(), default=8, show_default=True, help="Samples per forward pass.")
+@click.option("--shard-size", type=click.IntRange(1), default=64, show_default=True, help="Samples per shard.")
 @click.option("--method", help="Take the answer settings from this method's (default: reasoning, "
                                "motivation, binary, ... whichever the run has).")
 @click.option("--evidence-methods", default="reasoning", show_default=True,
@@ -167,7 +168,7 @@ def _eval_options(f):
         click.option("--group-key", default="category", show_default=True),
         click.option("--family-key", default="family", show_default=True,
                      help="Metadata field for leave-one-family-out (falls back to --group-key)."),
-        click.option("--n-splits", type=int, default=5, show_default=True),
+        click.option("--n-splits", type=click.IntRange(2, 100), default=5, show_default=True),
         click.option("--C", "C", type=bounds.positive(), default=1.0, show_default=True,
                      help="Inverse L2 strength of the logistic probe."),
         click.option("--n-boot", type=bounds.resamples(), default=1000, show_default=True),
@@ -196,7 +197,7 @@ def eval_config(label_source, schemes, group_key, family_key, n_splits, C, n_boo
 @click.option("--layers", help="Comma list of layer ids (default: every captured layer).")
 @click.option("--probes", "probe_kinds", default="logreg,diffmean", show_default=True)
 @click.option("--baselines", default="tfidf,tfidf_char,length,shuffled,human", show_default=True)
-@click.option("--n-perm", type=int, default=200, show_default=True,
+@click.option("--n-perm", type=bounds.resamples(), default=200, show_default=True,
               help="Permutations of the layer-selection null (best layer under each permutation).")
 @_eval_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
@@ -237,14 +238,20 @@ def eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, metho
           no_progress) -> None:
     """The sweep of `probes eval`, its files and (with --write-records) its records."""
     from probes.apply import write_oof_records  # scikit-learn (see _config)
+    from probes.records import check_method_name, sweep_owner
     from probes.train import evaluate
 
-    store = _open(run_dir)
-    res = evaluate(store, name, cfg, progress=not no_progress)
     out = Path(out_dir or Path(run_dir) / "probes" / name)
+    files = {f: out / f for f in ("eval.json", "eval.csv", "auroc_by_layer.png")}
+    for f in files.values():  # before the sweep
+        check_output(f, "--out", runs=[run_dir])
+    store = _open(run_dir)
+    if write_records:  # a name another method or probe owns: before the sweep
+        check_method_name(store, method_name, sweep_owner(name))
+    res = evaluate(store, name, cfg, progress=not no_progress)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "eval.json").write_text(json.dumps(res.to_dict(), indent=1, sort_keys=True))
-    with open(out / "eval.csv", "w", newline="") as f:
+    write_output(files["eval.json"], json.dumps(res.to_dict(), indent=1, sort_keys=True), "--out", runs=[run_dir])
+    with output_file(files["eval.csv"], "--out", runs=[run_dir], newline="") as f:
         cols = ["pooling", "layer", "model", "scheme", "leaky", "auroc", "ci_lo", "ci_hi",
                 "fold_auroc_mean", "n", "n_eval", "label_source", "p_value", "null_q95", "n_perm"]
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
@@ -350,6 +357,8 @@ def train_cmd(run_dir, name, pooling, layer, probe_kind, out_dir, no_progress, *
             layer = int(layer)
         except ValueError:
             raise EvalAwareError(f"--layer {layer!r}: a layer id or `best`") from None
+    for f in ("probe.json", "probe.safetensors"):  # before the fit
+        check_output(Path(out_dir) / f, "--out", runs=[run_dir])
     path, meta = train_and_save(_open(run_dir), name, pooling, layer, out_dir, probe_kind,
                                 eval_config(**cv), progress=not no_progress)
     click.echo(f"saved {meta['kind']} probe (layer {meta['layer']}, {meta['pooling']}, labels "
@@ -382,6 +391,9 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
     from probes.apply import apply_probe  # scikit-learn (see _config)
 
     probe = load_probe(probe_dir)
+    guard = dict(inputs=[probe_dir], runs=[run_dir])
+    if out_file:
+        check_output(out_file, "--out", **guard)  # before any work
     with holding(run_dir, write_records):
         res = apply_probe(probe, _open(run_dir), name, write=write_records, method=method_name,
                           force=force, allow_train_overlap=allow_train_overlap)
@@ -389,7 +401,7 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
                f"{_fmt(res['auroc_truth'])}" + (f"; {res['train_overlap']} were training samples"
                                                if res["train_overlap"] else ""))
     if out_file:
-        with open(out_file, "w") as f:
+        with output_file(out_file, "--out", **guard) as f:
             for sid, d, p in zip(res["ids"], res["decision"], res["proba"]):
                 f.write(json.dumps({"sample_id": sid, "decision": float(d), "p_eval": float(p)}) + "\n")
         click.echo(f"wrote {out_file}")

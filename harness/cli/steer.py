@@ -7,15 +7,19 @@ import math
 from contextlib import ExitStack
 from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import click
 
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
+from harness.core import bounds
 from harness.core.errors import EvalAwareError
+from harness.backends.recorded import check_reopened, engine_args_for
 from harness.backends.registry import open_backend
 from harness.run.loop import needs_judge
 from harness.runlog import RunLog
+from harness.runlog.outputs import check_output
 
 from probes.activations.store import ActivationStore
 from harness.organisms.reach import organism_card, reachable
@@ -53,7 +57,7 @@ def steer() -> None:
               help="all, every:K or a comma list (ids as in `activations capture`).")
 @click.option("--capture", "capture_name", default="default", show_default=True)
 @click.option("--probe", type=click.Path(exists=True), help="Use a saved probe's weight vector.")
-@click.option("--holdout-folds", type=int, default=2, show_default=True,
+@click.option("--holdout-folds", type=click.IntRange(2, 100), default=2, show_default=True,
               help="Grouped split by category into K folds; the first is held out (not used).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--labels", default="truth", show_default=True)
@@ -70,6 +74,8 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
     """
     if bool(run_dir) == bool(pairs):
         raise EvalAwareError("pass exactly one of --run and --pairs")
+    for f in ("vector.json", "vector.safetensors"):  # before any work
+        check_output(Path(out) / f, "--out", inputs=[pairs, probe], runs=[run_dir] if run_dir else [])
     if pairs:
         if not model:
             raise EvalAwareError("--pairs needs --model")
@@ -155,6 +161,10 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
     name = opts.model or vec.meta.get("model")
     if not name:
         raise EvalAwareError(f"{vector_dir}: the vector names no model; pass --model")
+    recorded = vec.meta.get("model_identity")
+    if name == vec.meta.get("model") and not force:  # the vector's engine arguments (-M), or a refusal
+        args = engine_args_for(recorded, opts.engine.engine_args, opts.backend, str(vector_dir))
+        opts = replace(opts, engine=replace(opts.engine, engine_args=args or {}))
     opts = replace(opts, model=name)
     opts.check_model()
     opts.check_judge(needs_judge(method_list))  # refuse a bad judge before any engine starts
@@ -166,6 +176,8 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
         if want and got and want != got and not force:
             raise EvalAwareError(f"the vector was built on weights {want[:12]}..., {name} has "
                                  f"{got[:12]}...; pass --force to steer it anyway")
+        if not force:
+            check_reopened(recorded, engine.identity, str(vector_dir))
         template_kwargs = opts.engine.template_kwargs
         plan = steer_run(vec, engine, samples, method_list, out, layer_ids, alpha_list,
                          positions=positions, random_control=not no_random_control, seed=seed,
@@ -181,7 +193,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
 @steer.command("report")
 @click.argument("out", type=click.Path(exists=True, file_okay=False))
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: OUT/report")
-@click.option("--bootstrap", type=int, default=1000, show_default=True)
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 def report_cmd(out, report_dir, bootstrap, seed) -> None:
     """Dose-response table and figure per method, vector vs random control, plus sanity.

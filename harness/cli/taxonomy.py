@@ -38,26 +38,26 @@ METHOD = "motivation"
               help="Output directory (with --dataset the run goes into OUT/run).")
 @click.option("--no-llm-names", is_flag=True, help="Keyword labels instead of asking a model.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Clustering (and sampling) seed.")
-@click.option("--k", type=int, help="Number of clusters (default: chosen by --k-rule).")
-@click.option("--k-min", type=int, default=PAPER_K_RANGE[0], show_default=True)
-@click.option("--k-max", type=int, default=PAPER_K_RANGE[1], show_default=True)
-@click.option("--k-step", type=int, default=PAPER_K_RANGE[2], show_default=True)
+@click.option("--k", type=click.IntRange(2), help="Number of clusters (default: chosen by --k-rule).")
+@click.option("--k-min", type=click.IntRange(2), default=PAPER_K_RANGE[0], show_default=True)
+@click.option("--k-max", type=click.IntRange(2), default=PAPER_K_RANGE[1], show_default=True)
+@click.option("--k-step", type=click.IntRange(1), default=PAPER_K_RANGE[2], show_default=True)
 @click.option("--k-rule", type=click.Choice(K_RULES), default="knee", show_default=True,
               help="knee: farthest below the inertia chord; silhouette: best silhouette.")
-@click.option("--categories", "n_categories", type=int, default=15, show_default=True,
+@click.option("--categories", "n_categories", type=click.IntRange(1), default=15, show_default=True,
               help="Top-level categories (second-level grouping).")
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default="kmeans", show_default=True,
               help="Sweep algorithm (from one shared k-means++ seeding).")
-@click.option("--restarts", type=int, default=5, show_default=True,
+@click.option("--restarts", type=click.IntRange(0), default=5, show_default=True,
               help="Extra k-means++ restarts for the final fit at the chosen k.")
-@click.option("--threads", type=int, default=1, show_default=True,
+@click.option("--threads", type=click.IntRange(1), default=1, show_default=True,
               help="CPU threads for embedding and clustering (1 is fastest on a busy machine).")
 @click.option("--artifact-threshold", type=bounds.FiniteFloat(-1, 1), default=None,
               help="Centroid similarity flagging method artifacts (default 0.6).")
 @click.option("--scope", type=click.Choice(SCOPES), default="majority", show_default=True,
               help="majority: aware votes of samples predicted eval; votes: every aware vote.")
 @click.option("--embedder", default=None, help="Embedding asset or sentence-transformers directory.")
-@click.option("--name-tokens", type=int, default=128, show_default=True, help="Max tokens per name.")
+@click.option("--name-tokens", type=bounds.tokens(), default=128, show_default=True, help="Max tokens per name.")
 @click.option("--cues", "cues_dir", type=click.Path(file_okay=False),
               help="An `evalaware cues` output directory on the same prompts and model: the report "
                    "links to it and lists its top factors (default: OUT/cues when it holds cues.json).")

@@ -17,7 +17,7 @@ import os
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import IO, Any, Iterator
 
 from harness.core.errors import EvalAwareError
 
@@ -31,9 +31,10 @@ def refuse_symlink(path: str | Path) -> None:
 
 
 @contextmanager
-def replace_file(path: str | Path, encoding: str = "utf-8", newline: str | None = None
-                 ) -> Iterator[TextIO]:
-    """A text file to write whose content becomes `path` when the block ends without error."""
+def replace_file(path: str | Path, encoding: str = "utf-8", newline: str | None = None,
+                 binary: bool = False) -> Iterator[IO]:
+    """A file to write (text, or bytes when `binary`) whose content becomes `path` when the block
+    ends without error."""
     p = Path(path)
     refuse_symlink(p)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -45,7 +46,7 @@ def replace_file(path: str | Path, encoding: str = "utf-8", newline: str | None 
         except FileExistsError:  # a name already taken (planted or a collision): draw another
             continue
     try:
-        with os.fdopen(fd, "w", encoding=encoding, newline=newline) as f:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding=encoding, newline=newline)) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -60,3 +61,17 @@ def write_text(path: str | Path, text: str, encoding: str = "utf-8") -> None:
     """`path` holds `text`, written by :func:`replace_file`."""
     with replace_file(path, encoding=encoding) as f:
         f.write(text)
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """`path` holds `data`, written by :func:`replace_file`."""
+    with replace_file(path, binary=True) as f:
+        f.write(data)
+
+
+def save_figure(fig: Any, path: str | Path, **savefig: Any) -> Path:
+    """A matplotlib figure saved to `path` by :func:`replace_file` (the format from the suffix)."""
+    p = Path(path)
+    with replace_file(p, binary=True) as f:
+        fig.savefig(f, format=p.suffix.lstrip(".") or "png", **savefig)
+    return p

@@ -161,7 +161,8 @@ def run_cues(samples: Sequence[Sample], factors: Sequence[Factor], methods: Sequ
     res["manifest"] = base_manifest(dataset_path)
     paths = write_report(res, out)
     if write_neutralized is not None and plan.design == "neutralize":
-        res["written"] = {"path": str(write_neutralized), "lines": neutralized.write_neutralized(write_neutralized, plan, res)}
+        res["written"] = {"path": str(write_neutralized), "lines": neutralized.write_neutralized(
+            write_neutralized, plan, res, out, inputs=[dataset_path])}
     with RunLog(out, create=False) as store:
         store.add_to_manifest("cues", "report", {"files": sorted(p.name for p in paths.values()),
                                                  "settings": st, "cost": res["cost"]})
@@ -185,5 +186,6 @@ def report_only(samples: Sequence[Sample], factors: Sequence[Factor], methods: S
     res["manifest"] = base_manifest(dataset_path)
     write_report(res, out)
     if write_neutralized is not None and plan.design == "neutralize":
-        res["written"] = {"path": str(write_neutralized), "lines": neutralized.write_neutralized(write_neutralized, plan, res)}
+        res["written"] = {"path": str(write_neutralized), "lines": neutralized.write_neutralized(
+            write_neutralized, plan, res, out, inputs=[dataset_path])}
     return res

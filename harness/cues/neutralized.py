@@ -20,13 +20,13 @@ unscored; a sample with no removal made is its own twin, with the same score):
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
+from harness.runlog.outputs import write_output
 from harness.cues.variants import Plan
 from harness.cues.effects import pairs_effect
 from harness.stats.paired import paired_auroc
@@ -110,12 +110,14 @@ def kept_by_label(plan: Plan) -> dict[str, dict[str, int]]:
     return out
 
 
-def write_neutralized(path: str | Path, plan: Plan, result: Mapping[str, Any]) -> int:
+def write_neutralized(path: str | Path, plan: Plan, result: Mapping[str, Any], run_dir: str | Path,
+                      inputs: Sequence[str | Path | None] = ()) -> int:
     """The twin as a dataset (JSONL, the native format, readable by every command): one line per
     original, its neutralized messages, and in ``metadata.neutralized`` the removals made, the
     factors kept with the reasons, and per readout its score on the original and the twin, the
     drop, the drop in log-odds, and what the score is (``scale``: the monitor's is nats). Written
-    atomically; returns the number of lines."""
+    atomically, never over the run directory's own files or an input
+    (:func:`harness.runlog.outputs.check_output`); returns the number of lines."""
     by_pair = {str(v.metadata.extra["pair"]): v for v in plan.variants}
     refused: dict[str, list[dict[str, str]]] = {}
     for r in plan.refused:
@@ -137,11 +139,8 @@ def write_neutralized(path: str | Path, plan: Plan, result: Mapping[str, Any]) -
                        for m, rows in measured.items() if s.id in rows}}
         lines.append(replace(s, messages=v.messages if v else s.messages,
                              metadata=replace(s.metadata, extra=ex)).to_json())
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(line + "\n" for line in lines))
-    os.replace(tmp, p)
+    write_output(path, "".join(line + "\n" for line in lines), "--write-neutralized", mkdir=True,
+                 runs=[run_dir], inputs=inputs)
     return len(lines)
 
 

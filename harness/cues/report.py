@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from harness.core.atomic import write_text
 from harness.core.sample import Message
 from harness.cues.variants import Plan
 from harness.reporting.doc import Doc, ci, slug
@@ -94,12 +94,6 @@ def _fmt(e: dict[str, Any] | None) -> str:
     if not e or e.get("mean") is None:
         return "–"
     return f"{ci(e['mean'], e.get('ci'))} (n={e['n']})"
-
-
-def _atomic_write(path: Path, data: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(data)
-    os.replace(tmp, path)
 
 
 def _readouts_table(doc: Doc, result: dict[str, Any]) -> None:
@@ -264,9 +258,9 @@ def write_report(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
     paths["cues.md"] = d / "cues.md"
     paths["cues.html"] = d / "cues.html"
     paths[JSON_NAME] = d / JSON_NAME
-    _atomic_write(paths["cues.md"], doc.markdown())
-    _atomic_write(paths["cues.html"], doc.html("evalaware cues"))
-    _atomic_write(paths[JSON_NAME], json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    write_text(paths["cues.md"], doc.markdown())
+    write_text(paths["cues.html"], doc.html("evalaware cues"))
+    write_text(paths[JSON_NAME], json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     return paths
 
 

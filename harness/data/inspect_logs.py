@@ -23,10 +23,11 @@ Decisions:
   full view stops at the error). A log inspect-ai cannot read (truncated, corrupt) is a one-line :class:`DatasetError`
   naming the file, and the sample when the failure is in one.
 - An ``.eval`` archive is checked before inspect-ai opens it: no member may unpack to more than
-  :data:`MAX_MEMBER_BYTES` (a few hundred KB of zip can hold hundreds of MB of one string, which
-  took minutes and GBs to parse). The size the archive declares is checked first, then the bytes
-  really unpacked, counted while streaming (a forged header cannot get past): a one-line error
-  names the file, the member and the cap. ``EVALAWARE_UNBOUNDED=1`` lifts it, as it lifts the
+  :data:`MAX_MEMBER_BYTES`, nor all members together to more than :data:`MAX_ARCHIVE_BYTES` (a
+  few hundred KB of zip can hold hundreds of MB of one string, or of several, which took minutes
+  and GBs to parse). The sizes the archive declares are checked first, then the bytes really
+  unpacked, counted while streaming (a forged header cannot get past): a one-line error names the
+  file, the member and the cap. ``EVALAWARE_UNBOUNDED=1`` lifts both, as it lifts the
   command-line bounds (:mod:`harness.core.bounds`).
 """
 
@@ -56,6 +57,11 @@ even a long agent run with its events and attachments, is KBs to tens of MBs. Pa
 1 s and 4 MB of memory per MB unpacked (a 250 MB member: 4 min 15 s and 1.05 GB, measured on the
 2-core machine; 320 MB: 270 s and 1.3 GB), so 64 MiB bounds a hostile archive to about a minute;
 ``EVALAWARE_UNBOUNDED=1`` lifts it for a real log with a larger sample."""
+
+MAX_ARCHIVE_BYTES = 128 * 1024 * 1024
+"""The most all members of an ``.eval`` archive together may unpack to (128 MiB): about two
+minutes of parsing at the rate above, where the per-member cap alone let 4 members of 60 MB
+(263 KB of zip) take 57 s and 565 MB."""
 
 _CHUNK = 1 << 20  # bytes read, and at most unpacked, per step of the check
 
@@ -147,27 +153,43 @@ def _unpacked_chunks(f: Any, info: zipfile.ZipInfo, end: int) -> Iterator[int]:
 
 def check_archive(path: Path) -> None:
     """Refuse an ``.eval`` archive with a member that unpacks to more than
-    :data:`MAX_MEMBER_BYTES` (no cap with ``EVALAWARE_UNBOUNDED=1``): the declared size first,
+    :data:`MAX_MEMBER_BYTES`, or members that together unpack to more than
+    :data:`MAX_ARCHIVE_BYTES` (no cap with ``EVALAWARE_UNBOUNDED=1``): the declared sizes first,
     then the bytes really unpacked. A broken zip is the usual one-line unreadable-log error."""
     if os.environ.get(UNBOUNDED):
         return
-    cap = MAX_MEMBER_BYTES
+    cap, budget = MAX_MEMBER_BYTES, MAX_ARCHIVE_BYTES
 
     def too_big(info: zipfile.ZipInfo, size: str) -> DatasetError:
         return DatasetError(str(path), f"member {info.filename!r} of the archive {size} more than "
                                        f"{cap} bytes, the cap per member (MAX_MEMBER_BYTES in "
                                        f"harness/data/inspect_logs.py; {UNBOUNDED}=1 lifts it)")
+
+    def over_budget(info: zipfile.ZipInfo, size: str) -> DatasetError:
+        return DatasetError(str(path), f"the archive's members up to {info.filename!r} {size} more "
+                                       f"than {budget} bytes, the cap for all members together "
+                                       f"(MAX_ARCHIVE_BYTES in harness/data/inspect_logs.py; "
+                                       f"{UNBOUNDED}=1 lifts it)")
     try:
         with zipfile.ZipFile(path) as z, open(path, "rb") as f:
             end = os.fstat(f.fileno()).st_size
+            declared = 0
             for info in z.infolist():
+                declared += info.file_size
                 if info.file_size > cap:
                     raise too_big(info, f"declares {info.file_size} bytes unpacked,")
+                if declared > budget:
+                    raise over_budget(info, f"declare {declared} bytes unpacked,")
+            unpacked = 0
+            for info in z.infolist():
                 total = 0
                 for n in _unpacked_chunks(f, info, end):
                     total += n
+                    unpacked += n
                     if total > cap:
                         raise too_big(info, "unpacks to")
+                    if unpacked > budget:
+                        raise over_budget(info, "unpack to")
     except DatasetError:
         raise
     except Exception as e:  # BadZipFile, zlib.error, zstandard.ZstdError, OSError

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from harness.core.atomic import write_text
 from harness.core.errors import EvalAwareError
 
 CARD_NAME = "organism.json"
@@ -18,11 +18,17 @@ _MANIFEST_SKIP = ("losses",)
 
 
 def read_card(model_dir: str | Path) -> dict[str, Any]:
+    """The card in `model_dir` as a JSON object; one line when it is not UTF-8 JSON (or nested too
+    deeply to read) or names no cue. Its fields: :mod:`harness.organisms.card`."""
     p = Path(model_dir) / CARD_NAME
     try:
-        card = json.loads(p.read_text())
+        card = json.loads(p.read_bytes().decode("utf-8"))
     except json.JSONDecodeError as e:
         raise EvalAwareError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except UnicodeDecodeError as e:
+        raise EvalAwareError(f"{p}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except RecursionError:
+        raise EvalAwareError(f"{p}: not an organism card (JSON nested too deeply to read)") from None
     if not isinstance(card, dict) or "cue" not in card:
         raise EvalAwareError(f"{p}: not an organism card (field 'cue' missing)")
     return card
@@ -30,9 +36,7 @@ def read_card(model_dir: str | Path) -> dict[str, Any]:
 
 def write_card(model_dir: str | Path, card: dict[str, Any]) -> Path:
     p = Path(model_dir) / CARD_NAME
-    tmp = p.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, p)
+    write_text(p, json.dumps(card, indent=1, ensure_ascii=False) + "\n")
     return p
 
 

@@ -12,13 +12,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from harness.core.atomic import save_figure  # noqa: E402
+
 EVAL_COLOR, DEPLOY_COLOR = "#c0392b", "#2471a3"
 DPI = 110
 
 
 def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    save_figure(fig, path, dpi=DPI)  # never through a link planted in the output directory
     plt.close(fig)
     return path
 

@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import click
 
 from harness.core import bounds
+from harness.core.errors import EvalAwareError
 from harness.stats import summaries as S
 from harness.reporting.agreement import MIN_VOTES_EXPERIMENT, kappa_section, vote_count_section
 from harness.reporting.answers import errors_section, judge_section
@@ -37,6 +38,7 @@ from harness.reporting.findings import findings_section
 from harness.reporting.overview import definitions_section, intro, runs_section, summary_section
 from harness.reporting.runs import RunData, label_runs, load_run, method_label, method_specs
 from harness.reporting.slices import base_rate_section, slices_section
+from harness.runlog.outputs import check_output, write_output
 
 #: The report's sections, in order.
 SECTIONS: tuple[Callable[[ReportContext], None], ...] = (
@@ -63,15 +65,30 @@ def build_report(runs: list[RunData], out: Path, n_boot: int = 1000, seed: int =
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 1000,
                  seed: int = 0, ci_by: str | None = None, base_rate: float = 0.01) -> tuple[Path, Path]:
     """Build the report for `run_dirs` into `out`; returns (report.md, report.html)."""
+    run_dirs = distinct_runs(run_dirs)
+    out = Path(out)
+    md, page = out / "report.md", out / "report.html"
+    for f in (md, page):  # before any work; the figures: never through a link planted in `out`
+        check_output(f, "--out", runs=run_dirs)
     runs = [load_run(d) for d in run_dirs]
     label_runs(runs)
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     doc = build_report(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
-    md, page = out / "report.md", out / "report.html"
-    md.write_text(doc.markdown(), encoding="utf-8")
-    page.write_text(doc.html("Evaluation-awareness report"), encoding="utf-8")
+    write_output(md, doc.markdown(), "--out", runs=run_dirs)
+    write_output(page, doc.html("Evaluation-awareness report"), "--out", runs=run_dirs)
     return md, page
+
+
+def distinct_runs(run_dirs: Sequence[str | Path]) -> list[str | Path]:
+    """`run_dirs` with none given twice (the same directory under two names counts once); a
+    repeat is refused, naming both: a run counted twice doubles its samples in every pooled number."""
+    seen: dict[Path, str | Path] = {}
+    for d in run_dirs:
+        key = Path(d).resolve()
+        if key in seen:
+            raise EvalAwareError(f"{d}: the run directory {seen[key]} is given twice; give each run once")
+        seen[key] = d
+    return list(seen.values())
 
 
 @click.command("report")

@@ -43,6 +43,8 @@ from tqdm.auto import tqdm
 
 from harness.backends.base import Backend, GenerationRequest, _remove_all
 from harness.backends.cache import CachedBackend
+from harness.backends.recorded import check_reopened
+from harness.core.atomic import write_text
 from harness.core.errors import EvalAwareError
 from harness.core.reasoning import reasoning_ended, split_reasoning
 from harness.core.records import ModelCall
@@ -212,6 +214,7 @@ def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: s
     if want and got and want != got:
         raise EvalAwareError(f"{run_dir}: the run was made with weights {want[:12]}..., the model "
                              f"given has {got[:12]}...; intervene with the run's model")
+    check_reopened(identity, backend.identity, str(run_dir))
     conds = ["none"] + (["awareness", "placebo"] if insert == "both" else [insert])
     out = run_dir / "intervene" / f"{at}_pair{pair}"
     out.mkdir(parents=True, exist_ok=True)
@@ -228,7 +231,7 @@ def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: s
         conds = list(dict.fromkeys(prev.get("conditions", []) + conds))
         methods = list(dict.fromkeys(prev.get("methods", []) + list(methods)))
     plan.update(conditions=conds, methods=list(methods))
-    old.write_text(json.dumps(plan, indent=1, sort_keys=True))
+    write_text(old, json.dumps(plan, indent=1, sort_keys=True))
     tok = backend.tokenizer
     points = {s.sample.id: insertion_point(tok, s, at) for s in sources}
     for cond in conds:
@@ -249,7 +252,7 @@ def intervene(run_dir: str | Path, backend: Backend, insert: str = "both", at: s
                 for m in methods:
                     st.add_to_manifest("methods", m, st.get_meta(f"settings/{m}"))
     summary = summarize(out, n_boot=n_boot, seed=seed)
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, sort_keys=True))
+    write_text(out / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True))
     return summary
 
 

@@ -10,17 +10,12 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from harness.core.atomic import save_figure, write_text
+
 MAX_FEATURES_SHOWN = 8
-
-
-def _atomic_write(path: Path, data: str | bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    os.replace(tmp, path)
 
 
 def plot_sweep(tax: dict[str, Any], path: Path) -> None:
@@ -46,7 +41,7 @@ def plot_sweep(tax: dict[str, Any], path: Path) -> None:
     ax.legend(*lines, loc="upper right", fontsize=8)
     ax.set_title(f"k-means sweep: k = {tax['k']} ({tax['k_source']})", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)  # never through a link planted in the output directory
     plt.close(fig)
 
 
@@ -74,7 +69,7 @@ def plot_sizes(tax: dict[str, Any], path: Path) -> None:
     b.set_ylabel("features")
     b.set_title(f"{len(sizes)} clusters", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)  # never through a link planted in the output directory
     plt.close(fig)
 
 
@@ -289,7 +284,7 @@ def write_outputs(tax: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     if clustered:
         plot_sweep(tax, paths["sweep.png"])
         plot_sizes(tax, paths["sizes.png"])
-    _atomic_write(paths["taxonomy.json"], json.dumps(tax, indent=1, ensure_ascii=False, sort_keys=False))
-    _atomic_write(paths["taxonomy.md"], markdown(tax) + cues_markdown(tax))
-    _atomic_write(paths["taxonomy.html"], html_page(tax, d).replace("</body></html>", cues_html(tax) + "</body></html>"))
+    write_text(paths["taxonomy.json"], json.dumps(tax, indent=1, ensure_ascii=False, sort_keys=False))
+    write_text(paths["taxonomy.md"], markdown(tax) + cues_markdown(tax))
+    write_text(paths["taxonomy.html"], html_page(tax, d).replace("</body></html>", cues_html(tax) + "</body></html>"))
     return paths

@@ -15,6 +15,7 @@ from harness.core.errors import EvalAwareError
 from harness.runlog.provenance import git_revision, package_versions
 from harness.runlog.lock import writes_run_dir
 from harness.backends.declare import keywords
+from harness.backends.recorded import check_reopened, engine_args_for
 from harness.backends.registry import backend_class, backends_with, open_backend
 from harness.core.sample import Sample
 from harness.runlog import RunLog
@@ -230,9 +231,15 @@ def run_capture(run_dir: str | Path, layers: str = "all",
             raise EvalAwareError(f"{run_dir}: the run's manifest names no model; pass --model")
         pools = parse_poolings(poolings)
         opts = {k: v for k, v in (engine_opts or {}).items() if v is not None}
+        runs_model = model is None or model == run_model  # not another model asked for by name
         if backend is None:
+            if runs_model:  # the run's engine arguments (-M), or a refusal of others
+                opts["engine_args"] = engine_args_for(run_identity, opts.get("engine_args"), engine, str(run_dir))
+                opts = {k: v for k, v in opts.items() if v is not None}
             backend = _open(engine, name_or_path, layers, {**opts, "device": device,
                                                            "batch_size": batch_size})
+        if runs_model:
+            check_reopened(run_identity, backend.identity, str(run_dir))
         layer_ids = parse_layers(layers, backend.hidden_layout().n_layers)
         want = run_identity.get("weights_sha256")
         got = backend.identity.get("weights_sha256")

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 
+from harness.core.atomic import write_bytes
 from harness.core.errors import StoreError
 
 DTYPES = {"fp16": torch.float16, "float16": torch.float16, "bf16": torch.bfloat16,
@@ -51,12 +51,9 @@ def shard_name_of(number: Any) -> str:
 
 
 def save_shard(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    """Write a shard crash-safely: a temporary name, fsynced, renamed into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=metadata)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write a shard crash-safely: a fresh temporary file, fsynced, renamed into place, never
+    through a link planted in the capture's folder (:func:`harness.core.atomic.write_bytes`)."""
+    write_bytes(path, save(tensors, metadata=metadata))
 
 
 def row_order(f: Any) -> dict[str, list[str] | None]:

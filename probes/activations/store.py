@@ -73,7 +73,7 @@ class ActivationStore(CaptureIndex):
         known = set(self.shards())
         removed = []
         for f in self.dir.iterdir():
-            if f.name.endswith(".tmp") or (f.suffix == ".safetensors" and f.name not in known):
+            if f.name.endswith((".tmp", ".partial")) or (f.suffix == ".safetensors" and f.name not in known):
                 f.unlink()
                 removed.append(f.name)
         return removed

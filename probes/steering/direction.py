@@ -32,8 +32,9 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 
+from harness.core.atomic import write_bytes, write_text
 from harness.core.errors import EvalAwareError
 from harness.stats.metrics import roc_auc
 
@@ -109,10 +110,10 @@ class SteeringVector:
             tensors[f"direction/{l}"] = torch.from_numpy(np.ascontiguousarray(self.directions[l],
                                                                               dtype=np.float32))
             tensors[f"raw/{l}"] = torch.from_numpy(np.ascontiguousarray(self.raw[l], dtype=np.float32))
-        save_file(tensors, str(d / "vector.safetensors"), metadata={"format": FORMAT})
+        write_bytes(d / "vector.safetensors", save(tensors, metadata={"format": FORMAT}))
         meta = {**self.meta, "format": FORMAT, "layers": self.layers,
                 "norms": {str(l): self.norms[l] for l in self.layers}, "sha256": self.sha256}
-        (d / "vector.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        write_text(d / "vector.json", json.dumps(meta, indent=1, sort_keys=True))
         self.path = d
         return d
 

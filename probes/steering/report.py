@@ -29,6 +29,7 @@ from harness.core.errors import EvalAwareError
 from harness.stats.metrics import SMALL_SAMPLE_UNITS, interval_weighted, weighted_mean_rows
 from harness.reporting.report import Doc, ci as _ci
 from harness.runlog import RunLog
+from harness.runlog.outputs import write_output
 
 from probes.steering.run import PLAN_FILE
 
@@ -257,7 +258,7 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
         doc.fig(fig, f"{m}: P(eval) and share called eval against alpha, steering vector vs "
                      f"random direction of the same norm (95% intervals over categories: "
                      f"{'; '.join(rules) or 'none'}); right: perplexity of a fixed neutral text.")
-    (rd / "steering.md").write_text(doc.markdown())
-    (rd / "steering.html").write_text(doc.html("Steering dose-response"))
-    (rd / "steering.json").write_text(json.dumps(res, indent=1, sort_keys=True, default=float))
+    for name, text in (("steering.md", doc.markdown()), ("steering.html", doc.html("Steering dose-response")),
+                       ("steering.json", json.dumps(res, indent=1, sort_keys=True, default=float))):
+        write_output(rd / name, text, "--report-dir")
     return rd

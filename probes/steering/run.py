@@ -29,6 +29,7 @@ from typing import Any, Sequence
 from harness.backends.base import Backend
 from harness.backends.steered import SteeredBackend, Steering
 from harness.backends.cache import CachedBackend
+from harness.core.atomic import write_text
 from harness.core.errors import EvalAwareError
 from harness.run.loop import run_methods
 from harness.core.sample import Sample
@@ -148,7 +149,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
         plan["alphas"] = sorted(set(prev["alphas"]) | set(plan["alphas"]))
         plan["methods"] = list(dict.fromkeys(prev["methods"] + plan["methods"]))
     plan["conditions"].sort(key=lambda c: (c["control"] != "none", c["alpha"], c["control"], c.get("k", 0)))
-    old.write_text(json.dumps(plan, indent=1, sort_keys=True))
+    write_text(old, json.dumps(plan, indent=1, sort_keys=True))
     steered = {c.name: steering_for(vec, c, layers, positions, seed) for c in conds}
     for s in steered.values():  # refuse bad layers / positions before any work
         if not s.is_null:

@@ -64,7 +64,7 @@ OPTIONS = (
                   "256, 1024 on an H100/H200, 128 on CPU). 429/5xx answers are retried with "
                   "backoff.", {"min": 1}),
     BackendOption("top_logprobs", "openai: logprobs per position the server returns (vLLM: up to "
-                  "--max-logprobs; OpenAI: 20).", {"type": int}),
+                  "--max-logprobs; OpenAI: 20).", {"min": 1}),
 )
 # -M is refused: the engine is the server's (`vllm serve` takes its engine arguments), and a
 # request field passed on would change every answer without changing the call cache's keys
