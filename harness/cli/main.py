@@ -29,6 +29,7 @@ from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
 from harness.stats.metrics import roc_auc
 from harness.stats.summaries import auroc_gate, answer_errors, per_class_accuracy, ranked
+from harness.reporting import summary as run_summary
 from harness.reporting.report import method_label, report
 from harness.runlog.lock import run_dir_lock
 from harness.stats.tally import tally
@@ -204,21 +205,25 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: list[str], out: s
     prompts = method_opts.prompts()
     template_kwargs = opts.engine.template_kwargs
     # Every backend opened here is closed on every way out (errors, Ctrl-C).
-    with run_dir_lock(out, command="evalaware run"), ExitStack() as backends:
-        engine = opts.open_model(backends)
-        judge = opts.judge_for(backends, engine, method_list)
-        config = method_opts.config(engine.tokenizer, template_kwargs, seed)
-        summary = run_methods(samples, method_list, engine, out, config=config,
-                              prompts=prompts, template_kwargs=template_kwargs,
-                              judge=judge, batch_size=method_opts.batch_size,
-                              dataset_path=opts.dataset_path, progress=progress,
-                              schedule=schedule, window=window)
+    with run_dir_lock(out, command="evalaware run"):
+        with ExitStack() as backends:
+            engine = opts.open_model(backends)
+            judge = opts.judge_for(backends, engine, method_list)
+            config = method_opts.config(engine.tokenizer, template_kwargs, seed)
+            summary = run_methods(samples, method_list, engine, out, config=config,
+                                  prompts=prompts, template_kwargs=template_kwargs,
+                                  judge=judge, batch_size=method_opts.batch_size,
+                                  dataset_path=opts.dataset_path, progress=progress,
+                                  schedule=schedule, window=window)
+        # the numbers a script reads, as the report computes them (also after a resume)
+        summary_path = run_summary.write_summary(run_summary.summarize([out]), out)
     store = RunLog(out, create=False)
     click.echo(f"\nrun directory: {out}")
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
     _print_summary(store, method_list)
     n = store.export_jsonl(Path(out) / "results.jsonl")
     click.echo(f"{n} records exported to {Path(out) / 'results.jsonl'}")
+    click.echo(f"summary (AUROC with its interval and rule, surface baseline, verdicts): {summary_path}")
 
 
 def _print_summary(store, methods) -> None:
@@ -247,13 +252,21 @@ def _print_summary(store, methods) -> None:
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-def show(run_dir: str) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the run's summary object instead (the schema of RUN/summary.json: per method "
+                   "n, withheld answers, AUROC with its interval and rule, the surface baseline, the "
+                   "verdict; see harness/reporting/summary.py).")
+def show(run_dir: str, as_json: bool) -> None:
     """Summarise a run directory (methods, per-class accuracy, calls).
 
     \b
-    Example:
+    Examples:
       evalaware show runs/demo
+      evalaware show runs/demo --json | jq '.runs[0].methods.binary.auroc_ci'
     """
+    if as_json:
+        click.echo(run_summary.dumps(run_summary.summarize([run_dir])), nl=False)
+        return
     store = RunLog(run_dir, readonly=True)
     man = store.get_meta("manifest", {})
     click.echo(f"model: {man.get('model', {}).get('model')}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")

@@ -109,6 +109,7 @@ class AuditRow:
     ci_hi: float | None
     share_eval: float | None = None  # indicators: share of eval samples with the cue
     share_deploy: float | None = None
+    ci_method: str | None = None  # the interval's rule (`harness.stats.metrics.Interval.method`)
 
 
 @dataclass

@@ -93,7 +93,7 @@ class Doc:
                            "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rows) +
                            "</table>")
             else:
-                out.append(f"<figure><img src='{html.escape(v[0])}' alt='{html.escape(_plain(v[2]))}'>"
+                out.append(f"<figure><img src='{html.escape(v[0])}' alt='{html.escape(plain(v[2]))}'>"
                            f"<figcaption>{inline(v[1])}</figcaption></figure>")
         out.append("</body></html>")
         return "\n".join(out)
@@ -119,7 +119,7 @@ def code(text: Any) -> str:
     return _CODE + _MARKS.sub("", str(text)) + _END
 
 
-def _plain(text: str) -> str:
+def plain(text: str) -> str:
     """`text` with the marks removed (for an attribute or a file name)."""
     return _MARKS.sub("", text)
 

@@ -37,6 +37,7 @@ from harness.reporting.findings import findings_section
 from harness.reporting.overview import definitions_section, intro, runs_section, summary_section
 from harness.reporting.runs import RunData, label_runs, load_run, method_label, method_specs
 from harness.reporting.slices import base_rate_section, slices_section
+from harness.reporting.summary import summary, write_summary
 
 #: The report's sections, in order.
 SECTIONS: tuple[Callable[[ReportContext], None], ...] = (
@@ -52,25 +53,28 @@ def method_order(names: Sequence[str]) -> list[str]:
 
 
 def build_report(runs: list[RunData], out: Path, n_boot: int = 1000, seed: int = 0,
-                 ci_by: str | None = None, base_rate: float = 0.01) -> Doc:
-    """Every section of the report on `runs` (figures written into `out`)."""
+                 ci_by: str | None = None, base_rate: float = 0.01) -> ReportContext:
+    """Every section of the report on `runs` (figures written into `out`); the document is
+    the context's `doc`."""
     ctx = ReportContext(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
     for section in SECTIONS:
         section(ctx)
-    return ctx.doc
+    return ctx
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 1000,
                  seed: int = 0, ci_by: str | None = None, base_rate: float = 0.01) -> tuple[Path, Path]:
-    """Build the report for `run_dirs` into `out`; returns (report.md, report.html)."""
+    """Build the report for `run_dirs` into `out`, with its numbers as `out`/summary.json
+    (:mod:`harness.reporting.summary`); returns (report.md, report.html)."""
     runs = [load_run(d) for d in run_dirs]
     label_runs(runs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = build_report(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
+    ctx = build_report(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
     md, page = out / "report.md", out / "report.html"
-    md.write_text(doc.markdown(), encoding="utf-8")
-    page.write_text(doc.html("Evaluation-awareness report"), encoding="utf-8")
+    md.write_text(ctx.doc.markdown(), encoding="utf-8")
+    page.write_text(ctx.doc.html("Evaluation-awareness report"), encoding="utf-8")
+    write_summary(summary(ctx), out)
     return md, page
 
 
@@ -95,7 +99,7 @@ def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int, ci_by
       evalaware report runs/qwen3 runs/gpt-oss --out reports/compare
     """
     md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed, ci_by=ci_by, base_rate=base_rate)
-    click.echo(f"wrote {md} and {page}")
+    click.echo(f"wrote {md}, {page} and {md.parent / 'summary.json'}")
 
 
 __all__ = ["Doc", "MIN_AUROC_PER_CLASS", "MIN_VOTES_EXPERIMENT", "RunData", "build_report", "ci",
