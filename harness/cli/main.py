@@ -125,7 +125,8 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
               show_default=True, help="Text the predictors see, as `run --view`.")
 @click.option("--folds", type=click.IntRange(2, 100), default=5, show_default=True)
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
-              help="Bootstrap resamples (of groups) for the intervals.")
+              help="Resamples of the percentile bootstrap (of groups), the interval rule from 50 "
+                   "groups on; with fewer the cluster-jackknife t (each row's rule: --json ci_method).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threshold", type=bounds.FiniteFloat(0.5, 1.0), default=0.70, show_default=True,
               help="Warn when a surface predictor's AUROC reaches this.")
@@ -133,7 +134,7 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
 def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, view: str,
                folds: int, bootstrap: int, seed: int, threshold: float, as_json: bool) -> None:
     """How well do surface features alone (casing, length, n-grams, answer-format cues) tell eval
-    from deploy? Grouped-CV AUROC with group-bootstrap intervals; run it before believing any
+    from deploy? Grouped-CV AUROC with intervals over groups; run it before believing any
     awareness figure on a dataset. Several PATHs are audited together.
 
     \b

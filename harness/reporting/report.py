@@ -6,7 +6,8 @@ prediction and score). Several runs are shown side by side. Every figure's capti
 runs it was made from (model, weights hash prefix, git revision of the harness).
 
 Sections: runs; summary per method (the paper's two shares, AUROC, Brier, |.|-Brier, ECE, each
-with a bootstrap CI that resamples whole categories by default, `--ci-by`); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
+with a 95% interval over whole categories by default, `--ci-by`, its rule named under the table:
+`harness.stats.metrics.interval_weighted`); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
 and all pairs); excluded answers; the vote-count experiment (runs with >= 25 votes per sample
 for binary and probability); error vs number of turns; calibration; judge evidence; slices
 (chat vs agentic, capability vs alignment, category, Inspect task); logprob and probe sections when
@@ -81,10 +82,13 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 
 @click.command("report")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True, help="Bootstrap resamples for AUROC CIs (0: none).")
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
+              help="Resamples of the percentile bootstrap, the interval rule from 50 resampling units on "
+                   "(with fewer: the cluster-jackknife t; on a bound: exact Clopper-Pearson); the report "
+                   "names each table's rules. 0: no intervals.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--ci-by", type=click.Choice(S.CI_BY), default=None,
-              help="Bootstrap unit for every interval: whole categories or single samples "
+              help="Resampling unit of every interval: whole categories or single samples "
                    "[default: category when the dataset has categories, else sample].")
 @click.option("--base-rate", type=bounds.FiniteFloat(0, 1, min_open=True, max_open=True), default=0.01,
               show_default=True, help="Share of evaluations in the traffic for the precision column "
