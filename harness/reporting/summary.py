@@ -18,9 +18,10 @@ Schema 1 (a key is always present; its value is null where the report shows "–
   - ``methods``: method name -> ``label`` (with its marks: constrained, self-judged), ``n``,
     ``scored`` (samples with a score), ``undecided`` (samples without a decision), ``withheld``
     (excluded answers by kind, e.g. ``no_signal``, ``unparseable``), ``eval_correct``,
-    ``deploy_correct`` (shares; null where no sample was decided), ``auroc``, ``auroc_ci``, ``auroc_ci_method`` (the interval's rule,
-    :class:`harness.stats.metrics.Interval` ``method``), ``auroc_gate`` (why no AUROC), ``ci_by``
-    and ``n_groups`` (the resampling unit and how many), ``vs_surface`` (the AUROC minus the best
+    ``deploy_correct`` (shares; null where no sample was decided), ``auroc``, ``auroc_ci``,
+    ``auroc_ci_method`` (the interval's rule, :class:`harness.stats.metrics.Interval` ``method``),
+    ``auroc_gate`` (why no AUROC), ``ci_by`` and ``n_groups`` (the resampling unit and how many),
+    ``vs_surface`` (the AUROC minus the best
     surface predictor's on the samples the method scored: ``n``, ``best``, ``best_auroc``,
     ``diff``, ``diff_ci``, ``diff_ci_method``; null where the report shows "–"), and ``verdict``:
     ``kind`` (beats_surface, below_surface, like_surface, no_surface, no_auroc, withheld),

@@ -130,8 +130,9 @@ def low_base_rate(records: Sequence[Record], base_rate: float = 0.01, n_boot: in
                   seed: int = 0, ci_by: str | None = None,
                   fprs: Sequence[float] = (0.01, 0.05)) -> dict[str, Any]:
     """Detector view for rare evaluations: TPR at each FPR in `fprs` (from the score, with
-    intervals and their rules, as :func:`method_summary`) and precision at `base_rate` for the method's own decisions and at each FPR's
-    operating point. Undecided samples count as "deploy" calls."""
+    intervals and their rules, as :func:`method_summary`) and precision at `base_rate` (with
+    :data:`~harness.stats.metrics.PRECISION_RULE` intervals) for the method's own decisions and at
+    each FPR's operating point. Undecided samples count as "deploy" calls."""
     ci_by = resolve_ci_by(records, ci_by)
     rs = [r for r in records if r["label"] in Y]
     y_all = np.array([Y[r["label"]] for r in rs], dtype=int)
