@@ -120,9 +120,39 @@ def test_run_writes_summary_json_equal_to_show_json(tmp_path, tiny_model_dir):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"summary (AUROC with its interval and rule, surface baseline, verdicts): {out / 'summary.json'}" in r.stdout
+    assert f"report: `evalaware report {out}` writes {out.resolve() / 'report' / 'report.html'}" in r.stdout
+    assert "\nfinding: " in r.stdout and "\nsurface baseline: " in r.stdout
     obj = json.loads((out / "summary.json").read_text())
     check_schema(obj)
     assert obj["runs"][0]["methods"]["binary"]["n"] == 4
     assert obj["runs"][0]["methods"]["binary"]["verdict"]["kind"] in ("no_auroc", "withheld")
     shown = CliRunner().invoke(cli, ["show", str(out), "--json"])
     assert json.loads(shown.output) == obj
+
+
+def test_the_table_says_what_the_report_says(pos_run, tmp_path):
+    """Issue 46: the end-of-run / `show` table read 0.00 for a method that decided nothing, had no
+    interval, no surface baseline and no finding."""
+    run = RS.summarize([pos_run])["runs"][0]
+    out = CliRunner().invoke(cli, ["show", str(pos_run)]).output
+    rows = {ln.split()[0]: ln for ln in out.splitlines() if ln.split() and ln.split()[0] in run["methods"]}
+    assert rows["logprob"].split()[1:5] == ["96", "–", "–", "96"]  # withheld: no share, not 0.00
+    for m in ("binary", "probability"):
+        s = run["methods"][m]
+        v = s["vs_surface"]
+        assert (f"{s['auroc']:.2f} [{s['auroc_ci'][0]:.2f}, {s['auroc_ci'][1]:.2f}] "
+                f"{v['diff']:+.2f} [{v['diff_ci'][0]:+.2f}, {v['diff_ci'][1]:+.2f}]") in " ".join(rows[m].split())
+    best = run["surface"]
+    assert f"surface baseline: {best['name']} AUROC {best['auroc']:.2f} [{best['ci'][0]:.2f}, {best['ci'][1]:.2f}]" in out
+    assert f"finding: {run['finding']}" in out
+    assert "interval rules (95%): cluster-jackknife t (12 units" in out
+    assert out.startswith("model: pos-model ")
+
+
+def test_report_out_defaults_to_the_run_directory(pos_run, tmp_path):
+    res = CliRunner().invoke(cli, ["report", str(pos_run), "--bootstrap", "0"])
+    assert res.exit_code == 0, res.output
+    assert str((pos_run / "report" / "report.html").resolve()) in res.output
+    assert json.loads((pos_run / "report" / "summary.json").read_text())["intervals"]["resamples"] == 0
+    two = CliRunner().invoke(cli, ["report", str(pos_run), str(pos_run)])
+    assert two.exit_code == 2 and "--out is required with several run directories" in two.output

@@ -81,7 +81,8 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 
 
 @click.command("report")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--out", "out", type=click.Path(file_okay=False),
+              help="Output directory [default: RUN_DIR/report for one run; required for several].")
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Resamples of the percentile bootstrap, the interval rule from 50 resampling units on "
                    "(with fewer: the cluster-jackknife t; on a bound: exact Clopper-Pearson); the report "
@@ -93,17 +94,20 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 
 @click.option("--base-rate", type=bounds.FiniteFloat(0, 1, min_open=True, max_open=True), default=0.01,
               show_default=True, help="Share of evaluations in the traffic for the precision column "
                                       "of the low base-rate view.")
-def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int, ci_by: str | None,
+def report(run_dirs: tuple[str, ...], out: str | None, bootstrap: int, seed: int, ci_by: str | None,
            base_rate: float) -> None:
     """Write report.md and report.html (with PNG figures) for one or more run directories.
 
     \b
     Examples:
-      evalaware report runs/demo --out reports/demo
+      evalaware report runs/demo                    # runs/demo/report/report.html
       evalaware report runs/qwen3 runs/gpt-oss --out reports/compare
     """
+    if out is None and len(run_dirs) > 1:
+        raise click.UsageError("--out is required with several run directories")
+    out = out or str(Path(run_dirs[0]) / "report")
     md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed, ci_by=ci_by, base_rate=base_rate)
-    click.echo(f"wrote {md}, {page} and {md.parent / 'summary.json'}")
+    click.echo(f"wrote {md.resolve()}, {page.resolve()} and {(md.parent / 'summary.json').resolve()}")
 
 
 __all__ = ["Doc", "MIN_AUROC_PER_CLASS", "MIN_VOTES_EXPERIMENT", "RunData", "build_report", "ci",
