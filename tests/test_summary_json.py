@@ -143,7 +143,8 @@ def test_the_table_says_what_the_report_says(pos_run, tmp_path):
         assert (f"{s['auroc']:.2f} [{s['auroc_ci'][0]:.2f}, {s['auroc_ci'][1]:.2f}] "
                 f"{v['diff']:+.2f} [{v['diff_ci'][0]:+.2f}, {v['diff_ci'][1]:+.2f}]") in " ".join(rows[m].split())
     best = run["surface"]
-    assert f"surface baseline: {best['name']} AUROC {best['auroc']:.2f} [{best['ci'][0]:.2f}, {best['ci'][1]:.2f}]" in out
+    lo, hi = best["ci"]
+    assert f"surface baseline: {best['name']} AUROC {best['auroc']:.2f} [{lo:.2f}, {hi:.2f}]" in out
     assert f"finding: {run['finding']}" in out
     assert "interval rules (95%): cluster-jackknife t (12 units" in out
     assert out.startswith("model: pos-model ")
