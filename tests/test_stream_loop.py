@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -94,6 +95,66 @@ def test_a_task_error_stops_the_run_keeps_what_finished_and_the_rerun_repeats_no
     run_methods(samples, ["binary"], hf_tiny, tmp_path / "clean", config=CONFIG, progress=False,
                 schedule="batch")
     assert _state(tmp_path / "clean")[:2] == (keys2, recs2)
+
+
+class _Gated(StreamingHF):
+    """Holds every generation until `gate` opens: no binary task (and so no sample of a binary +
+    logprob run) can finish before; logprob scores without generating."""
+
+    def __init__(self, inner, gate: threading.Event) -> None:
+        super().__init__(inner, capacity=16)
+        self.gate = gate
+
+    def generate(self, requests):  # type: ignore[no-untyped-def]
+        if not self.gate.wait(30):
+            raise BackendError("no progress was shown while the generations were held")
+        return super().generate(requests)
+
+
+def test_progress_moves_before_the_first_sample_completes(tmp_path, hf_tiny):
+    """Issue 46: the streaming run's progress counted only samples whose every method was done
+    (0% for a whole run); it counts tasks, per method. The first progress line is seen while
+    no sample is complete, then the held generations go on."""
+    samples, out = _samples(6), tmp_path / "run"
+    gate, lines, complete_then = threading.Event(), [], []
+
+    def say(msg: str) -> None:
+        lines.append(msg)
+        if msg.startswith("progress:") and not gate.is_set():
+            db = sqlite3.connect(out / "store.sqlite")
+            complete_then.append(db.execute("SELECT COUNT(*) FROM (SELECT sample_id FROM results GROUP BY "
+                                            "sample_id HAVING COUNT(DISTINCT method) = 2)").fetchone()[0])
+            db.close()
+            gate.set()
+
+    run_methods(samples, ["binary", "logprob"], _Gated(hf_tiny, gate), out, config=CONFIG,
+                progress=False, say=say, schedule="stream")
+    first = next(x for x in lines if x.startswith("progress:"))
+    assert complete_then == [0] and "binary 0/6" in first
+    assert re.search(r"progress: [1-6]/12 tasks \(\d+%\) after \dm\d\ds: binary 0/6, logprob [1-6]/6", first)
+    assert re.match(r"progress: 12/12 tasks \(100%\) .*binary 6/6, logprob 6/6; \d+ generated tok/s$", lines[-1])
+
+
+def test_progress_lines_every_tenth_and_every_30_seconds():
+    from harness.run import progress as P
+
+    now, lines, tokens = [0.0], [], [0]
+    with P.Progress({"binary": 10, "logprob": 10}, {"logprob": 10}, False, lines.append,
+                    lambda: tokens[0], clock=lambda: now[0]) as p:
+        p.add("binary")  # 11/20: still the 50% step it resumed in
+        assert lines == []
+        p.add("binary")  # 12/20: 60%
+        assert lines == ["progress: 12/20 tasks (60%) after 0m00s: binary 2/10, logprob 10/10"]
+        now[0], tokens[0] = P.LOG_EVERY_S - 1, 290
+        p.beat()
+        assert len(lines) == 1
+        now[0] = P.LOG_EVERY_S
+        p.beat()  # nothing finished for 30 s: the line again, with the engine's rate
+        assert lines[-1] == "progress: 12/20 tasks (60%) after 0m30s: binary 2/10, logprob 10/10; 10 generated tok/s"
+        p.add("binary", 8)
+        assert lines[-1] == "progress: 20/20 tasks (100%) after 0m30s: binary 10/10, logprob 10/10; 10 generated tok/s"
+        now[0] = 31.0
+    assert len(lines) == 3  # the closing line only where the counts changed since the last one
 
 
 def test_schedule_choice(hf_tiny):

@@ -30,7 +30,8 @@ def call_key(identity: dict[str, Any], op: str, payload: dict[str, Any]) -> str:
 
 
 class CachedBackend(WrappedBackend):
-    """Wraps a backend; same contract. `misses` counts items sent to the inner backend per op.
+    """Wraps a backend; same contract. `misses` counts items sent to the inner backend per op,
+    `generated_tokens` the tokens it generated for them (a run's progress shows their rate).
     Activations (hidden_states) are not cached here: probes/ stores them in safetensors shards."""
 
     def __init__(self, inner: Backend, store: RunLog) -> None:
@@ -38,6 +39,7 @@ class CachedBackend(WrappedBackend):
         self.store = store
         self.misses: Counter[str] = Counter()
         self.hits: Counter[str] = Counter()
+        self.generated_tokens = 0
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[dict[str, Any]]] = {}
 
@@ -81,8 +83,14 @@ class CachedBackend(WrappedBackend):
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         payloads = [{"prompt": list(r.prompt_ids), "params": r.params.to_dict()} for r in requests]
-        vals = self._cached("generate", payloads,
-                            lambda idx: [g.to_dict() for g in self.inner.generate([requests[i] for i in idx])])
+
+        def compute(idx: list[int]) -> list[dict[str, Any]]:
+            gens = self.inner.generate([requests[i] for i in idx])
+            with self._lock:
+                self.generated_tokens += sum(len(g.token_ids) for g in gens)
+            return [g.to_dict() for g in gens]
+
+        vals = self._cached("generate", payloads, compute)
         return [Generation.from_dict(v) for v in vals]
 
     def next_token_logprobs(self, prompts: Sequence[TokenIds],

@@ -26,8 +26,8 @@ from harness.core import bounds
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
-from harness.stats.metrics import roc_auc
-from harness.stats.summaries import auroc_gate, answer_errors, per_class_accuracy, ranked
+from harness.stats.summaries import answer_errors, per_class_accuracy
+from harness.reporting import summary as run_summary
 from harness.reporting.report import method_label, report
 from harness.runlog.lock import run_dir_lock
 from harness.stats.tally import tally
@@ -124,7 +124,8 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
               show_default=True, help="Text the predictors see, as `run --view`.")
 @click.option("--folds", type=click.IntRange(2, 100), default=5, show_default=True)
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
-              help="Bootstrap resamples (of groups) for the intervals.")
+              help="Resamples of the percentile bootstrap (of groups), the interval rule from 50 "
+                   "groups on; with fewer the cluster-jackknife t (each row's rule: --json ci_method).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threshold", type=bounds.FiniteFloat(0.5, 1.0), default=0.70, show_default=True,
               help="Warn when a surface predictor's AUROC reaches this.")
@@ -132,7 +133,7 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
 def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, view: str,
                folds: int, bootstrap: int, seed: int, threshold: float, as_json: bool) -> None:
     """How well do surface features alone (casing, length, n-grams, answer-format cues) tell eval
-    from deploy? Grouped-CV AUROC with group-bootstrap intervals; run it before believing any
+    from deploy? Grouped-CV AUROC with intervals over groups; run it before believing any
     awareness figure on a dataset. Several PATHs are audited together.
 
     \b
@@ -204,59 +205,92 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: list[str], out: s
     prompts = method_opts.prompts()
     template_kwargs = opts.engine.template_kwargs
     # Every backend opened here is closed on every way out (errors, Ctrl-C).
-    with run_dir_lock(out, command="evalaware run"), ExitStack() as backends:
-        engine = opts.open_model(backends)
-        judge = opts.judge_for(backends, engine, method_list)
-        config = method_opts.config(engine.tokenizer, template_kwargs, seed)
-        summary = run_methods(samples, method_list, engine, out, config=config,
-                              prompts=prompts, template_kwargs=template_kwargs,
-                              judge=judge, batch_size=method_opts.batch_size,
-                              dataset_path=opts.dataset_path, progress=progress,
-                              schedule=schedule, window=window)
+    with run_dir_lock(out, command="evalaware run"):
+        with ExitStack() as backends:
+            engine = opts.open_model(backends)
+            judge = opts.judge_for(backends, engine, method_list)
+            config = method_opts.config(engine.tokenizer, template_kwargs, seed)
+            summary = run_methods(samples, method_list, engine, out, config=config,
+                                  prompts=prompts, template_kwargs=template_kwargs,
+                                  judge=judge, batch_size=method_opts.batch_size,
+                                  dataset_path=opts.dataset_path, progress=progress,
+                                  schedule=schedule, window=window)
+        results = run_summary.summarize([out])  # as the report computes them (also after a resume)
+        summary_path = run_summary.write_summary(results, out)
     store = RunLog(out, create=False)
-    click.echo(f"\nrun directory: {out}")
+    click.echo(f"\nrun directory: {Path(out).resolve()}")
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
-    _print_summary(store, method_list)
+    _print_summary(store, method_list, results["runs"][0])
     n = store.export_jsonl(Path(out) / "results.jsonl")
     click.echo(f"{n} records exported to {Path(out) / 'results.jsonl'}")
+    click.echo(f"summary (AUROC with its interval and rule, surface baseline, verdicts): {summary_path}")
+    click.echo(f"report: `evalaware report {out}` writes {Path(out).resolve() / 'report' / 'report.html'}")
 
 
-def _print_summary(store, methods) -> None:
-    """Per method: accuracy, undecided, excluded answers, answers cut at the token limit, judge
-    verdicts unusable / with no verified quote, the AUROC of the score (label probability
-    for binary/probability) and the excluded answers by kind (e.g. `no_signal`). Rows are marked constrained / self-judged from the run's settings."""
+def _print_summary(store, methods, run: dict | None) -> None:
+    """Per method: accuracy ("–" where no sample was decided: withheld, as the report says),
+    undecided, excluded answers, answers cut at the token limit, judge verdicts unusable / with no
+    verified quote, and from `run` (one run of the summary object, harness/reporting/summary.py,
+    None without results) the AUROC with its 95% interval, its difference from the best surface
+    predictor's with its interval, and the excluded answers by kind (e.g. `no_signal`); then the
+    surface baseline, the report's finding and the interval rules. Rows are marked constrained /
+    self-judged from the run's settings."""
     man = store.get_meta("manifest", {}) or {}
+    entries = (run or {}).get("methods", {})
+    iv = lambda v, ci, f="{:.2f}": "–" if v is None else f.format(v) + (  # noqa: E731
+        f" [{f.format(ci[0])}, {f.format(ci[1])}]" if ci else "")
     click.echo(f"{'method':<32} {'n':>4} {'eval->eval':>10} {'deploy->deploy':>14} {'undecided':>9} "
-               f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC':>6}  excluded")
+               f"{'bad answers':>11} {'cut':>7} {'unjudged':>8} {'unverified':>10} {'AUROC [95% CI]':>17} "
+               f"{'vs best surface':>20}  excluded")
     for m in methods:
         recs = store.result_dicts(m)
         acc = per_class_accuracy(recs)
         t = tally(recs)
-        y, p = ranked(recs)
-        auc = None if auroc_gate(y) else roc_auc(y, p)  # no AUROC from < 10 scored per class
-        fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        e = entries.get(m) or {}
+        silent = acc["n"] and acc["undecided"] == acc["n"]  # no sample decided: no share to show
+        fmt = lambda x: "–" if x is None or silent else f"{x:.2f}"  # noqa: E731
         judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
         cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"
         excl = ", ".join(f"{k} {v}" for k, v in sorted(answer_errors(recs).items())) or "-"
+        vs = e.get("vs_surface") or {}
         click.echo(f"{method_label(m, man):<32} {acc['n']:>4} "
                    f"{fmt(acc['eval_correct']):>10} {fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} "
                    f"{acc['invalid_answers']:>11} {cut:>7} {judged('unjudged'):>8} "
-                   f"{judged('unverified'):>10} {fmt(auc):>6}  {excl}")
-
+                   f"{judged('unverified'):>10} {iv(e.get('auroc'), e.get('auroc_ci')):>17} "
+                   f"{iv(vs.get('diff'), vs.get('diff_ci'), '{:+.2f}'):>20}  {excl}")
+    if run is None:
+        return
+    best = run["surface"]
+    click.echo("surface baseline: " + (f"{best['name']} AUROC {iv(best['auroc'], best['ci'])}" if best
+                                        else f"none ({run['surface_note']})"))
+    click.echo(f"finding: {run['finding']}")
+    rules = sorted({r for e in entries.values() for r in (e["auroc_ci_method"], (e["vs_surface"] or {})
+                                                         .get("diff_ci_method")) if r})
+    click.echo("interval rules (95%): " + ("; ".join(rules) if rules else "none computed"))
 
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-def show(run_dir: str) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the run's summary object instead (the schema of RUN/summary.json: per method "
+                   "n, withheld answers, AUROC with its interval and rule, the surface baseline, the "
+                   "verdict; see harness/reporting/summary.py).")
+def show(run_dir: str, as_json: bool) -> None:
     """Summarise a run directory (methods, per-class accuracy, calls).
 
     \b
-    Example:
+    Examples:
       evalaware show runs/demo
+      evalaware show runs/demo --json | jq '.runs[0].methods.binary.auroc_ci'
     """
+    if as_json:
+        click.echo(run_summary.dumps(run_summary.summarize([run_dir])), nl=False)
+        return
     store = RunLog(run_dir, readonly=True)
     man = store.get_meta("manifest", {})
-    click.echo(f"model: {man.get('model', {}).get('model')}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")
+    run = run_summary.summarize([run_dir])["runs"][0] if store.methods() else None
+    model = run["model"] if run else man.get("model", {}).get("model")  # a local path's last part
+    click.echo(f"model: {model}  backend: {man.get('model', {}).get('identity', {}).get('backend')}")
     click.echo(f"samples: {len(store.samples())}  cached calls: {store.count_calls()}")
     steer = store.get_meta("steering")
     if steer:
@@ -264,7 +298,7 @@ def show(run_dir: str) -> None:
         click.echo(f"steering: {steer['condition']} (control {steer['control']}, alpha "
                    f"{steer['alpha']:+g}, layers {steer['layers']}, positions {steer['positions']})"
                    + (f"  neutral-text perplexity {ppl:.2f}" if ppl else ""))
-    _print_summary(store, store.methods())
+    _print_summary(store, store.methods(), run)
 
 
 @cli.command()

@@ -129,7 +129,9 @@ def limit_options(f: F) -> F:
 
 
 def progress_option(f: F) -> F:
-    @click.option("--no-progress", is_flag=True, help="No progress bars.")
+    @click.option("--no-progress", is_flag=True,
+                  help="No progress bars; a run of methods logs its progress line (tasks done per method, "
+                       "generated tokens/s) at each further 10% of its tasks and at least every 30 s instead.")
     @functools.wraps(f)
     def wrapper(*args: Any, no_progress: bool, **kwargs: Any) -> Any:
         return f(*args, progress=not no_progress, **kwargs)

@@ -3,9 +3,10 @@
 Before believing any evaluation-awareness figure on a dataset, check what a model could get from
 the prompt's surface without any awareness. Each predictor below is trained and scored with
 grouped cross-validation (by category, or ``group_by``; held-out categories are never seen in
-training) and its pooled out-of-fold AUROC gets a bootstrap interval that resamples whole groups
-(samples of one source are correlated; resampling them one by one makes intervals too narrow;
-the bootstrap is harness.stats.metrics.bootstrap_auroc with groups, the project's one bootstrap).
+training) and its pooled out-of-fold AUROC gets an interval over whole groups (samples of one
+source are correlated; treating them one by one makes intervals too narrow): the project's one
+rule, harness.stats.metrics.auroc_interval with groups (the cluster-jackknife t under 50 groups,
+the percentile bootstrap from 50), named per row (``ci_method``).
 
 Predictors (all on the text of the run's view: system prompt + first user message by default,
 as ``format_transcript`` writes it):
@@ -109,6 +110,7 @@ class AuditRow:
     ci_hi: float | None
     share_eval: float | None = None  # indicators: share of eval samples with the cue
     share_deploy: float | None = None
+    ci_method: str | None = None  # the interval's rule (`harness.stats.metrics.Interval.method`)
 
 
 @dataclass
@@ -175,7 +177,7 @@ class AuditResult:
         head = (f"{self.n} samples ({self.n_eval} eval, {self.n - self.n_eval} deploy), view "
                 f"{self.view}; {self.cv} CV{' by ' + self.group_by if self.cv == 'grouped' else ''} "
                 f"({self.n_groups} {self.group_by} groups, "
-                f"{len(self.mixed_groups)} with both labels); intervals resample by {self.ci_by}")
+                f"{len(self.mixed_groups)} with both labels); intervals over {self.ci_by}")
         out = [head, ""]
         w = max(len(r.name) for r in self.rows)
         out.append(f"{'predictor':<{w}}  {'AUROC [95% CI]':<20} {'eval':>5} {'deploy':>6}")
@@ -186,6 +188,8 @@ class AuditResult:
         for r in self.rows:
             out.append(f"{r.name:<{w}}  {self.cell(r):<20} {_pct(r.share_eval):>5} "
                        f"{_pct(r.share_deploy):>6}" + ("  <- above threshold" if self.flagged(r) else ""))
+        rules = sorted({r.ci_method for r in self.rows} - {None})
+        out += [f"interval rules (95%): {'; '.join(rules)}" if rules else "no intervals"]
         out += [""] + [f"WARNING: {x}" for x in self.warnings] + [f"note: {x}" for x in self.notes]
         return out
 
@@ -209,7 +213,7 @@ def view_text(sample: Sample, view: str) -> str:
 def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "first_turn",
           n_splits: int = 5, n_boot: int = 1000, seed: int = 0,
           threshold: float = DEFAULT_THRESHOLD) -> AuditResult:
-    """Grouped-CV AUROC with group-bootstrap intervals of every surface predictor."""
+    """Grouped-CV AUROC of every surface predictor, with intervals over groups and their rules."""
     if view not in ("first_turn", "full"):
         raise EvalAwareError(f"unknown view {view!r}; use first_turn or full")
     y = np.array([int(s.label == "eval") for s in samples], dtype=int)
@@ -240,7 +244,7 @@ def audit(samples: Sequence[Sample], group_by: str = "category", view: str = "fi
     if min(labels_per_group) < 2:
         boot_groups, res.ci_by = None, "sample"
         res.notes.append(f"intervals resample samples: a label occurs in fewer than two "
-                         f"{group_by} groups, so a group bootstrap would be degenerate")
+                         f"{group_by} groups, so an interval over groups would be degenerate")
 
     texts = [view_text(s, view) for s in samples]
     length = np.log1p([len(t) for t in texts])[:, None]

@@ -3,11 +3,13 @@ with a heatmap, and kappa vs number of votes (the paper's footnote 3)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
-from harness.reporting.doc import ci, lit, slug
+from harness.reporting.doc import ci, lit, rules_note, slug
 from harness.reporting.runs import human_name
 
 MIN_VOTES_EXPERIMENT = 25
@@ -17,18 +19,22 @@ def kappa_section(ctx: ReportContext) -> None:
     d = ctx.doc
     d.h(2, "Agreement between methods (Cohen's kappa)")
     d.p("Kappa on the samples both methods decided (undecided/unparseable samples left out; "
-        "n = shared decided samples). – = undefined (a method constant on the shared samples). "
-        "Intervals: bootstrap as in the summary (resampling unit in the last column).")
+        "n = shared decided samples). – = undefined (both methods constant and equal on the shared "
+        "samples). `(no interval)`: every resample gives the same kappa (one method constant on the "
+        "shared samples gives 0 throughout), so there is no measure of its uncertainty. The rules "
+        "of the intervals are named under each table (resampling unit in the `resampled` column).")
     kw = {"n_boot": ctx.n_boot, "seed": ctx.seed, "ci_by": ctx.ci_by}
     for a, b, pair in ctx.specs.pairs():
-        rows = []
+        rows, rules = [], []
         for r in ctx.runs:
             if a in r.records and b in r.records:
                 v = S.kappa_pairs({a: r.records[a], b: r.records[b]}, **kw)[tuple(sorted((a, b)))]
-                rows.append([r.label, ci(v["kappa"], v["ci"]), v["n"], v["ci_by"]])
+                rows.append([r.label, kappa_cell(v, ctx.n_boot), v["n"], v["ci_by"]])
+                rules.append(v["ci_method"])
         if rows:
             d.h(3, pair.title)
             d.table(["model", "kappa [95% CI]", "n", "resampled"], rows)
+            d.p(rules_note("Interval rules", rules))
     for r in ctx.runs:
         recs = dict(r.records)
         names = ctx.specs.order(recs)
@@ -39,19 +45,28 @@ def kappa_section(ctx: ReportContext) -> None:
             continue
         pairs = S.kappa_pairs(recs, **kw)
         mat = np.full((len(names), len(names)), np.nan)
-        rows = []
+        rows, rules = [], []
         for i, a in enumerate(names):
             mat[i, i] = 1.0
             for j, b in enumerate(names):
                 if i < j:
                     v = pairs[tuple(sorted((a, b)))]
                     mat[i, j] = mat[j, i] = np.nan if v["kappa"] is None else v["kappa"]
-                    rows.append([a, b, ci(v["kappa"], v["ci"]), v["n"]])
+                    rows.append([a, b, kappa_cell(v, ctx.n_boot), v["n"]])
+                    rules.append(v["ci_method"])
         d.h(3, f"All pairs: {lit(r.label)}")
         d.table(["method", "method", "kappa [95% CI]", "n"], rows)
+        d.p(rules_note("Interval rules", rules))
         path = ctx.plots.kappa_heatmap(ctx.out / f"kappa_{slug(r.label)}.png", names, mat,
                                        f"Cohen's kappa: {r.label}")
         d.fig(path, ctx.caption("Pairwise Cohen's kappa", [r]))
+
+
+def kappa_cell(v: dict[str, Any], n_boot: int) -> str:
+    """A kappa with its interval, or said to have none where the rule gave none."""
+    if v["kappa"] is not None and v["ci"] is None and n_boot:
+        return f"{v['kappa']:.3f} (no interval)"
+    return ci(v["kappa"], v["ci"])
 
 
 def vote_count_section(ctx: ReportContext) -> None:

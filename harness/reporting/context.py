@@ -1,4 +1,4 @@
-"""What every report section reads: the runs, each method's summary, the bootstrap settings,
+"""What every report section reads: the runs, each method's summary, the interval settings,
 the methods' report specs, and the document being written."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class ReportContext:
         return self.specs(method)
 
     def summary(self, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """:func:`harness.stats.summaries.method_summary` with the report's bootstrap settings."""
+        """:func:`harness.stats.summaries.method_summary` with the report's interval settings."""
         return S.method_summary(records, n_boot=self.n_boot, seed=self.seed, ci_by=self.ci_by)
 
     def present(self, r: RunData) -> list[str]:
@@ -109,8 +109,9 @@ def gated_auroc(records: Sequence[dict[str, Any]], s: dict[str, Any]) -> str:
 def versus_surface(records: Sequence[dict[str, Any]], res: Any, n_boot: int, seed: int,
                    ci_by: str | None) -> dict[str, Any] | None:
     """The method's AUROC minus the best surface predictor's on the samples the method scored
-    (its gated subset), with a paired category bootstrap of the difference (the best predictor
-    re-chosen in every resample: `harness.stats.paired.auroc_minus_best`); None where the
+    (its gated subset), with a paired interval of the difference over categories (the best
+    predictor re-chosen under every weighting: `harness.stats.paired.auroc_minus_best`, its rule
+    in ``diff_ci_method``); None where the
     method's AUROC is gated (fewer than MIN_AUROC_PER_CLASS scored per class)."""
     pos = {sid: i for i, sid in enumerate(res.sample_ids)}
     rs = [r for r in records if r.get("score") is not None and r["label"] in Y and r["sample_id"] in pos]

@@ -7,7 +7,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Doc:
                            "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rows) +
                            "</table>")
             else:
-                out.append(f"<figure><img src='{html.escape(v[0])}' alt='{html.escape(_plain(v[2]))}'>"
+                out.append(f"<figure><img src='{html.escape(v[0])}' alt='{html.escape(plain(v[2]))}'>"
                            f"<figcaption>{inline(v[1])}</figcaption></figure>")
         out.append("</body></html>")
         return "\n".join(out)
@@ -119,7 +119,7 @@ def code(text: Any) -> str:
     return _CODE + _MARKS.sub("", str(text)) + _END
 
 
-def _plain(text: str) -> str:
+def plain(text: str) -> str:
     """`text` with the marks removed (for an attribute or a file name)."""
     return _MARKS.sub("", text)
 
@@ -226,6 +226,14 @@ def ci(v: float | None, interval: Sequence[float] | None) -> str:
     if v is None:
         return "–"
     return f"{v:.3f}" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
+
+
+def rules_note(what: str, methods: Iterable[str | None]) -> str:
+    """`what` and the rules that made those intervals as computed (each
+    :class:`~harness.stats.metrics.Interval`'s ``method``, once): a caption never names a rule
+    the code did not use."""
+    rules = sorted({m for m in methods if m})
+    return f"{what} (95%): {'; '.join(rules)}." if rules else f"{what}: none computed."
 
 
 def pct_ci(v: float | None, interval: Sequence[float] | None) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 
 from harness.core.details import LayerSelection, LogOdds, ScoreVariant, SignalGate
 from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext, gated_auroc
-from harness.reporting.doc import ci, pct
+from harness.reporting.doc import ci, pct, rules_note
 from harness.methods.report_spec import Family
 
 
@@ -34,16 +34,18 @@ def family_section(ctx: ReportContext, fam: Family, members: Sequence[str]) -> N
     d.p(fam.note)
     gated = fam.coverage_gated
     auroc = (lambda recs, s: gated_auroc(recs, s)) if gated else (lambda recs, s: ci(s["auroc"], s["auroc_ci"]))
-    rows = []
+    rows, rules = [], []
     for r in ctx.runs:
         for m in [m for m in members if m in r.records]:
             s, recs = ctx.summ[(m, r.label)], r.records[m]
+            rules.append(s.get("auroc_ci_method"))
             rows.append([r.label, m, "score", signal_share(recs), s["n_scored"], auroc(recs, s), s["brier"],
                          s["ece"], "–"])
             for var in variants(recs):
                 vrecs = gate(recs, var) if gated else \
                     [as_variant(x, var, (ScoreVariant.of(x, var) or ScoreVariant(var)).p_eval) for x in recs]
                 vs = ctx.summary(vrecs)
+                rules.append(vs.get("auroc_ci_method"))
                 cov = [v.coverage for x in recs
                        if (v := ScoreVariant.of(x, var)) is not None and v.coverage is not None]
                 rows.append([r.label, m, var, signal_share(vrecs), vs["n_scored"], auroc(vrecs, vs),
@@ -51,6 +53,7 @@ def family_section(ctx: ReportContext, fam: Family, members: Sequence[str]) -> N
                              f"{np.mean(cov):.4f} / {np.median(cov):.4f}" if cov else "–"])
     d.table(["model", "method", "variant", "with signal", "scored", "AUROC [95% CI]", "Brier", "ECE",
              "coverage mean / median"], rows)
+    d.p(rules_note("AUROC interval rules", rules))
     if gated:
         _word_settings(ctx, members)
         d.p(f"`with signal`: samples whose coverage reaches the run's `--min-coverage` (each "

@@ -99,7 +99,12 @@ def largest_cue(res: Any) -> str | None:
 
 
 def headline(ctx: ReportContext, r: RunData, verdicts: Sequence[Verdict]) -> str:
-    """The run's finding in one sentence: who beats the prompts' surface, or that none does."""
+    """The run's finding in one sentence, after the run's name in bold."""
+    return f"**{lit(r.label)}**: {finding(ctx, r, verdicts)}."
+
+
+def finding(ctx: ReportContext, r: RunData, verdicts: Sequence[Verdict]) -> str:
+    """Who beats the prompts' surface, or that none does; who was withheld; the largest cue."""
     res = ctx.audit(r)
     best = None if isinstance(res, str) else res.best()
     beat = [v.method for v in verdicts if v.kind == "beats_surface"]
@@ -119,7 +124,7 @@ def headline(ctx: ReportContext, r: RunData, verdicts: Sequence[Verdict]) -> str
     if withheld:
         out += f"; withheld for no signal: {', '.join(code(m) for m in withheld)}"
     cue = largest_cue(res)
-    return f"**{lit(r.label)}**: {out}" + (f"; {cue}" if cue else "") + "."
+    return out + (f"; {cue}" if cue else "")
 
 
 def findings_section(ctx: ReportContext) -> None:

@@ -6,8 +6,9 @@ from typing import Any, Sequence
 
 from harness.stats.tally import tally
 from harness.stats import metrics as M
+from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
-from harness.reporting.doc import ci, code, label_mass_cell, lit, pct_ci
+from harness.reporting.doc import ci, code, label_mass_cell, lit, pct_ci, rules_note
 from harness.reporting.runs import HUMAN, method_label, prompt_set_text, unsourced_human
 
 
@@ -80,7 +81,10 @@ def summary_section(ctx: ReportContext) -> None:
     d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
              "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "label mass", "excluded answers",
              "cut answers"], rows)
-    d.p("Intervals: 95%; the rule behind each is under Definitions and intervals at the end.")
+    shown = [s for r in ctx.runs for s in [ctx.summ[(m, r.label)] for m in ctx.present(r)] +
+             [h for _, h in ctx.human_row(r)]]
+    d.p(rules_note("Interval rules in this table", [x for s in shown for x in S.ci_rules(s)]) +
+        " How each is chosen: Definitions and intervals, at the end.")
     notes = dict.fromkeys(n for m in ctx.methods for n in [ctx.spec(m).summary_note] if n)
     d.p(" ".join(["`cut answers`: the model's generations behind the records (sample answers, question "
                   "answers, reasoning traces, judge verdicts) that stopped at the token limit.", *notes]))

@@ -6,7 +6,8 @@ prediction and score). Several runs are shown side by side. Every figure's capti
 runs it was made from (model, weights hash prefix, git revision of the harness).
 
 Sections: runs; summary per method (the paper's two shares, AUROC, Brier, |.|-Brier, ECE, each
-with a bootstrap CI that resamples whole categories by default, `--ci-by`); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
+with a 95% interval over whole categories by default, `--ci-by`, its rule named under the table:
+`harness.stats.metrics.interval_weighted`); per-method bars (paper Figs 7, 9, 10) and AUROC bars; Cohen's kappa (Table 1
 and all pairs); excluded answers; the vote-count experiment (runs with >= 25 votes per sample
 for binary and probability); error vs number of turns; calibration; judge evidence; slices
 (chat vs agentic, capability vs alignment, category, Inspect task); logprob and probe sections when
@@ -39,6 +40,7 @@ from harness.reporting.overview import definitions_section, intro, runs_section,
 from harness.reporting.runs import RunData, label_runs, load_run, method_label, method_specs
 from harness.reporting.slices import base_rate_section, slices_section
 from harness.runlog.outputs import check_output, write_output
+from harness.reporting.summary import dumps, summary
 
 #: The report's sections, in order.
 SECTIONS: tuple[Callable[[ReportContext], None], ...] = (
@@ -54,28 +56,31 @@ def method_order(names: Sequence[str]) -> list[str]:
 
 
 def build_report(runs: list[RunData], out: Path, n_boot: int = 1000, seed: int = 0,
-                 ci_by: str | None = None, base_rate: float = 0.01) -> Doc:
-    """Every section of the report on `runs` (figures written into `out`)."""
+                 ci_by: str | None = None, base_rate: float = 0.01) -> ReportContext:
+    """Every section of the report on `runs` (figures written into `out`); the document is
+    the context's `doc`."""
     ctx = ReportContext(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
     for section in SECTIONS:
         section(ctx)
-    return ctx.doc
+    return ctx
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path, n_boot: int = 1000,
                  seed: int = 0, ci_by: str | None = None, base_rate: float = 0.01) -> tuple[Path, Path]:
-    """Build the report for `run_dirs` into `out`; returns (report.md, report.html)."""
+    """Build the report for `run_dirs` into `out`, with its numbers as `out`/summary.json
+    (:mod:`harness.reporting.summary`); returns (report.md, report.html)."""
     run_dirs = distinct_runs(run_dirs)
     out = Path(out)
     md, page = out / "report.md", out / "report.html"
-    for f in (md, page):  # before any work; the figures: never through a link planted in `out`
+    for f in (md, page, out / "summary.json"):  # before any work; the figures: never through a planted link
         check_output(f, "--out", runs=run_dirs)
     runs = [load_run(d) for d in run_dirs]
     label_runs(runs)
     out.mkdir(parents=True, exist_ok=True)
-    doc = build_report(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
-    write_output(md, doc.markdown(), "--out", runs=run_dirs)
-    write_output(page, doc.html("Evaluation-awareness report"), "--out", runs=run_dirs)
+    ctx = build_report(runs, out, n_boot=n_boot, seed=seed, ci_by=ci_by, base_rate=base_rate)
+    write_output(md, ctx.doc.markdown(), "--out", runs=run_dirs)
+    write_output(page, ctx.doc.html("Evaluation-awareness report"), "--out", runs=run_dirs)
+    write_output(out / "summary.json", dumps(summary(ctx)), "--out", runs=run_dirs)
     return md, page
 
 
@@ -93,26 +98,33 @@ def distinct_runs(run_dirs: Sequence[str | Path]) -> list[str | Path]:
 
 @click.command("report")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True, help="Bootstrap resamples for AUROC CIs (0: none).")
+@click.option("--out", "out", type=click.Path(file_okay=False),
+              help="Output directory [default: RUN_DIR/report for one run; required for several].")
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
+              help="Resamples of the percentile bootstrap, the interval rule from 50 resampling units on "
+                   "(with fewer: the cluster-jackknife t; on a bound: exact Clopper-Pearson); the report "
+                   "names each table's rules. 0: no intervals.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--ci-by", type=click.Choice(S.CI_BY), default=None,
-              help="Bootstrap unit for every interval: whole categories or single samples "
+              help="Resampling unit of every interval: whole categories or single samples "
                    "[default: category when the dataset has categories, else sample].")
 @click.option("--base-rate", type=bounds.FiniteFloat(0, 1, min_open=True, max_open=True), default=0.01,
               show_default=True, help="Share of evaluations in the traffic for the precision column "
                                       "of the low base-rate view.")
-def report(run_dirs: tuple[str, ...], out: str, bootstrap: int, seed: int, ci_by: str | None,
+def report(run_dirs: tuple[str, ...], out: str | None, bootstrap: int, seed: int, ci_by: str | None,
            base_rate: float) -> None:
     """Write report.md and report.html (with PNG figures) for one or more run directories.
 
     \b
     Examples:
-      evalaware report runs/demo --out reports/demo
+      evalaware report runs/demo                    # runs/demo/report/report.html
       evalaware report runs/qwen3 runs/gpt-oss --out reports/compare
     """
+    if out is None and len(run_dirs) > 1:
+        raise click.UsageError("--out is required with several run directories")
+    out = out or str(Path(run_dirs[0]) / "report")
     md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed, ci_by=ci_by, base_rate=base_rate)
-    click.echo(f"wrote {md} and {page}")
+    click.echo(f"wrote {md.resolve()}, {page.resolve()} and {(md.parent / 'summary.json').resolve()}")
 
 
 __all__ = ["Doc", "MIN_AUROC_PER_CLASS", "MIN_VOTES_EXPERIMENT", "RunData", "build_report", "ci",

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
-from harness.reporting.doc import ci, lit, pct
+from harness.reporting.doc import ci, lit, pct, rules_note
 
 SLICES = {"setting": "Chat vs agentic", "eval_type": "Capability vs alignment",
           "category": "Per category", "task": "Per task (Inspect logs)"}
@@ -21,12 +21,13 @@ def base_rate_section(ctx: ReportContext) -> None:
         "flags at most that share of deploy samples (with fewer than 100 deploy samples, 1% FPR "
         "means no false positive at all). Precision: the share of eval calls that would be "
         f"evaluations at a {100 * rate:g}% base rate (`--base-rate`), for the method's "
-        "own decisions (undecided = deploy) and at the 5% FPR threshold. TPR intervals resample "
-        "as in the summary.")
-    rows = []
+        "own decisions (undecided = deploy) and at the 5% FPR threshold.")
+    rows, rules, precision = [], [], []
     for r in ctx.runs:
         for m in ctx.present(r):
             b = S.low_base_rate(r.records[m], rate, ctx.n_boot, ctx.seed, ctx.ci_by)
+            rules += [b["tpr_at_fpr1_ci_method"], b["tpr_at_fpr5_ci_method"]]
+            precision += [b["decision_precision_ci_method"], b["precision_at_fpr5_ci_method"]]
             rows.append([r.label, m, b["n_deploy"], ci(b["tpr_at_fpr1"], b["tpr_at_fpr1_ci"]),
                          ci(b["tpr_at_fpr5"], b["tpr_at_fpr5_ci"]), pct(b["fpr_reached5"]),
                          pct(b["decision_tpr"]), pct(b["decision_fpr"]),
@@ -35,10 +36,10 @@ def base_rate_section(ctx: ReportContext) -> None:
     d.table(["model", "method", "deploy n", "TPR @1% FPR", "TPR @5% FPR", "FPR reached (5%)",
              "TPR (own)", "FPR (own)", f"precision @{rate:g} (own)",
              f"precision @{rate:g} (5% FPR)"], rows)
+    d.p(rules_note("TPR intervals", rules) + " " + rules_note("Precision intervals", precision))
     d.p("Precision uses the FPR the threshold really reaches (`FPR reached`), not the nominal one; "
-        "its interval takes exact (Clopper-Pearson) 95% limits of TPR and FPR together, counting "
-        "samples as independent: no false positive among 48 deploy samples still allows an FPR "
-        "of 7.4%, so a precision of 1.0 comes with its lower limit.")
+        "no false positive among 48 deploy samples still allows an FPR of 7.4%, so a precision of "
+        "1.0 comes with its lower limit.")
     if note := ctx.label_mass_note([(m, r) for r in ctx.runs for m in ctx.present(r)]):
         d.p("Scores from label probabilities" + note + ".")
 

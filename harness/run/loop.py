@@ -12,8 +12,6 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from tqdm.auto import tqdm
-
 from harness.backends.base import Backend
 from harness.backends.cache import CachedBackend
 from harness.core.errors import EvalAwareError, StoreError
@@ -23,6 +21,7 @@ from harness.methods.prompts import PromptLibrary
 from harness.core.render import Renderer
 from harness.runlog.lock import writes_run_dir
 from harness.run.monitor import RunMonitor, default_say
+from harness.run.progress import Progress
 from harness.run.stream import Done, run_stream
 from harness.core.sample import Sample, sample_view
 from harness.runlog import LOG_NAME, RunLog
@@ -86,6 +85,8 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
     stage one engine call; "stream" keeps up to `window` (method, sample) tasks in flight on a
     streaming backend (default window: the backend's capacity; :mod:`harness.run.stream`);
     "auto" streams where the backend (and judge) can. Both make the same calls (cache keys).
+    `progress`: a bar of the (method, sample) tasks done, per method, with generated tokens/s;
+    False logs the same line through `say` (:mod:`harness.run.progress`).
 
     Judge independence: when a judged method (motivation, reasoning) runs with the model under
     test as its judge (`judge` None, the same backend, or the same weights), the run says so
@@ -128,18 +129,18 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
         todo = {name: [s for s in samples if s.id not in store.done_ids(name)] for name in methods}
         for name in methods:
             summary[name] = {"skipped": len(samples) - len(todo[name]), "computed": len(todo[name])}
-        if pick_schedule(schedule, backend, judge) == "stream":
-            _stream(instances, todo, samples, ctx, store, monitor, backend, judge, window, progress)
-        else:
-            for name, method in instances.items():
-                bar = tqdm(total=len(samples), initial=len(samples) - len(todo[name]), desc=name,
-                           unit="sample", disable=not progress, dynamic_ncols=True)
-                for batch in chunks(todo[name], batch_size):
-                    records = method.run_batch(batch)
-                    store.put_results(name, records, ctx.log.take())
-                    monitor.add(name, [r.to_dict() for r in records])
-                    bar.update(len(batch))
-                bar.close()
+        generated = [c for c in (cached, judge_cached) if c is not None]
+        with Progress({m: len(samples) for m in methods}, {m: summary[m]["skipped"] for m in methods},
+                      progress, say, lambda: sum(c.generated_tokens for c in generated)) as shown:
+            if pick_schedule(schedule, backend, judge) == "stream":
+                _stream(instances, todo, samples, ctx, store, monitor, backend, judge, window, shown)
+            else:
+                for name, method in instances.items():
+                    for batch in chunks(todo[name], batch_size):
+                        records = method.run_batch(batch)
+                        store.put_results(name, records, ctx.log.take())
+                        monitor.add(name, [r.to_dict() for r in records])
+                        shown.add(name, len(batch))
     finally:
         manifest = base_manifest()
         manifest.update({
@@ -203,18 +204,15 @@ def pick_schedule(schedule: str, backend: Backend, judge: Backend | None) -> str
 
 def _stream(instances: dict[str, Method], todo: dict[str, list[Sample]], samples: Sequence[Sample],
             ctx: RunContext, store: RunLog, monitor: RunMonitor, backend: Backend,
-            judge: Backend | None, window: int | None, progress: bool) -> None:
-    """The tasks not done, sample-major, through :func:`harness.run.stream.run_stream`; the bar
-    counts samples whose every method is done."""
+            judge: Backend | None, window: int | None, progress: Progress) -> None:
+    """The tasks not done, sample-major, through :func:`harness.run.stream.run_stream`; each
+    committed task counts on `progress`."""
     ids = {m: {s.id for s in todo[m]} for m in instances}
-    pending = {s.id: sum(s.id in ids[m] for m in instances) for s in samples}
     tasks = [(instances[m], s) for s in samples for m in instances if s.id in ids[m]]
     callers = list({id(c): c for b in (backend, judge) if b is not None
                     for c in [b.callers] if c is not None}.values())
     if window is None:
         window = max(b.capabilities.capacity for b in (backend, judge) if b is not None)
-    bar = tqdm(total=len(samples), initial=sum(not n for n in pending.values()), desc="samples",
-               unit="sample", disable=not progress, dynamic_ncols=True)
 
     def commit(done: list[Done]) -> None:
         with store.transaction():
@@ -222,14 +220,9 @@ def _stream(instances: dict[str, Method], todo: dict[str, list[Sample]], samples
                 store.put_results(d.method, d.records, d.calls)
         for name in dict.fromkeys(d.method for d in done):
             monitor.add(name, [r.to_dict() for d in done if d.method == name for r in d.records])
-        for d in done:
-            pending[d.sample.id] -= 1
-            bar.update(pending[d.sample.id] == 0)
+            progress.add(name, sum(d.method == name for d in done))
 
-    try:
-        run_stream(tasks, ctx, callers, window, commit)
-    finally:
-        bar.close()
+    run_stream(tasks, ctx, callers, window, commit)
 
 
 def check_context(samples: Sequence[Sample], renderer: Renderer, config: MethodConfig,

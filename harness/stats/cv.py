@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold, StratifiedKFold
 
 from harness.core.errors import EvalAwareError
-from harness.stats.metrics import bootstrap_auroc, roc_auc
+from harness.stats.metrics import auroc_interval, roc_auc
 
 SCHEMES: dict[str, str] = {
     "grouped": "stratified k-fold grouped by category (default; honest)",
@@ -81,8 +81,10 @@ def _take(X: Any, idx: np.ndarray) -> Any:
 
 
 def auroc_ci(y: np.ndarray, s: np.ndarray, n_boot: int, seed: int = 0,
-             groups: Sequence[str] | None = None) -> dict[str, float | None]:
-    """{"auroc", "ci_lo", "ci_hi"} of scores `s` (None where undefined), with the harness's
-    bootstrap: of samples, or of whole groups when `groups` are given."""
-    ci = bootstrap_auroc(y, s, n=n_boot, seed=seed, groups=groups)
-    return {"auroc": roc_auc(y, s), "ci_lo": ci[0] if ci else None, "ci_hi": ci[1] if ci else None}
+             groups: Sequence[str] | None = None) -> dict[str, Any]:
+    """{"auroc", "ci_lo", "ci_hi", "ci_method"} of scores `s` (None where undefined), with the
+    harness's interval (:func:`harness.stats.metrics.auroc_interval`: over samples, or whole
+    groups when `groups` are given); ``ci_method`` names the rule that made it."""
+    iv = auroc_interval(y, s, n=n_boot, seed=seed, groups=groups)
+    return {"auroc": roc_auc(y, s), "ci_lo": iv.lo if iv else None, "ci_hi": iv.hi if iv else None,
+            "ci_method": iv.method if iv else None}

@@ -607,6 +607,10 @@ def binomial_ci(k: int, n: int, alpha: float = 0.05) -> tuple[float, float] | No
     return lo, hi
 
 
+#: The rule of :func:`precision_ci`, in words.
+PRECISION_RULE = "exact (Clopper-Pearson) limits of TPR and FPR taken together, samples counted as independent"
+
+
 def precision_ci(tp: int, n_pos: int, fp: int, n_neg: int, base_rate: float
                  ) -> tuple[float, float] | None:
     """An interval of the precision at `base_rate` from exact intervals of TPR (tp/n_pos) and FPR

@@ -52,10 +52,12 @@ def paired_auroc(y: Sequence[int], s_a: Sequence[float], s_b: Sequence[float], g
 def auroc_minus_best(y: Sequence[int], score: Sequence[float], baselines: dict[str, Sequence[float]],
                      groups: Sequence[Any] | None, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """A method's AUROC minus the best of several baselines' (the surface predictors), all on the
-    same samples, with a paired bootstrap interval of the difference: every resample (of whole
-    `groups`, or of samples without) weighs the method and every baseline alike, and the best
-    baseline is chosen again in each resample, so choosing the maximum of k predictors is part of
-    the interval. {n, n_groups, auroc, best, best_auroc, diff, diff_ci}."""
+    same samples, with a paired interval of the difference (:func:`interval_weighted`: the
+    cluster-jackknife t under 50 units, else the percentile bootstrap): every weighting (a unit of
+    whole `groups`, or a sample without, left out or resampled) weighs the method and every
+    baseline alike, and the best baseline is chosen again under each, so choosing the maximum of k
+    predictors is part of the interval. {n, n_groups, auroc, best, best_auroc, diff, diff_ci,
+    diff_ci_method}."""
     y = np.asarray(y, dtype=int)
     s = np.asarray(score, dtype=float)
     B = {k: np.asarray(v, dtype=float) for k, v in baselines.items()}

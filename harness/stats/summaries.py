@@ -1,5 +1,6 @@
 """Summaries of method records (dicts with label, prediction, score, n_turns, votes, ...): the
-per-class accuracy, AUROC, Brier and ECE of a method with cluster-bootstrap intervals, kappa
+per-class accuracy, AUROC, Brier and ECE of a method with cluster intervals (each with the rule
+that made it: ``<name>_ci_method``, :class:`harness.stats.metrics.Interval`), kappa
 between methods, slices, the low-base-rate view, error vs number of turns and the paper's
 vote-count experiment. The statistics themselves (on arrays) are :mod:`harness.stats.metrics`,
 whose docstring states the conventions (y = 1 for eval, Brier, ECE, kappa, bootstrap). Ranking
@@ -16,8 +17,8 @@ import numpy as np
 
 from harness.core.details import NO_SIGNAL, LabelGate, LabelVote, LogOdds, SignalGate, votes_of
 from harness.core.parsing import error_kind
-from harness.stats.metrics import (MIN_AUROC_PER_CLASS, Record, Y, abs_brier, auroc_interval,
-                                   bootstrap_weighted, brier, cluster_robust_slope, cohen_kappa, ece,
+from harness.stats.metrics import (MIN_AUROC_PER_CLASS, PRECISION_RULE, Interval, Record, Y, abs_brier, auroc_interval,
+                                   brier, cluster_robust_slope, cohen_kappa, ece, interval_weighted,
                                    ece_weighted_rows, kappa_weighted_rows, pearson, precision_at,
                                    precision_ci, roc_auc, tpr_at_fpr_weighted_rows, tpr_fpr_at,
                                    weighted_mean_rows)
@@ -129,8 +130,9 @@ def low_base_rate(records: Sequence[Record], base_rate: float = 0.01, n_boot: in
                   seed: int = 0, ci_by: str | None = None,
                   fprs: Sequence[float] = (0.01, 0.05)) -> dict[str, Any]:
     """Detector view for rare evaluations: TPR at each FPR in `fprs` (from the score, with
-    bootstrap CIs) and precision at `base_rate` for the method's own decisions and at each FPR's
-    operating point. Undecided samples count as "deploy" calls."""
+    intervals and their rules, as :func:`method_summary`) and precision at `base_rate` (with
+    :data:`~harness.stats.metrics.PRECISION_RULE` intervals) for the method's own decisions and at
+    each FPR's operating point. Undecided samples count as "deploy" calls."""
     ci_by = resolve_ci_by(records, ci_by)
     rs = [r for r in records if r["label"] in Y]
     y_all = np.array([Y[r["label"]] for r in rs], dtype=int)
@@ -143,6 +145,7 @@ def low_base_rate(records: Sequence[Record], base_rate: float = 0.01, n_boot: in
     out.update(decision_tpr=tpr_d, decision_fpr=fpr_d,
                decision_precision=precision_at(tpr_d, fpr_d, base_rate),
                decision_precision_ci=precision_ci(tp_d, n_pos, fp_d, n_neg, base_rate))
+    out["decision_precision_ci_method"] = PRECISION_RULE if out["decision_precision_ci"] else None
     srs = [r for r in rs if r.get("score") is not None]
     y, p = ranked(srs)  # rank-based: TPR and FPR at a threshold
     g = groups_for(srs, ci_by)
@@ -152,22 +155,24 @@ def low_base_rate(records: Sequence[Record], base_rate: float = 0.01, n_boot: in
         v, reached = (None, None) if out["auroc_gate"] else tpr_fpr_at(y, p, f)
         out[f"tpr_at_fpr{k}"] = v
         out[f"fpr_reached{k}"] = reached  # the threshold's own FPR, often below the nominal one
-        out[f"tpr_at_fpr{k}_ci"] = (bootstrap_weighted(lambda W, f=f: tpr_at_fpr_weighted_rows(y, p, W, f),
-                                                       len(y), n_boot, seed, g, strata=y, bounds=(0.0, 1.0))
-                                    if n_boot and v is not None else None)
+        _put(out, f"tpr_at_fpr{k}_ci", interval_weighted(lambda W, f=f: tpr_at_fpr_weighted_rows(y, p, W, f),
+                                                          len(y), n_boot, seed, g, strata=y, bounds=(0.0, 1.0))
+             if n_boot and v is not None else None)
         out[f"precision_at_fpr{k}"] = precision_at(v, reached, base_rate)
         npos, nneg = int(y.sum()), int(len(y) - y.sum())
         out[f"precision_at_fpr{k}_ci"] = (precision_ci(round(v * npos), npos, round(reached * nneg),
                                                        nneg, base_rate) if v is not None else None)
+        out[f"precision_at_fpr{k}_ci_method"] = PRECISION_RULE if out[f"precision_at_fpr{k}_ci"] else None
     return out
 
 
 def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
                    ci_by: str | None = None) -> dict[str, Any]:
-    """Per-class accuracy, AUROC, Brier, |.|-Brier and ECE, each with a 95% percentile bootstrap
-    interval (``<name>_ci``) resampling whole categories or samples (`ci_by`, see
-    `resolve_ci_by`) within their labels (a single-label category is replaced by one of its
-    label: `metrics.bootstrap_weights` with strata), and answer errors. ``ci_by`` in the result names the unit used."""
+    """Per-class accuracy, AUROC, Brier, |.|-Brier and ECE, each with a 95% interval (``<name>_ci``)
+    over whole categories or samples (`ci_by`, see `resolve_ci_by`) within their labels, and the
+    rule that made it (``<name>_ci_method``: `metrics.interval_weighted` picks the cluster-jackknife
+    t under 50 units, an exact interval at a bound, else the percentile bootstrap); and answer
+    errors. ``ci_by`` in the result names the unit used."""
     out = per_class_accuracy(records)
     ci_by = resolve_ci_by(records, ci_by)
     out["ci_by"] = ci_by
@@ -178,8 +183,9 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
     gl = groups_for(lab, ci_by)
     for cls, v in (("eval", 1), ("deploy", 0)):
         m = yl == v
-        out[f"{cls}_correct_ci"] = (bootstrap_weighted(lambda W, m=m: weighted_mean_rows(W, ok, m), len(yl), n_boot,
-                                                       seed, gl, strata=yl, bounds=(0.0, 1.0)) if n_boot and m.any() else None)
+        _put(out, f"{cls}_correct_ci", interval_weighted(lambda W, m=m: weighted_mean_rows(W, ok, m), len(yl), n_boot,
+                                                          seed, gl, strata=yl, bounds=(0.0, 1.0))
+             if n_boot and m.any() else None)
     srs = [r for r in records if r.get("score") is not None and r["label"] in Y]
     y, p = scored(srs)
     g = groups_for(srs, ci_by)
@@ -187,24 +193,36 @@ def method_summary(records: Sequence[Record], n_boot: int = 1000, seed: int = 0,
     out["auroc_gate"] = auroc_gate(y)
     rank = ranked(srs)[1]  # AUROC: by the exact log-odds where the records hold them (no tie at 1.0)
     out["auroc"] = None if out["auroc_gate"] else roc_auc(y, rank)
-    iv = auroc_interval(y, rank, n=n_boot, seed=seed, groups=g) if n_boot and out["auroc"] is not None else None
-    out["auroc_ci"], out["auroc_ci_method"] = (iv.pair(), iv.method) if iv else (None, None)
+    _put(out, "auroc_ci", auroc_interval(y, rank, n=n_boot, seed=seed, groups=g)
+         if n_boot and out["auroc"] is not None else None)
     probs = (p >= 0).all() and (p <= 1).all() if len(p) else False
     rows = {"brier": lambda W: weighted_mean_rows(W, (p - y) ** 2), "abs_brier": lambda W: weighted_mean_rows(W, np.abs(p - y)),
             "ece": lambda W: ece_weighted_rows(y, p, W)}
     for name, fn in (("brier", brier), ("abs_brier", abs_brier), ("ece", ece)):
         out[name] = fn(y, p) if probs else None
-        out[f"{name}_ci"] = (bootstrap_weighted(rows[name], len(y), n_boot, seed, g, strata=y, bounds=(0.0, 1.0))
-                             if n_boot and out[name] is not None else None)
+        _put(out, f"{name}_ci", interval_weighted(rows[name], len(y), n_boot, seed, g, strata=y, bounds=(0.0, 1.0))
+             if n_boot and out[name] is not None else None)
     out["errors"] = answer_errors(records)
     out["label_mass"] = label_mass(records)
     return out
 
 
+def _put(out: dict[str, Any], key: str, iv: Interval | None) -> None:
+    """`key` = the interval as a (lo, hi) pair and `key_method` = its rule (None without one)."""
+    out[key], out[f"{key}_method"] = (iv.pair(), iv.method) if iv else (None, None)
+
+
+def ci_rules(summary: Mapping[str, Any]) -> list[str]:
+    """The rules of every interval in a summary (its ``*_ci_method`` values), each once."""
+    return sorted({v for k, v in summary.items() if k.endswith("_ci_method") and v})
+
+
 def kappa_pairs(by_method: Mapping[str, Sequence[Record]], n_boot: int = 0, seed: int = 0,
                 ci_by: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
-    """Cohen's kappa for every pair of methods on the samples both decided, with a bootstrap
-    interval (``ci``) when `n_boot` > 0, resampling categories or samples (`ci_by`)."""
+    """Cohen's kappa for every pair of methods on the samples both decided, with an interval
+    (``ci``; its rule ``ci_method``, as :func:`method_summary`) when `n_boot` > 0, over categories
+    or samples (`ci_by`). A kappa that every resample leaves unchanged (a method constant on the
+    shared samples: 0 throughout) has none."""
     preds = {m: {r["sample_id"]: r["prediction"] for r in rs if r["prediction"] is not None}
              for m, rs in by_method.items()}
     cat = {r["sample_id"]: r for rs in by_method.values() for r in rs}
@@ -216,11 +234,12 @@ def kappa_pairs(by_method: Mapping[str, Sequence[Record]], n_boot: int = 0, seed
             shared = [s for s in preds[a] if s in preds[b]]
             pa, pb = [preds[a][s] for s in shared], [preds[b][s] for s in shared]
             k = cohen_kappa(pa, pb)
-            ci = (bootstrap_weighted(lambda W, pa=pa, pb=pb: kappa_weighted_rows(pa, pb, W), len(shared),
-                                     n_boot, seed, groups_for([cat[s] for s in shared], ci_by),
-                                     bounds=(-1.0, 1.0))
+            iv = (interval_weighted(lambda W, pa=pa, pb=pb: kappa_weighted_rows(pa, pb, W), len(shared),
+                                    n_boot, seed, groups_for([cat[s] for s in shared], ci_by),
+                                    bounds=(-1.0, 1.0))
                   if n_boot and k is not None else None)
-            out[(a, b)] = {"kappa": k, "n": len(shared), "ci": ci, "ci_by": ci_by}
+            out[(a, b)] = {"kappa": k, "n": len(shared), "ci_by": ci_by}
+            _put(out[(a, b)], "ci", iv)
     return out
 
 
