@@ -209,11 +209,10 @@ def scoring_checks(report: Report, b: Any, tol: float) -> None:
 
 def demo_methods(report: Report, b: Any, n_samples: int, work: Path) -> None:
     """The demo's methods through the streaming loop and the batch loop."""
-    import sqlite3
-
     from harness.data.readers import load_dataset
     from harness.methods import MethodConfig
     from harness.run.loop import run_methods
+    from harness.runlog import RunLog
 
     s = load_dataset("demo")
     samples = s[: n_samples // 2] + s[-(n_samples - n_samples // 2):]
@@ -223,10 +222,9 @@ def demo_methods(report: Report, b: Any, n_samples: int, work: Path) -> None:
         t0 = time.perf_counter()
         out = work / schedule
         summary = run_methods(samples, METHODS, b, out, config=config, progress=False, schedule=schedule)
-        db = sqlite3.connect(out / "store.sqlite")
-        keys[schedule] = {r[0] for r in db.execute("SELECT key FROM calls")}
-        n = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-        db.close()
+        with RunLog(out, create=False) as st:
+            keys[schedule] = {k for k, _ in st.iter_calls()}
+            n = sum(len(st.result_dicts(m)) for m in METHODS)
         calls = sum(summary["_calls"]["model_calls"].values())
         report.check(f"demo methods ({schedule})", n == len(samples) * len(METHODS),
                      f"{n} records, {calls} engine calls in {time.perf_counter() - t0:.1f} s", records=n)
