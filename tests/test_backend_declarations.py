@@ -1,6 +1,7 @@
-"""Issue 38 item 1, "backends declare themselves": each backend class declares its options, its
-capabilities and where ``-M key=value`` engine arguments go; commands ask for capabilities,
-never for backend names; a throwaway backend is one class plus one registry line."""
+"""Issue 38 item 1, "backends declare themselves" (issue 47: in light specs, the class imported when
+made): each backend's spec declares its options, its capabilities, its keywords and where
+``-M key=value`` engine arguments go; commands ask for capabilities, never for backend names; a
+throwaway backend is one class, one spec and one registry line."""
 
 from __future__ import annotations
 

@@ -212,7 +212,7 @@ def logsumexp_rows(lp: np.ndarray) -> np.ndarray:
 
 class Backend(ABC):
     """A model behind one of the engines. Subclasses set `kind`, `tokenizer`, `identity`, and
-    declare at class level what they take and can do (:mod:`harness.backends.declare`)."""
+    are declared, with what they take and can do, by a light spec (:mod:`harness.backends.specs`)."""
 
     kind: str = "base"
     device: str = "-"  # where the model runs: cpu, cuda, or a server URL (for our start-up line)
