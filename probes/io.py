@@ -13,16 +13,17 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save
 
 from harness.core.atomic import write_bytes, write_text
 from harness.core.errors import EvalAwareError
 from probes.activations.shard_file import file_problem
+
+if TYPE_CHECKING:
+    import torch
 
 FORMAT = "evalaware-probe-1"
 TENSORS = ("weight", "bias", "scaler_mean", "scaler_scale")
@@ -60,6 +61,9 @@ class LinearProbe:
 def save_probe(out_dir: str | Path, params: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
     """Write probe.safetensors + probe.json (with the tensor file's size and sha256) into
     out_dir; returns out_dir."""
+    import torch
+    from safetensors.torch import save
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tensors = {k: torch.from_numpy(np.asarray(params[k], dtype=np.float32).reshape(-1).copy())
@@ -90,6 +94,7 @@ def read_tensor_dir(path: str | Path, stem: str, fmt: str, what: str
         raise EvalAwareError(f"{meta_file}: expected a JSON object, got {type(meta).__name__}")
     if meta.get("format") != fmt:
         raise EvalAwareError(f"{meta_file}: field 'format': {meta.get('format')!r}, expected {fmt!r}")
+    from safetensors.torch import load_file  # imports torch
     try:
         tensors = load_file(str(tensor_file))
     except (SafetensorError, ValueError) as e:  # truncated, overwritten, not safetensors

@@ -1,6 +1,7 @@
-"""Issue 38 item 1, "backends declare themselves": each backend class declares its options, its
-capabilities and where ``-M key=value`` engine arguments go; commands ask for capabilities,
-never for backend names; a throwaway backend is one class plus one registry line."""
+"""Issue 38 item 1, "backends declare themselves" (issue 47: in light specs, the class imported when
+made): each backend's spec declares its options, its capabilities, its keywords and where
+``-M key=value`` engine arguments go; commands ask for capabilities, never for backend names; a
+throwaway backend is one class, one spec and one registry line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from click.testing import CliRunner
 
 from harness.backends import registry
 from harness.backends.base import Backend, Capabilities
-from harness.backends.declare import BackendOption, parse_engine_args
+from harness.backends.declare import BackendOption, keywords, parse_engine_args
+from harness.backends.specs import BackendSpec
 from harness.cli.main import cli
 from harness.cli.options import BackendKind
 from harness.core.errors import BackendError, EvalAwareError
@@ -158,7 +160,7 @@ def test_no_command_lists_backends_by_name():
                 assert not set(consts) & names, (f, ast.unparse(node))
 
 
-def test_capabilities_and_options_are_declared_by_the_classes():
+def test_capabilities_and_options_are_declared_by_the_specs():
     from harness.backends.vllm.backend import VLLMBackend
     from harness.backends.vllm.capture import VLLMCaptureBackend
 
@@ -175,6 +177,17 @@ def test_capabilities_and_options_are_declared_by_the_classes():
     assert registry.option_owners("batch_size") == ("hf",)
 
 
+def test_each_spec_names_its_class_and_that_class_s_constructor_keywords():
+    """A spec is read without importing its engine, so what it says of the class is checked here:
+    the class it names exists, declares the spec's capabilities, and takes the spec's keywords."""
+    for kind, specs in registry.BACKEND_SPECS.items():
+        for spec in specs:
+            cls = spec.load()
+            assert spec.kind == kind == cls.kind, spec.engine
+            assert cls.capabilities == spec.capabilities, spec.engine
+            assert keywords(cls) == spec.keywords, (spec.engine, keywords(cls) ^ spec.keywords)
+
+
 def test_settings_and_model_info_are_declared_on_the_contract(hf_tiny):
     from harness.backends.base import WrappedBackend
 
@@ -189,15 +202,14 @@ def test_capture_refuses_the_hf_batch_size_it_used_to_override(tmp_path, no_engi
            "does not take --hf-batch-size")
 
 
-# --- a throwaway backend: one class, one registry line ---------------------------------------
+# --- a throwaway backend: one class, one spec, one registry line ----------------------------
 
 
 class ToyBackend(Backend):
-    """A backend that only declares itself (never opened here)."""
+    """A backend whose spec declares it (never opened here)."""
 
     kind = "toy"
     capabilities = Capabilities(hidden_states=True)
-    options = (BackendOption("toy_knob", "toy: a knob.", {"min": 1}),)
 
     def __init__(self, model: str, toy_knob: int = 1, dtype: str = "auto") -> None:
         self.model, self.toy_knob, self.dtype = model, toy_knob, dtype
@@ -216,15 +228,21 @@ class ToyBackend(Backend):
         return []
 
 
+TOY = BackendSpec(kind="toy", engine=f"{__name__}:ToyBackend", capabilities=ToyBackend.capabilities,
+                  keywords=frozenset({"toy_knob", "dtype"}),
+                  options=(BackendOption("toy_knob", "toy: a knob.", {"min": 1}),))
+
+
 def test_a_throwaway_backend_is_one_class_and_one_registry_line(monkeypatch, tiny_model_dir):
-    monkeypatch.setitem(registry.BACKEND_CLASSES, "toy", (ToyBackend,))  # the registry line
+    monkeypatch.setattr(registry, "BACKEND_SPECS", dict(registry.BACKEND_SPECS))
+    registry.register_backend("toy", TOY)  # the registry line
     assert "toy" in registry.backends_with("hidden_states") and "toy" not in registry.backends_with("steering")
     assert registry.option_owners("toy_knob") == ("toy",)
     registry.check_backend("toy", "m", {"toy_knob": 2, "dtype": "auto"})
     with pytest.raises(EvalAwareError, match="--toy-knob applies to the toy backend, not to hf"):
         registry.check_backend("hf", str(tiny_model_dir), {"toy_knob": 2})
     with pytest.raises(EvalAwareError, match="the toy backend cannot steer"):
-        registry.backend_class("toy", ["steering"])
+        registry.backend_spec("toy", ["steering"])
     with pytest.raises(EvalAwareError, match="-M x: the toy backend takes no engine arguments"):
         registry.check_backend("toy", "m", {"engine_args": {"x": 1}})
     b = registry.make_backend("toy", "m", toy_knob=3, batch_size=8, max_model_len=None)

@@ -39,25 +39,23 @@ def test_a_method_name_registered_twice_is_refused_naming_both_classes():
 
 
 def test_a_backend_name_or_class_registered_twice_is_refused_naming_both(monkeypatch):
+    from dataclasses import replace
+
     from harness.backends import registry
-    from harness.backends.hf.backend import HFBackend
-    from harness.backends.openai.backend import OpenAIBackend
+    from harness.backends.specs import HF, OPENAI
 
-    class Impostor(HFBackend):
-        kind = "toy"
-
-    monkeypatch.setattr(registry, "BACKEND_CLASSES", dict(registry.BACKEND_CLASSES))
-    before = dict(registry.BACKEND_CLASSES)
+    impostor = replace(HF, kind="toy", engine="tests.impostor:Impostor")
+    monkeypatch.setattr(registry, "BACKEND_SPECS", dict(registry.BACKEND_SPECS))
+    before = dict(registry.BACKEND_SPECS)
     with pytest.raises(EvalAwareError, match=r"backend 'hf' is registered twice") as e:
-        registry.register_backend("hf", Impostor)
-    assert "by harness.backends.hf.backend.HFBackend and by" in str(e.value)
-    assert ".Impostor" in str(e.value)
+        registry.register_backend("hf", impostor)
+    assert "by harness.backends.hf.backend.HFBackend and by tests.impostor.Impostor" in str(e.value)
     with pytest.raises(EvalAwareError, match=r"OpenAIBackend is registered twice: as backend "
                                              r"'openai' and as 'toy'"):
-        registry.register_backend("toy", Impostor, OpenAIBackend)
-    assert registry.BACKEND_CLASSES == before  # nothing replaced, nothing half-added
-    registry.register_backend("toy", Impostor)
-    assert registry.BACKEND_CLASSES["toy"] == (Impostor,) and registry.backend_class("toy") is Impostor
+        registry.register_backend("toy", impostor, OPENAI)
+    assert registry.BACKEND_SPECS == before  # nothing replaced, nothing half-added
+    registry.register_backend("toy", impostor)
+    assert registry.BACKEND_SPECS["toy"] == (impostor,) and registry.backend_spec("toy") is impostor
 
 
 def test_a_report_prefix_registered_twice_with_another_spec_is_refused(monkeypatch):

@@ -11,11 +11,11 @@ import json
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, ContextManager, Sequence
+from typing import Any, ContextManager, Sequence
 
 import numpy as np
 
-from harness.backends.declare import CAPABILITY_TEXT, BackendOption
+from harness.backends.declare import CAPABILITY_TEXT
 from harness.core.errors import BackendError
 from harness.core.reasoning import split_reasoning
 
@@ -212,32 +212,14 @@ def logsumexp_rows(lp: np.ndarray) -> np.ndarray:
 
 class Backend(ABC):
     """A model behind one of the engines. Subclasses set `kind`, `tokenizer`, `identity`, and
-    declare at class level what they take and can do (:mod:`harness.backends.declare`)."""
+    are declared, with what they take and can do, by a light spec (:mod:`harness.backends.specs`)."""
 
     kind: str = "base"
     device: str = "-"  # where the model runs: cpu, cuda, or a server URL (for our start-up line)
     tokenizer: Any  # a transformers PreTrainedTokenizerBase (None for chat-only servers)
-    capabilities: Capabilities = Capabilities()
-    options: ClassVar[tuple[BackendOption, ...]] = ()
-    """This backend's own settings (flags; another backend given one refuses it)."""
-    engine_args_to: ClassVar[str | None] = None
-    """Where ``-M key=value`` engine arguments go, in words; None: refused (see engine_args_refusal)."""
-    engine_args_refusal: ClassVar[str] = "it has no engine of its own"
-    sets_itself: ClassVar[frozenset[str]] = frozenset()
-    """Engine arguments the backend sets itself (refused as ``-M``)."""
+    capabilities: Capabilities = Capabilities()  # a registered class's: its spec's (harness.backends.specs)
     settings: dict[str, Any] = {}  # recorded in the run's manifest (backend_settings); set per instance
     model_info: dict[str, Any] = {}  # what the model is (path, weights hash): the manifest's model
-
-    @classmethod
-    def known_engine_args(cls) -> frozenset[str] | None:
-        """The engine arguments the engine knows, where that can be told without loading a model
-        (None: an unknown one is refused when the engine starts)."""
-        return None
-
-    @classmethod
-    def check_options(cls, model: str, opts: dict[str, Any], flag: Any) -> None:
-        """Refuse, without loading anything, options that cannot work for `model` (`flag(name)`
-        is the command line's flag of an option, for messages); nothing by default."""
 
     @property
     @abstractmethod

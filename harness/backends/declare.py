@@ -1,6 +1,7 @@
-"""What a backend class declares about itself, and the checks made from it.
+"""What a backend declares about itself, and the checks made from it.
 
-A :class:`~harness.backends.base.Backend` subclass declares, at class level:
+A backend's light spec (:class:`~harness.backends.specs.BackendSpec`, read without importing its
+engine) declares:
 
 - ``options``: its own settings (:class:`BackendOption`): the command line's flags, the refusal
   of a flag given to another backend and the recorded ``settings`` come from them;
@@ -20,6 +21,7 @@ from typing import Any, Iterable, Mapping
 from harness.core.errors import EvalAwareError
 
 BackendClass = Any  # a Backend subclass (harness.backends.base imports this module)
+Spec = Any  # a harness.backends.specs.BackendSpec (it imports harness.backends.base, which imports this module)
 
 
 @dataclass(frozen=True)
@@ -95,24 +97,24 @@ def engine_identity(args: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"engine_args": dict(sorted(args.items()))} if args else {}
 
 
-def check_engine_args(cls: BackendClass, args: Mapping[str, Any],
+def check_engine_args(spec: Spec, args: Mapping[str, Any],
                       flags: Mapping[str, str] | None = None) -> None:
-    """Refuse, without loading anything, engine arguments `cls` cannot take: any on a backend
-    without ``engine_args_to``, one it models (a keyword or a declared option; `flags` names the
-    command line's flag for it) or sets itself, and one its engine does not know (where the
-    class can tell: ``known_engine_args``)."""
+    """Refuse, without loading anything, engine arguments `spec`'s backend cannot take: any on a
+    backend without ``engine_args_to``, one it models (a keyword or a declared option; `flags`
+    names the command line's flag for it) or sets itself, and one its engine does not know (where
+    the spec can tell: ``known_engine_args``)."""
     if not args:
         return
-    if cls.engine_args_to is None:
-        raise EvalAwareError(f"-M {', '.join(sorted(args))}: the {cls.kind} backend takes no engine "
-                             f"arguments ({cls.engine_args_refusal})")
-    flags = {**{o.name: o.flag for o in cls.options}, **(flags or {})}
+    if spec.engine_args_to is None:
+        raise EvalAwareError(f"-M {', '.join(sorted(args))}: the {spec.kind} backend takes no engine "
+                             f"arguments ({spec.engine_args_refusal})")
+    flags = {**{o.name: o.flag for o in spec.options}, **(flags or {})}
     for key in sorted(args):
-        if key in keywords(cls) or key in cls.sets_itself or key in flags:
+        if key in spec.keywords or key in spec.sets_itself or key in flags:
             how = f"; use {flags[key]}" if key in flags else ""
-            raise EvalAwareError(f"-M {key}: the {cls.kind} backend sets it itself{how}")
-    known = cls.known_engine_args()
+            raise EvalAwareError(f"-M {key}: the {spec.kind} backend sets it itself{how}")
+    known = spec.known_engine_args()
     unknown = sorted(k for k in args if known is not None and k not in known)
     if unknown:
         raise EvalAwareError(f"-M {', '.join(unknown)}: not an engine argument of "
-                             f"{cls.engine_args_to}")
+                             f"{spec.engine_args_to}")

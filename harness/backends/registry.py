@@ -1,17 +1,18 @@
 """The one way to reach a model: backends by name, asked for by what they can do.
 
-:data:`BACKEND_CLASSES` is the registry, one :func:`register_backend` line per backend (a name or
-a class registered twice is an error): its name and its classes (the first serves; a later one
-is a variant, e.g. vLLM's capture engine, chosen when a caller needs a capability only it has or
-gives a keyword only it takes). Everything else is read from the
-classes' declarations (:mod:`harness.backends.declare`): the command line builds each backend's
-flags from :func:`backend_options`, :func:`check_backend` refuses another backend's option, a
-lacking capability or a bad ``-M`` engine argument without loading anything, and
-:func:`make_backend` hands each class only the keywords its constructor takes. Run, capture,
-steering and the taxonomy all open their model through :func:`open_backend`.
+:data:`BACKEND_SPECS` is the registry, one :func:`register_backend` line per backend (a name or
+an engine class registered twice is an error): its name and its light specs
+(:class:`~harness.backends.specs.BackendSpec`; the first serves, a later one is a variant, e.g.
+vLLM's capture engine, chosen when a caller needs a capability only it has or gives a keyword
+only it takes). Everything is read from the specs, without importing an engine: the command line
+builds each backend's flags from :func:`backend_options`, :func:`check_backend` refuses another
+backend's option, a lacking capability or a bad ``-M`` engine argument without loading anything,
+and :func:`make_backend` imports the chosen engine class and hands it only the keywords its
+constructor takes. Run, capture, steering and the taxonomy all open their model through
+:func:`open_backend`.
 
-Adding a backend: its own module with a :class:`~harness.backends.base.Backend` subclass (its
-`options`, `capabilities` and engine-argument declarations), and its line here.
+Adding a backend: its own module with a :class:`~harness.backends.base.Backend` subclass, its
+spec (:mod:`harness.backends.specs`) and its line here.
 """
 
 from __future__ import annotations
@@ -20,109 +21,113 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.backends.base import Backend, refuse_lacking
-from harness.backends.declare import BackendOption, check_engine_args, keywords
-from harness.backends.hf.backend import HFBackend
-from harness.backends.openai.backend import OpenAIBackend
-from harness.backends.vllm.backend import VLLMBackend  # vllm itself: when an engine starts
-from harness.backends.vllm.capture import VLLMCaptureBackend
+from harness.backends.declare import BackendOption, check_engine_args
+from harness.backends.specs import HF, OPENAI, VLLM, VLLM_CAPTURE, BackendSpec
 from harness.core import console
 from harness.core.errors import EvalAwareError
 from harness.models.fingerprint import check_model
 
-BACKEND_CLASSES: dict[str, tuple[type[Backend], ...]] = {}
+BACKEND_SPECS: dict[str, tuple[BackendSpec, ...]] = {}
 
 
-def register_backend(name: str, *classes: type[Backend]) -> None:
-    """Add a backend to :data:`BACKEND_CLASSES`: its name and its classes (the first serves, the
-    rest are variants). A name or a class registered twice is refused, naming both registrations
-    (a second line would silently replace the first)."""
-    if name in BACKEND_CLASSES:
-        raise EvalAwareError(f"backend {name!r} is registered twice: by {_names(BACKEND_CLASSES[name])} "
-                             f"and by {_names(classes)}; give one of them another name")
-    for cls in classes:
-        other = next((k for k, cs in BACKEND_CLASSES.items() if cls in cs), None)
+def register_backend(name: str, *specs: BackendSpec) -> None:
+    """Add a backend to :data:`BACKEND_SPECS`: its name and its specs (the first serves, the rest
+    are variants). A name or an engine class registered twice is refused, naming both
+    registrations (a second line would silently replace the first)."""
+    if name in BACKEND_SPECS:
+        raise EvalAwareError(f"backend {name!r} is registered twice: by {_names(BACKEND_SPECS[name])} "
+                             f"and by {_names(specs)}; give one of them another name")
+    for spec in specs:
+        other = next((k for k, ss in BACKEND_SPECS.items() if spec.engine in (s.engine for s in ss)), None)
         if other is not None:
-            raise EvalAwareError(f"{_names((cls,))} is registered twice: as backend {other!r} and as "
+            raise EvalAwareError(f"{_names((spec,))} is registered twice: as backend {other!r} and as "
                                  f"{name!r}")
-    BACKEND_CLASSES[name] = tuple(classes)
+    BACKEND_SPECS[name] = tuple(specs)
 
 
-def _names(classes: Sequence[type]) -> str:
-    return ", ".join(f"{c.__module__}.{c.__qualname__}" for c in classes)
+def _names(specs: Sequence[BackendSpec]) -> str:
+    return ", ".join(s.engine.replace(":", ".") for s in specs)
 
 
-register_backend("vllm", VLLMBackend, VLLMCaptureBackend)
-register_backend("hf", HFBackend)
-register_backend("openai", OpenAIBackend)
-BACKENDS = tuple(BACKEND_CLASSES)
+register_backend("vllm", VLLM, VLLM_CAPTURE)
+register_backend("hf", HF)
+register_backend("openai", OPENAI)
+BACKENDS = tuple(BACKEND_SPECS)
 
 
 def backend_options() -> tuple[BackendOption, ...]:
     """Every backend's own options, each once (the command line's backend-specific flags)."""
     seen: dict[str, BackendOption] = {}
-    for classes in BACKEND_CLASSES.values():
-        for cls in classes:
-            for o in cls.options:
+    for specs in BACKEND_SPECS.values():
+        for spec in specs:
+            for o in spec.options:
                 seen.setdefault(o.name, o)
     return tuple(seen.values())
 
 
 def option_owners(name: str) -> tuple[str, ...]:
     """The backends that declare the option `name`."""
-    return tuple(k for k, classes in BACKEND_CLASSES.items()
-                 if any(name in (o.name for o in c.options) for c in classes))
+    return tuple(k for k, specs in BACKEND_SPECS.items()
+                 if any(name in (o.name for o in s.options) for s in specs))
 
 
 def backends_with(*needs: str) -> tuple[str, ...]:
-    """The backends with a class that has every capability of `needs`."""
-    return tuple(k for k, classes in BACKEND_CLASSES.items()
-                 if any(not c.capabilities.lacks(needs) for c in classes))
+    """The backends with a spec that has every capability of `needs`."""
+    return tuple(k for k, specs in BACKEND_SPECS.items()
+                 if any(not s.capabilities.lacks(needs) for s in specs))
 
 
 def takes(kind: str, keyword: str) -> bool:
     """Whether a class of backend `kind` takes `keyword` (e.g. an API key)."""
-    return any(keyword in keywords(c) for c in BACKEND_CLASSES.get(kind, ()))
+    return any(keyword in s.keywords for s in BACKEND_SPECS.get(kind, ()))
+
+
+def backend_spec(kind: str, needs: Sequence[str] = (), given: Sequence[str] = ()) -> BackendSpec:
+    """The spec of backend `kind` that has the capabilities `needs`: the first one, unless a
+    variant's own keyword is in `given`. Refuses an unknown backend or a lacking capability,
+    naming it and the backends that have it. Imports nothing."""
+    if kind not in BACKEND_SPECS:
+        raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKEND_SPECS)}")
+    first, *variants = BACKEND_SPECS[kind]
+    able = [s for s in (first, *variants) if not s.capabilities.lacks(needs)]
+    if not able:
+        refuse_lacking(first, needs, " or ".join(backends_with(*needs)))
+    own = [s for s in able if s is not first and set(given) & (s.keywords - first.keywords)]
+    return (own or able)[0]
 
 
 def backend_class(kind: str, needs: Sequence[str] = (), given: Sequence[str] = ()) -> type[Backend]:
-    """The class of backend `kind` that has the capabilities `needs`: the first one, unless a
-    variant's own keyword is in `given`. Refuses an unknown backend or a lacking capability,
-    naming it and the backends that have it."""
-    if kind not in BACKEND_CLASSES:
-        raise EvalAwareError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
-    first, *variants = BACKEND_CLASSES[kind]
-    able = [c for c in (first, *variants) if not c.capabilities.lacks(needs)]
-    if not able:
-        refuse_lacking(first, needs, " or ".join(backends_with(*needs)))
-    own = [c for c in able if c is not first and set(given) & (keywords(c) - keywords(first))]
-    return (own or able)[0]
+    """The engine class of :func:`backend_spec`, imported now (torch or vLLM's client may come
+    with it)."""
+    cls: type[Backend] = backend_spec(kind, needs, given).load()
+    return cls
 
 
 def make_backend(kind: str, model: str, needs: Sequence[str] = (), **opts: Any) -> Backend:
     """Create a backend by name (the class :func:`backend_class` picks); options its constructor
     does not take, or given as None, are dropped."""
     given = [k for k, v in opts.items() if v is not None]
-    cls = backend_class(kind, needs, given)
-    kept = {k: v for k, v in opts.items() if v is not None and k in keywords(cls)}
-    return cls(model=model, **kept)
+    spec = backend_spec(kind, needs, given)
+    kept = {k: v for k, v in opts.items() if v is not None and k in spec.keywords}
+    return spec.load()(model=model, **kept)
 
 
 def check_backend(kind: str, model: str, opts: dict[str, Any], flags: Mapping[str, str] | None = None,
                   needs: Sequence[str] = ()) -> None:
     """Refuse without loading anything what cannot work: an unknown backend, one without the
     capabilities `needs`, another backend's option, a bad ``engine_args`` (``-M``), what the
-    class's own check refuses (openai without a server URL), a model that is not on this machine
+    spec's own check refuses (openai without a server URL), a model that is not on this machine
     (backends with `local_weights`). `flags` names the command-line options in messages."""
     flag: Callable[[str], str] = lambda k: (flags or {}).get(k) or "--" + k.replace("_", "-")  # noqa: E731
-    cls = backend_class(kind, needs, [k for k, v in opts.items() if v is not None])
+    spec = backend_spec(kind, needs, [k for k, v in opts.items() if v is not None])
     wrong = sorted(k for k, v in opts.items() if v not in (None, (), [])
                    and option_owners(k) and kind not in option_owners(k))
     if wrong:
         raise EvalAwareError("; ".join(f"{flag(k)} applies to the {'/'.join(option_owners(k))} "
                                        f"backend" for k in wrong) + f", not to {kind}")
-    check_engine_args(cls, opts.get("engine_args") or {}, flags)
-    cls.check_options(model, opts, flag)
-    if cls.capabilities.local_weights:
+    check_engine_args(spec, opts.get("engine_args") or {}, flags)
+    spec.check_options(model, opts, flag)
+    if spec.capabilities.local_weights:
         check_model(model, opts.get("revision"))  # a hub id not cached is downloaded on opening
 
 

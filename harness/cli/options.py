@@ -52,7 +52,7 @@ from harness.methods.base import check_person
 from harness.methods.config import OPTIONS, MethodOption
 from harness.methods.prompts import PromptLibrary
 from harness.backends.declare import CAPABILITY_TEXT, BackendOption, parse_engine_args
-from harness.backends.registry import (BACKENDS, backend_class, backend_options, backends_with, check_backend,
+from harness.backends.registry import (BACKENDS, backend_options, backend_spec, backends_with, check_backend,
                                        open_backend, takes)
 from harness.core.sample import LABELS, Sample
 from harness.data.subset import select
@@ -305,7 +305,7 @@ class BackendKind(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value not in BACKENDS:
             self.fail(f"{value!r} is not one of {', '.join(map(repr, BACKENDS))}", param, ctx)
-        backend_class(value, self.needs)
+        backend_spec(value, self.needs)
         return value
 
 

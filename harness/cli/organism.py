@@ -36,7 +36,7 @@ from harness.organisms.data import PHRASINGS, paired_dataset
 from harness.organisms.kinds import KINDS, kind_cue
 from harness.organisms.measure import answer_kl, first_token_kl, verbalizations
 from harness.organisms.reach import check_reaches
-from harness.organisms.train import Recipe, build_organism, describe
+from harness.organisms.recipe import Recipe
 from harness.organisms.validate import Model, fmt_ci, measured_kl, sensitivity, sensitivity_lines
 from harness.organisms.validate import scored_pairs  # noqa: F401  (re-exported)
 from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
@@ -117,6 +117,7 @@ def build_cmd(base: str, cue: str, kind: str, sham_samples: int, strength: float
                     train=train, layers=layers, lora_rank=lora_rank, kl_weight=kl_weight, kl_first=kl_first,
                     max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs,
                     kl_prompts=kl_prompts, kl_pool=kl_pool, forms=forms, kind=kind, sham_samples=sham_samples)
+    from harness.organisms.train import build_organism, describe  # torch: not at start-up
     res = build_organism(recipe, out, progress=progress, say=console.status)
     click.echo(describe(res.card))
     if res.trained:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 from harness.models import assets
 from harness.models.fingerprint import weights_hash
@@ -57,6 +56,7 @@ class Embedder:
                  device: str = "cpu") -> None:
         from transformers import AutoModel, AutoTokenizer  # heavy (~2 s): not at CLI start-up
         from transformers.utils import logging as hf_logging
+        import torch
 
         self.torch = torch
         self.name = name_or_path

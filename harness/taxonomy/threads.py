@@ -11,7 +11,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-import torch
 from threadpoolctl import threadpool_limits
 
 
@@ -20,6 +19,7 @@ def limit_threads(n: int = 1) -> Iterator[int]:
     """Run the block with `n` threads in torch, BLAS and OpenMP; restores torch's setting."""
     # sklearn (~1.4 s, not at CLI start-up) loads OpenMP, so the limit reaches it
     import sklearn.cluster._k_means_lloyd  # noqa: F401
+    import torch
 
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")

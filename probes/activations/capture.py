@@ -5,18 +5,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from harness.core.errors import EvalAwareError
 from harness.runlog.provenance import git_revision, package_versions
 from harness.runlog.lock import writes_run_dir
-from harness.backends.declare import keywords
 from harness.backends.recorded import check_reopened, engine_args_for
-from harness.backends.registry import backend_class, backends_with, open_backend
+from harness.backends.registry import backend_spec, backends_with, open_backend
 from harness.core.sample import Sample
 from harness.runlog import RunLog
 
@@ -27,6 +25,8 @@ from probes.activations.store import CANONICAL_DTYPE, DTYPES, ActivationStore, C
 from probes.activations.pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
 from probes.activations.sequences import CaptureItem, build_items
 
+if TYPE_CHECKING:
+    import torch
 
 HIDDEN = ("hidden_states",)  # what a capture needs of its backend
 
@@ -114,7 +114,7 @@ def capture(store: RunLog, backend: Backend, layers: Sequence[int], poolings: Se
     layout = backend.hidden_layout()
     if dtype not in DTYPES:
         raise EvalAwareError(f"--store-dtype {dtype!r}: use fp16, bf16 or fp32")
-    dtype = CANONICAL_DTYPE.get(str(DTYPES[dtype]).replace("torch.", ""), dtype)
+    dtype = CANONICAL_DTYPE.get(DTYPES[dtype], dtype)
     if batch_size < 1 or shard_size < 1:
         raise EvalAwareError("--batch-size and --shard-size must be positive")
     acts = ActivationStore(store, name)
@@ -194,7 +194,7 @@ DTYPES_NP = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32}
 def _open(engine: str, model: str, layers: str, opts: dict[str, Any]) -> Backend:
     """Backend `engine` for capture (its class with the `hidden_states` capability); one started
     for the layers it captures gets their ids, read from the model's config."""
-    if "hidden_state_layers" in keywords(backend_class(engine, HIDDEN)):
+    if "hidden_state_layers" in backend_spec(engine, HIDDEN).keywords:
         n_layers, _ = text_config_shape(local_model_path(model, opts.get("revision")),
                                         bool(opts.get("trust_remote_code")))
         opts = {**opts, "hidden_state_layers": parse_layers(layers, n_layers)}

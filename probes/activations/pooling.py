@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 POOLINGS: tuple[str, ...] = ("last_prompt", "mean_prompt", "mean_answer", "mean_reasoning",
                              "mean_evidence")
@@ -52,6 +53,7 @@ class SequenceSpans:
 def pooling_weights(spans: Sequence[SequenceSpans], poolings: Sequence[str], width: int,
                     left_padded: bool = True) -> torch.Tensor:
     """Weights (batch, n_poolings, width): 1/n on each pooled token, 0 elsewhere (padding too)."""
+    import torch
     w = torch.zeros((len(spans), len(poolings), width), dtype=torch.float64)
     for i, s in enumerate(spans):
         if s.n_total > width:

@@ -10,13 +10,12 @@ from collections import Counter
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-import torch
 from safetensors import SafetensorError, safe_open
 
 from harness.core.errors import StoreError
 from probes.activations.index import CaptureIndex
 from probes.activations.integrity import shard_problems
-from probes.activations.shard_file import (DTYPES, NO_ORDER, NOT_RECORDED, row_order, row_problem, shard_name,
+from probes.activations.shard_file import (DTYPES, ITEMSIZE, NO_ORDER, NOT_RECORDED, row_order, row_problem, shard_name,
                                            shard_name_of)
 
 
@@ -91,7 +90,7 @@ def stats(ix: CaptureIndex) -> dict[str, Any]:
     n_vectors = len(keys)
     index_bytes = sum(len(ix.capture) + len(a) + len(b) + len(c) + 12 for a, b, c in keys)
     index_db = ix.index.page_bytes()  # actual pages of the table (all captures)
-    itemsize = torch.tensor([], dtype=DTYPES[s.get("dtype", "fp16")]).element_size()
+    itemsize = ITEMSIZE[DTYPES[s.get("dtype", "fp16")]]
     hidden = int(s.get("hidden_size", 0))
     payload = n_vectors * hidden * itemsize
     per_pooling = ix.index.count_by("pooling", ix.where)

@@ -12,16 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
-
-import torch
-from safetensors.torch import save
+from typing import TYPE_CHECKING, Any
 
 from harness.core.atomic import write_bytes
 from harness.core.errors import StoreError
 
-DTYPES = {"fp16": torch.float16, "float16": torch.float16, "bf16": torch.bfloat16,
-          "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32}
+if TYPE_CHECKING:
+    import torch
+
+DTYPES = {"fp16": "float16", "float16": "float16", "bf16": "bfloat16",
+          "bfloat16": "bfloat16", "fp32": "float32", "float32": "float32"}
+"""Storage dtypes by name: the torch dtype's name (:func:`torch_dtype`; torch is imported only then)."""
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}  # bytes per value of each DTYPES value
 CANONICAL_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 ROWS_KEY = "rows/"  # shard metadata: "rows/<pooling>" -> JSON list of the sample id of each row
 NOT_RECORDED = "it points at a shard the capture did not record"
@@ -50,9 +52,16 @@ def shard_name_of(number: Any) -> str:
     return shard_name(number) if isinstance(number, int) else f"shard {number!r}"
 
 
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of storage dtype `name` (a key of :data:`DTYPES`)."""
+    import torch
+    return getattr(torch, DTYPES[name])
+
+
 def save_shard(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
     """Write a shard crash-safely: a fresh temporary file, fsynced, renamed into place, never
     through a link planted in the capture's folder (:func:`harness.core.atomic.write_bytes`)."""
+    from safetensors.torch import save  # imports torch
     write_bytes(path, save(tensors, metadata=metadata))
 
 

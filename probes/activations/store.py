@@ -23,17 +23,19 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
-import torch
 
 from harness.core.atomic import write_text
 from harness.core.errors import StoreError
 from probes.activations import integrity, reading
 from probes.activations.index import CaptureIndex
 from probes.activations.shard_file import (CANONICAL_DTYPE, DTYPES, ROWS_KEY, CorruptIndex, CorruptShard,
-                                           save_shard, sha256, shard_name, shard_number)
+                                           save_shard, sha256, shard_name, shard_number, torch_dtype)
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ActivationStore", "CapturedSample", "CorruptShard", "CorruptIndex", "DTYPES", "CANONICAL_DTYPE"]
 
@@ -82,7 +84,8 @@ class ActivationStore(CaptureIndex):
         """Write rows as one new shard and index it atomically; returns the shard name."""
         if not rows:
             raise ValueError("empty shard")
-        tdtype = DTYPES[dtype]
+        import torch  # here, not at start-up
+        tdtype = torch_dtype(dtype)
         done = self.done_ids()
         dup = [r.sample_id for r in rows if r.sample_id in done]
         if dup:

@@ -31,8 +31,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import torch
-from safetensors.torch import save
 
 from harness.core.atomic import write_bytes, write_text
 from harness.core.errors import EvalAwareError
@@ -103,6 +101,9 @@ class SteeringVector:
                 for l in layers}
 
     def save(self, out: str | Path) -> Path:
+        import torch
+        from safetensors.torch import save
+
         d = Path(out)
         d.mkdir(parents=True, exist_ok=True)
         tensors = {}

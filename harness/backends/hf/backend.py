@@ -11,14 +11,15 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 import torch
 
-from harness.backends.declare import BackendOption, engine_identity
+from harness.backends.declare import engine_identity
 from harness.backends.hooks import add_to_residual, capture_pooled, num_layers, steerable_layers
 
 from harness.models.assets import resolve_model
 from harness.core.errors import BackendError
 from harness.models.fingerprint import local_model_path, model_identity
-from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, HiddenLayout,
+from harness.backends.base import (Backend, Generation, GenerationRequest, HiddenLayout,
                                    StructuredOutput, TokenIds)
+from harness.backends.specs import HF
 from harness.backends.hf.batches import by_length, left_pad
 from harness.backends.hf.teacher import PromptBatch, run_prompts, teacher_force
 
@@ -34,12 +35,7 @@ class HFBackend(Backend):
     `engine_args` go to ``from_pretrained`` as they are (e.g. ``attn_implementation``)."""
 
     kind = "hf"
-    capabilities = Capabilities(hidden_states=True, steering=True, structured_output=True,
-                                local_weights=True)
-    options = (BackendOption("batch_size", "hf: prompts per forward pass (default 8).",
-                             {"type": "batch"}, dest="hf_batch_size", flag_name="--hf-batch-size"),)
-    engine_args_to = "transformers' from_pretrained"
-    sets_itself = frozenset({"pretrained_model_name_or_path", "torch_dtype", "config"})
+    capabilities = HF.capabilities  # what it takes and can do: its spec (harness.backends.specs)
 
     def __init__(self, model: str, dtype: str = "auto", device: str | None = None,
                  batch_size: int = 8, trust_remote_code: bool = False,
@@ -246,7 +242,7 @@ def _load(model: str, path: str, tokenizer: str, dtype: str, device: str, trust_
         if not bad:
             raise
         raise BackendError(f"-M {', '.join(bad)}: not an engine argument of "
-                           f"{HFBackend.engine_args_to} ({e})") from None
+                           f"{HF.engine_args_to} ({e})") from None
     return tok, lm.to(device).eval()
 
 

@@ -43,7 +43,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.backends.declare import BackendOption
+from harness.backends.specs import OPENAI
 from harness.core.errors import BackendError, EvalAwareError
 from harness.core.reasoning import split_reasoning
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView,
@@ -53,23 +53,6 @@ from harness.backends.openai.model import resolve_served_model
 from harness.backends.openai.wire import TokenNames, chat_fields, chunks_of, completion_fields, first_choice
 
 __all__ = ["OpenAIBackend", "normalize_base_url"]
-
-
-OPTIONS = (
-    BackendOption("base_url", "openai: server URL, e.g. http://127.0.0.1:8000/v1; give it several "
-                  "times to spread requests over replicas serving the same model (a failing "
-                  "one's requests go to the others).", {"multiple": True}, dest="base_urls"),
-    BackendOption("max_concurrency", "openai: requests in flight per server, over all of a run's "
-                  "tasks (default 256; set it to the server's --max-num-seqs: vLLM's default is "
-                  "256, 1024 on an H100/H200, 128 on CPU). 429/5xx answers are retried with "
-                  "backoff.", {"min": 1}),
-    BackendOption("top_logprobs", "openai: logprobs per position the server returns (vLLM: up to "
-                  "--max-logprobs; OpenAI: 20).", {"min": 1}),
-)
-# -M is refused: the engine is the server's (`vllm serve` takes its engine arguments), and a
-# request field passed on would change every answer without changing the call cache's keys
-ENGINE_ARGS_REFUSAL = ("its engine is the server's: give engine arguments to `vllm serve`; "
-                       "request fields would change answers the call cache does not tell apart")
 
 
 def check_base_urls(urls: str | Sequence[str] | None, flag: str) -> None:
@@ -92,13 +75,7 @@ class OpenAIBackend(Backend):
     several servers of the same model; `max_concurrency` is per server."""
 
     kind = "openai"
-    capabilities = Capabilities(structured_output=True, streaming=True)  # narrowed per instance
-    options = OPTIONS
-    engine_args_refusal = ENGINE_ARGS_REFUSAL
-
-    @classmethod
-    def check_options(cls, model: str, opts: dict[str, Any], flag: Any) -> None:
-        check_base_urls(opts.get("base_url"), flag("base_url"))
+    capabilities = OPENAI.capabilities  # narrowed per instance; its spec: harness.backends.specs
 
     def __init__(self, base_url: str | Sequence[str], model: str | None = None, api_key: str | None = None,
                  tokenizer: str | None = None, weights: str | None = None,

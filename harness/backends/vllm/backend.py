@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
@@ -39,8 +39,9 @@ from harness.core import console
 from harness.models.assets import resolve_model
 from harness.core.errors import BackendError
 from harness.models.fingerprint import local_model_dir, local_model_path, model_identity
-from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, TokenIds)
-from harness.backends.declare import BackendOption, engine_identity
+from harness.backends.base import (Backend, Generation, GenerationRequest, TokenIds)
+from harness.backends.declare import engine_identity
+from harness.backends.specs import VLLM, refuse_data_parallel  # noqa: F401  (re-exported)
 from harness.backends.stream import EngineDriver
 from harness.backends.vllm.scoring import VLLMEngineScoring
 from harness.backends.vllm.steps import VLLMSteps
@@ -75,56 +76,14 @@ def cpu_thread_binding(world_size: int, allowed: set[int] | None = None,
     return ",".join(map(str, cpus)) if 1 < len(cpus) <= 2 else None
 
 
-def refuse_data_parallel(data_parallel_size: int | None) -> None:
-    """vLLM's offline engine takes no data parallelism: name the recipe that does."""
-    if (data_parallel_size or 1) > 1:
-        raise BackendError(
-            f"--data-parallel-size {data_parallel_size}: vLLM's offline engine does not take data "
-            f"parallelism; serve the model with `vllm serve MODEL --data-parallel-size "
-            f"{data_parallel_size}` (or start one `vllm serve` per replica) and run with "
-            f"--backend openai --base-url URL (one --base-url per replica)")
-
-
-OPTIONS = (
-    BackendOption("tensor_parallel_size", "vLLM: GPUs per model.", {"min": 1}),
-    BackendOption("pipeline_parallel_size", "vLLM: pipeline stages (multi-node with Ray).", {"min": 1}),
-    BackendOption("data_parallel_size", "vLLM: engine replicas. vLLM 0.32 takes it only in `vllm "
-                  "serve` (offline LLM refuses it): serve with `--data-parallel-size N` and use "
-                  "--backend openai, or give --base-url per replica.", {"min": 1}),
-    BackendOption("distributed_executor_backend", "vLLM: how tensor/pipeline workers are started "
-                  "(ray for multi-node).", {"choices": ("mp", "ray", "uni", "external_launcher")}),
-    BackendOption("gpu_memory_utilization", "vLLM: share of GPU (CPU: host) memory.",
-                  {"range": (0.0, 1.0)}),
-    BackendOption("max_model_len", "vLLM: context length.", {"min": 1}),
-)
-
-
 class VLLMBackend(VLLMEngineScoring, VLLMSteering, Backend):
     """vLLM offline engine over a local model directory (or a hub id already in the HF cache).
     Activation capture is its own class (:class:`~harness.backends.vllm.capture.VLLMCaptureBackend`).
     `engine_args` go to ``LLM(...)`` as they are."""
 
     kind = "vllm"
-    capabilities = Capabilities(steering=True, structured_output=True, streaming=True,
-                                local_weights=True)
-    options = OPTIONS
-    engine_args_to = "vLLM's engine (LLM(...), EngineArgs)"
-    sets_itself: ClassVar[frozenset[str]] = frozenset({
-        "model", "tokenizer", "use_tqdm_on_load", "max_logprobs", "worker_extension_cls",
-        "logits_processors", "structured_outputs_config"})
+    capabilities = VLLM.capabilities  # what it takes and can do: its spec (harness.backends.specs)
     _start_note: ClassVar[str] = ""  # what the engine was started for, in start-up errors
-
-    @classmethod
-    def known_engine_args(cls) -> frozenset[str] | None:
-        try:
-            from vllm.engine.arg_utils import EngineArgs  # heavy: only when -M is given
-        except ImportError:
-            return None  # refused when the engine starts, if at all
-        return frozenset(f.name for f in fields(EngineArgs))
-
-    @classmethod
-    def check_options(cls, model: str, opts: dict[str, Any], flag: Any) -> None:
-        refuse_data_parallel(opts.get("data_parallel_size"))
 
     def __init__(self, model: str, dtype: str = "auto", tensor_parallel_size: int = 1,
                  pipeline_parallel_size: int = 1, gpu_memory_utilization: float | None = None,

