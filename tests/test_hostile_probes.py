@@ -18,25 +18,11 @@ from safetensors.torch import load_file, save_file
 
 from harness.runlog import RunLog
 from probes.activations.store import ActivationStore
+from tests.helpers.cli import run_main as _cli
 from tests.helpers.probe_runs import answer_run, random_samples
 
 POOLINGS = ("last_prompt", "mean_prompt")
 SHARD = "shard-00001.safetensors"  # the middle one of three
-
-
-def _cli(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
-    """Run the `evalaware` entry point in-process: (exit code, stdout, stderr)."""
-    from harness.cli.main import main
-
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["evalaware", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _activations(run: Path) -> dict[str, tuple[list[str], dict[int, np.ndarray]]]:

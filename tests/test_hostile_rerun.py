@@ -26,34 +26,13 @@ from harness.data.readers import load_dataset
 from harness.runlog import RunLog
 from probes.activations.shard_file import sha256
 from probes.activations.store import ActivationStore
+from tests.helpers.cli import one_line as _one_line, run_main as _cli
 from tests.helpers.probe_runs import answer_run, random_samples
 
 ROOT = Path(__file__).parents[1]
 POOLINGS = ("last_prompt", "mean_prompt")
 SHARD = "shard-00001.safetensors"  # the middle one of three
 LAYER = 1  # the probe's layer
-
-
-def _cli(args: list[object], monkeypatch, capsys) -> tuple[int, str, str]:
-    """Run the `evalaware` entry point in-process: (exit code, stdout, stderr)."""
-    from harness.cli.main import main
-
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["evalaware", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def _one_line(code: int, err: str) -> str:
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, err)
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def _activations(run: Path) -> dict[str, tuple[list[str], dict[int, np.ndarray]]]:

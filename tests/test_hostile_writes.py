@@ -11,7 +11,6 @@ import os
 import shutil
 import sqlite3
 import struct
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,31 +18,10 @@ import pytest
 from harness.core.errors import EvalAwareError
 from harness.data.readers import load_dataset, resolve_dataset
 from harness.runlog import RunLog
+from tests.helpers.cli import one_line as _one_line, run_main as _cli
 from tests.helpers.probe_runs import answer_run, random_samples
 
 LAYER = 1
-
-
-def _cli(args: list[object], monkeypatch, capsys) -> tuple[int, str, str]:
-    """The `evalaware` entry point in-process: (exit code, stdout, stderr)."""
-    from harness.cli.main import main
-
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["evalaware", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def _one_line(code: int, err: str) -> str:
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, err)
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def _records_run(path: Path, n: int = 4) -> Path:

@@ -70,7 +70,7 @@ def _vllm_engine_args() -> frozenset[str] | None:
 
 
 def _check_openai(model: str, opts: dict[str, Any], flag: Callable[[str], str]) -> None:
-    from harness.backends.openai.backend import check_base_urls  # no torch: an HTTP client
+    from harness.backends.urls import check_base_urls
     check_base_urls(opts.get("base_url"), flag("base_url"))
 
 

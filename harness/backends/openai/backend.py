@@ -48,22 +48,12 @@ from harness.core.errors import BackendError, EvalAwareError
 from harness.core.reasoning import split_reasoning
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView,
                    SamplingParams, TokenIds, top_k_rows)
-from harness.backends.openai.http_client import RetryingClient, normalize_base_url
+from harness.backends.openai.http_client import RetryingClient
+from harness.backends.urls import check_base_urls, normalize_base_url  # noqa: F401  (re-exported)
 from harness.backends.openai.model import resolve_served_model
 from harness.backends.openai.wire import TokenNames, chat_fields, chunks_of, completion_fields, first_choice
 
 __all__ = ["OpenAIBackend", "normalize_base_url"]
-
-
-def check_base_urls(urls: str | Sequence[str] | None, flag: str) -> None:
-    """Refuse no server URL, or one that is not a URL (`flag` names the option in messages)."""
-    if not urls:
-        raise EvalAwareError(f"the openai backend needs {flag} (the server's URL)")
-    for url in [urls] if isinstance(urls, str) else urls:
-        try:
-            normalize_base_url(url)
-        except ValueError as e:
-            raise EvalAwareError(f"{flag}: {e}") from None
 
 
 class OpenAIBackend(Backend):

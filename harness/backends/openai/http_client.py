@@ -19,28 +19,13 @@ from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from harness.core.errors import BackendError
+from harness.backends.urls import normalize_base_url
 from harness.core.redact import redact_text, redact_url
 from harness.backends.openai.servers import ServerPool
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-def normalize_base_url(base_url: str) -> str:
-    """`http://host:port` -> `http://host:port/v1`; a URL with a path is kept as given (a query
-    stays after the path). Only http(s) URLs without user-info are taken: a key goes in the
-    environment variable named by --api-key-env, never in the URL."""
-    parts = urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{redact_url(base_url)!r} is not an http(s) server URL "
-                         f"(e.g. http://127.0.0.1:8000/v1)")
-    if "@" in parts.netloc:
-        raise ValueError(f"{redact_url(base_url)}: credentials in the URL are not taken (they would "
-                         f"be stored and sent as Basic auth); put the key in the environment "
-                         f"variable named by --api-key-env")
-    path = parts.path.rstrip("/") or "/v1"
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 def join_url(base: str, path: str) -> str:
