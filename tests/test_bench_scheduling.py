@@ -3,13 +3,11 @@ backend's values, and a small run of the real run loop through both schedules.""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import math
 import random
 import re
-import sys
 import threading
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -17,15 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("bench_scheduling", ROOT / "scripts" / "bench_scheduling.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_scheduling"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_scheduling")
 
 
 bs = _load()

@@ -3,21 +3,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
+from tests.helpers.scripts import load_script
 
 def _load():
-    spec = importlib.util.spec_from_file_location("gpu_vllm_start", ROOT / "scripts" / "gpu_vllm_start.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_vllm_start"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gpu_vllm_start")
 
 
 def test_help_and_report(capsys):

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.core.sample import Message, Sample, sample_view
-from harness.organisms.validate import Model, Recs, fmt_ci, compare, scored_pairs
+from harness.organisms.validate import Model, Recs, compare, scored_pairs
 from harness.runlog import RunLog
 
 METHOD = "monitor"

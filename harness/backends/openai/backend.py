@@ -44,12 +44,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.backends.specs import OPENAI
-from harness.core.errors import BackendError, EvalAwareError
+from harness.core.errors import BackendError
 from harness.core.reasoning import split_reasoning
 from harness.backends.base import (Backend, Capabilities, Generation, GenerationRequest, NextTokenView,
                    SamplingParams, TokenIds, top_k_rows)
 from harness.backends.openai.http_client import RetryingClient
-from harness.backends.urls import check_base_urls, normalize_base_url  # noqa: F401  (re-exported)
+from harness.backends.urls import normalize_base_url  # noqa: F401  (re-exported)
 from harness.backends.openai.model import resolve_served_model
 from harness.backends.openai.wire import TokenNames, chat_fields, chunks_of, completion_fields, first_choice
 
