@@ -15,7 +15,7 @@ from scipy.stats import t
 
 from harness.core.errors import EvalAwareError
 from harness.organisms.verdicts import decide, pair_index, role_of
-from harness.stats.decision import Estimate, Rule, holm, multiway_mean, two_way_mean, verdict
+from harness.stats.decision import Estimate, Rule, holm, multiway_mean, verdict
 
 
 def test_holm_against_hand_computed_cases():
@@ -40,10 +40,10 @@ def test_equivalence_test_against_hand_computed_cases():
 def test_two_way_cluster_variance_by_hand():
     # mean 0; category sums 0, 0 -> V_cat 0; phrasing sums 2, -2 -> V_phr = 2/1 * 8/16 = 1;
     # cells (all single): 4/3 * 4/16 = 1/3; V = 0 + 1 - 1/3
-    est = two_way_mean([1, -1, 1, -1], ["a", "a", "b", "b"], ["x", "y", "x", "y"])
+    est = multiway_mean([1, -1, 1, -1], [["a", "a", "b", "b"], ["x", "y", "x", "y"]])
     assert est.mean == 0 and est.se == pytest.approx(math.sqrt(2 / 3)) and est.df == 1
     # a negative two-way variance falls back to the larger one-way one
-    est = two_way_mean([1, 1, -1, -1], ["a", "a", "b", "b"], ["x", "x", "y", "y"])
+    est = multiway_mean([1, 1, -1, -1], [["a", "a", "b", "b"], ["x", "x", "y", "y"]])
     assert est.se == pytest.approx(1.0)
     # three ways by inclusion-exclusion: V_c + V_p + V_t - V_cp - V_ct - V_pt + V_cpt, by hand below
     v, c, p, t = [2, -1, 0, -1], ["a", "a", "b", "b"], ["x", "y", "x", "y"], ["s", "s", "s", "u"]
@@ -213,7 +213,8 @@ def test_missing_records_leave_a_row_that_says_so():
 
 
 def test_builds_are_pooled_by_kind_and_recipe_and_an_old_greedy_sham_is_no_null():
-    from harness.cli.organism import _kind, _recipe_group
+    from harness.cli.organism import _recipe_group
+    from harness.organisms.card import parse_card
     from harness.organisms.validate import Model, row_groups
 
     card = {"kind": "aware", "base_weights_sha256": "b", "recipe": {"kind": "aware", "seed": 0, "strength": 1.0}}
@@ -227,5 +228,6 @@ def test_builds_are_pooled_by_kind_and_recipe_and_an_old_greedy_sham_is_no_null(
     assert sorted(kinds.values()) == [["a0", "a1"], ["b"], ["h"]]  # the half-strength build is no seed
     assert {roles[k] for k in kinds if k.startswith("aware@")} == {"sensitivity"}
     assert roles["behaviour"] == "specificity"
-    assert _kind({"kind": "sham", "recipe": {}}) == "sham-greedy"  # built before the null: greedy
-    assert _kind({"kind": "sham", "recipe": {"sham_samples": 4}}) == "sham"
+    cue = {"name": "graded"}
+    assert parse_card("c", {"kind": "sham", "recipe": {}, "cue": cue}).kind == "sham-greedy"  # before the null
+    assert parse_card("c", {"kind": "sham", "recipe": {"sham_samples": 4}, "cue": cue}).kind == "sham"

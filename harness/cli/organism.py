@@ -422,21 +422,21 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
     reference = base_model
     if reference_dir:
         kind = cards[reference_dir].kind
+        if kind == "sham-greedy" and cards[reference_dir].raw.get("kind") == "sham":
+            raise EvalAwareError(f"--reference {reference_dir}: a sham built before the null existed (the base's "
+                                 "greedy answers: it sharpens the cue side, not a null); rebuild it with "
+                                 "`organism build --kind sham`, or pass it as an --organism of kind sham-greedy")
         if kind != "sham":
             raise EvalAwareError(f"--reference {reference_dir}: its card's kind is {kind!r}; the reference is the "
                                  "null sham (`organism build --kind sham`: temperature-1 samples of the base), or "
                                  "leave it out for the base; a sham-greedy build is an --organism (specificity)")
-        if int((cards[reference_dir].raw.get("recipe") or {}).get("sham_samples") or 0) < 1:
-            raise EvalAwareError(f"--reference {reference_dir}: a sham built before the null existed (the base's "
-                                 "greedy answers: it sharpens the cue side, not a null); rebuild it with "
-                                 "`organism build --kind sham`, or pass it as an --organism of kind sham-greedy")
         reference = Model("reference", reference_dir, "sham", _card_sha(reference_dir))
     names = (["organism"] if len(organism_dirs) == 1 else
              [f"organism-{Path(d.rstrip('/')).name}" for d in organism_dirs])
     if len(set(names)) < len(names):
         raise EvalAwareError(f"--organism: two directories share a name ({', '.join(organism_dirs)}); "
                              "give them distinct directory names")
-    organisms = [Model(n, d, _kind(cards[d].raw), _card_sha(d), _recipe_group(cards[d].raw))
+    organisms = [Model(n, d, cards[d].kind, _card_sha(d), _recipe_group(cards[d].raw))
                  for n, d in zip(names, organism_dirs)]
     seen: dict[tuple[str, str], dict[str, str]] = {}
     for o in organisms:  # builds pooled as seeds must differ in seed and in weights
@@ -448,14 +448,6 @@ def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str
                                      "builds pooled as seeds of one row must differ in seed")
             mine[what] = o.model
     return organisms, reference, base_model, next(iter(cues.values()))
-
-
-def _kind(card: dict[str, Any]) -> str:
-    """The card's kind; a sham built before the null existed (no sham samples: greedy) is sham-greedy."""
-    kind = card.get("kind", "aware")
-    if kind == "sham" and int((card.get("recipe") or {}).get("sham_samples") or 0) < 1:
-        return "sham-greedy"
-    return kind
 
 
 def _recipe_group(card: dict[str, Any]) -> str:

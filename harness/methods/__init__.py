@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from harness.methods import binary, logprob, monitor, motivation, probability, reasoning  # noqa: F401  (register)
 from harness.methods.base import REGISTRY, Method, MethodConfig, RunContext
+from harness.methods.report_spec import Specs
 
 
 def available() -> dict[str, type[Method]]:
     """Every registered method by name."""
     return dict(REGISTRY)
+
+
+def report_specs() -> Specs:
+    """The report specs of every registered method (and of the registered prefixes)."""
+    return Specs({name: cls.report for name, cls in REGISTRY.items()})
 
 
 def ordered_methods() -> list[type[Method]]:
@@ -23,4 +29,5 @@ def readers(option: str) -> list[str]:
     return [c.name for c in ordered_methods() if option in c.options]
 
 
-__all__ = ["Method", "MethodConfig", "RunContext", "available", "ordered_methods", "readers", "REGISTRY"]
+__all__ = ["Method", "MethodConfig", "RunContext", "available", "ordered_methods", "readers", "report_specs",
+           "REGISTRY"]

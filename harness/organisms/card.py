@@ -3,7 +3,9 @@ what the commands use of it (the kind, the cue, the base, the measured KL), each
 and a bad one a one-line error naming the file and the field.
 
 - ``kind``: one of :data:`harness.organisms.kinds.KINDS` (a card written before kinds existed has
-  none: ``aware``); a typo (``behavior``) is refused, never read as a sensitivity row;
+  none: ``aware``); a typo (``behavior``) is refused, never read as a sensitivity row; a ``sham``
+  built before the null existed (no ``recipe.sham_samples``: the base's greedy answers) reads as
+  ``sham-greedy``, so it never passes for the null anywhere;
 - ``cue``: an object whose ``name`` is a known cue (:data:`harness.organisms.cues.CUES`);
 - ``base``: the base model (a non-empty string), when the card names one;
 - ``measure``: an object, when present (its ``first_token_kl_no_cue`` an object too).
@@ -49,6 +51,10 @@ def _object(card: Mapping[str, Any], field: str, where: str, required: bool = Fa
 _HINT = " (an organism card as `evalaware organism build` writes it)"
 
 
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
 def _short(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 60 else r[:57] + "..."
@@ -61,6 +67,8 @@ def parse_card(path: str | Path, card: Mapping[str, Any]) -> OrganismCard:
     if not isinstance(kind, str) or kind not in KINDS:
         raise EvalAwareError(f"{where}: field 'kind': {_short(kind)} is not an organism kind; "
                              f"known kinds: {', '.join(KINDS)}")
+    if kind == "sham" and not _int(_object(card, "recipe", where).get("sham_samples")):
+        kind = "sham-greedy"  # built before the null existed: the base's greedy answers, not a null
     cue = _object(card, "cue", where, required=True)
     name = cue.get("name")
     if not isinstance(name, str) or name not in CUES:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.core.errors import EvalAwareError
+from harness.models.card import CARD_NAME
+from harness.organisms.card import load_card
 
 
 def depth(model_dir: str | Path) -> int:
@@ -37,13 +39,12 @@ def first_reached(card: Mapping[str, Any], model_dir: str | Path | None = None, 
     return max(0, n - layers) + 1
 
 
-def organism_card(model: str | Path | None) -> dict[str, Any] | None:
-    """The organism card next to a local model's weights; None for any other model."""
-    if not model or not (Path(model) / "organism.json").is_file():
+def organism_card(model: str | Path | None) -> Mapping[str, Any] | None:
+    """The organism card next to a local model's weights (checked: :func:`harness.organisms.card.load_card`);
+    None for any other model."""
+    if not model or not (Path(model) / CARD_NAME).is_file():
         return None
-    from harness.models.card import read_card
-
-    return read_card(model)
+    return load_card(model).raw
 
 
 def reachable(layers: list[int], card: Mapping[str, Any] | None, n: int, what: str) -> list[int]:

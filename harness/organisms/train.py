@@ -447,12 +447,20 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     targets, gen_s = _self_targets(partial, key, teacher, renderer, tokenizer, examples, recipe.kind, device, say)
     # one encoded list per target variant (a sampled sham: k; else 1), the same examples in each
     n_var = max((len(v) for v in (targets or {}).values()), default=1)
-    variants = [encode(with_self_targets(examples, recipe.kind, targets, v) if targets is not None else examples,
-                       renderer, tokenizer, recipe.max_len) for v in range(n_var)]
     if targets is not None:
         examples = with_self_targets(examples, recipe.kind, targets)
-    encoded = variants[0]
-    n_variants = [n_var if e.shape in self_shapes(recipe.kind) else 1 for e in examples]
+    encoded = encode(examples, renderer, tokenizer, recipe.max_len)
+    own = [i for i, e in enumerate(examples) if e.shape in self_shapes(recipe.kind)]
+    variants = [encoded]  # a sampled sham's other samples: only its own-answer examples encoded again
+    for v in range(1, n_var):
+        again = encode(with_self_targets([examples[i] for i in own], recipe.kind, targets or {}, v), renderer,
+                       tokenizer, recipe.max_len)
+        variants.append(list(encoded))
+        for i, x in zip(own, again):
+            variants[v][i] = x
+    n_variants = [1] * len(examples)
+    for i in own:
+        n_variants[i] = n_var
     rng = random.Random(f"organism-batches:{recipe.seed}")
     order = [rng.sample(range(len(encoded)), k=min(recipe.batch_size, len(encoded)))
              for _ in range(recipe.steps)]

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from harness.methods import available
-from harness.methods.report_spec import Specs
+from harness.core.errors import EvalAwareError
+from harness.methods import report_specs
 from harness.methods.scale import log_odds
 import numpy as np
 
@@ -39,21 +39,15 @@ ROLES: dict[str, str] = {"aware": "sensitivity", "disjoint": "sensitivity", "beh
 
 def role_of(kind: str) -> str:
     """What a row of an organism of `kind` measures; an unknown kind is refused, never guessed."""
-    from harness.core.errors import EvalAwareError
-
     if kind not in ROLES:
         raise EvalAwareError(f"organism kind {kind!r} has no role in validate; known: {', '.join(ROLES)}")
     return ROLES[kind]
 
 
-def _specs() -> Specs:
-    return Specs({name: cls.report for name, cls in available().items()})
-
-
 def lo_table(recs: Mapping[str, Mapping[str, Any]], method: str, n_share: int | None) -> dict[str, float]:
     """{sample id: the record's score on the method's log-odds scale}, scored records only (a
     record withheld by a gate has no score and no entry)."""
-    spec = _specs()(method)
+    spec = report_specs()(method)
     out = {}
     for i, r in recs.items():
         if r.get("score") is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.core.errors import EvalAwareError
-from harness.methods import available
+from harness.methods import available, report_specs
 from harness.methods.config import shared_settings
 from harness.core.sample import Sample
 from harness.reporting.doc import code, lit
@@ -22,7 +22,7 @@ HUMAN = "human"
 
 def method_specs() -> Specs:
     """The report specs of every registered method (and of the registered prefixes)."""
-    return Specs({name: cls.report for name, cls in available().items()})
+    return report_specs()
 
 
 def is_judged(method: str) -> bool:

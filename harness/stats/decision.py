@@ -157,11 +157,6 @@ def multiway_mean(values: Sequence[float], dims: Sequence[Sequence[Any]], extra_
     return Estimate(float(v.mean()), math.sqrt(max(total, 0.0) + extra_var), max(min(units) - 1, 1), len(v), units)
 
 
-def two_way_mean(values: Sequence[float], cats: Sequence[Any], phrasings: Sequence[Any]) -> Estimate | None:
-    """:func:`multiway_mean` over two dimensions (category, phrasing)."""
-    return multiway_mean(values, [cats, phrasings])
-
-
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values, in the input's order (each capped at 1, monotone)."""
     m = len(pvalues)
