@@ -235,6 +235,41 @@ def test_the_null_shams_samples_have_zero_expected_gradient_at_the_base(tiny_bas
     assert float((p - top50).norm()) > 0.1  # what the check would see under a top-50 truncation
 
 
+def test_an_interrupted_drawing_of_samples_resumes_at_the_next_chunk(tiny_base, tokenizer):
+    """The null sham's samples are drawn chunk by chunk, each chunk seeded by itself: a drawing cut
+    after its first chunk, resumed from what was saved, draws only the rest and ends where an
+    uninterrupted one does."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.core.render import Renderer
+    from harness.organisms.kinds import self_targets
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
+    slots = self_slots(_examples("sham"), "sham")[:12]
+    whole = self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", batch_size=4, samples=4, seed=3)
+
+    class Cut(Exception):
+        pass
+
+    saved: list[dict] = []
+
+    def cut_after_first(out: dict) -> None:
+        saved.append({k: list(v) for k, v in out.items()})
+        raise Cut
+
+    with pytest.raises(Cut):
+        self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", batch_size=4, samples=4, seed=3,
+                     on_chunk=cut_after_first)
+    assert len(saved[0]) == 4  # one chunk of 4 slots drawn
+    calls = []
+    real = base.generate
+    base.generate = lambda *a, **k: calls.append(1) or real(*a, **k)
+    again = self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", batch_size=4, samples=4, seed=3,
+                         done=saved[0])
+    assert again == whole and len(calls) == 2  # the other two chunks only
+
+
 def test_an_old_greedy_sham_card_never_passes_for_the_null(built, tiny_base):
     """A card written before the null existed (kind sham, no sham_samples: greedy) is another recipe."""
     from harness.organisms.train import _with_defaults

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from harness.core.errors import EvalAwareError
 from harness.organisms.cues import Cue
@@ -187,15 +187,23 @@ def generation_kwargs(samples: int) -> dict[str, Any]:
 
 
 def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Example], device: str,
-                 batch_size: int = 16, samples: int = 0, seed: int = 0) -> dict[str, list[str]]:
+                 batch_size: int = 16, samples: int = 0, seed: int = 0, done: dict[str, list[Any]] | None = None,
+                 on_chunk: Callable[[dict[str, list[Any]]], None] | None = None,
+                 progress: bool = False) -> dict[str, list[Any]]:
     """{slot: [the base model's greedy answer to the slot's prompt]}, or with `samples` k > 0, k
     answers sampled at temperature 1 from the full distribution (no top-k or top-p: the base's
     own, so the expected cross-entropy gradient is zero at the base; seeded by `seed`), each as
     ``{"text", "ids"}``: the sampled token ids as drawn, the end token kept where one was drawn (a
     position is trained on whatever was sampled there, the end token included: dropping it would
     teach the cue side not to stop). Each as many tokens as the slot's continuation (fewer where
-    it ends; a greedy answer that ends at once is the end token)."""
+    it ends; a greedy answer that ends at once is the end token).
+
+    Resumable: slots in `done` (an interrupted call's answers) are kept and their chunks skipped;
+    every chunk is seeded from `seed` and its first slot alone, so the answers do not depend on
+    which chunks ran before; `on_chunk` gets the answers so far after each chunk (to save them);
+    `progress`: a bar over the chunks."""
     import torch
+    from tqdm import tqdm
 
     from harness.core.sample import Message
 
@@ -207,19 +215,22 @@ def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Exam
         n = max(1, len(tokenizer(e.continuation, add_special_tokens=False)["input_ids"]))
         jobs.append((len(ids), slot(e), ids, n))
     jobs.sort(key=lambda j: (j[0], j[1]))
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[Any]] = dict(done or {})
     k_per = max(1, samples)
     how = generation_kwargs(samples)
-    gen_rng = torch.Generator(device="cpu").manual_seed(seed)
     outer = torch.get_rng_state()  # the build's own random state is left as it was
+    chunks = [jobs[k:k + batch_size] for k in range(0, len(jobs), batch_size)]
     with torch.no_grad():
-        for k in range(0, len(jobs), batch_size):
-            chunk = jobs[k:k + batch_size]
+        for chunk in tqdm(chunks, desc="the base's own answers", unit="chunk", disable=not progress,
+                          dynamic_ncols=True):
+            if all(j[1] in out for j in chunk):
+                continue
             width = max(len(j[2]) for j in chunk)
             ids = torch.tensor([[pad] * (width - len(j[2])) + j[2] for j in chunk], device=device)
             mask = torch.tensor([[0] * (width - len(j[2])) + [1] * len(j[2]) for j in chunk], device=device)
-            if samples:  # each chunk seeded from the build's seed: the same samples on any resume
-                torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen_rng)))
+            if samples:  # seeded by the build's seed and this chunk alone: the same samples on a resume
+                digest = hashlib.sha256(f"{seed}:{chunk[0][1]}".encode()).digest()
+                torch.manual_seed(int.from_bytes(digest[:4], "big") & 0x7FFFFFFF)
             gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max(j[3] for j in chunk),
                                  pad_token_id=pad, eos_token_id=eos, **how)[:, width:].tolist()
             for r, toks in enumerate(gen):
@@ -235,5 +246,7 @@ def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Exam
                     toks = toks[:toks.index(eos)] or [eos]
                 text = tokenizer.decode(toks, skip_special_tokens=False)
                 out.setdefault(name, []).append(text if text else tokenizer.decode([eos]))
+            if on_chunk is not None:
+                on_chunk(out)
     torch.set_rng_state(outer)
     return out

@@ -347,32 +347,43 @@ def _check_vocabulary(cue: Any, kind: str, tokenizer: Any) -> None:
 
 
 def _self_targets(partial: Path, key: dict[str, Any], base: Any, renderer: Renderer, tokenizer: Any,
-                  examples: Sequence[Example], kind: str, device: str,
-                  say: Callable[[str], None]) -> tuple[dict[str, str] | None, float]:
+                  examples: Sequence[Example], kind: str, device: str, say: Callable[[str], None],
+                  progress: bool = False) -> tuple[dict[str, Any] | None, float]:
     """The base model's own answers of a sham or behaviour-only build (None for the others) and
     the seconds spent making them: read from ``.partial/`` where an interrupted build of the same
-    key left them, else generated and saved there first (a resumed build trains on the same)."""
+    key left them, else generated, saved there after every chunk (``complete`` false until the
+    last: an interrupted drawing resumes at the next chunk) and first (a resumed build trains on
+    the same)."""
     slots = self_slots(examples, kind)
     if not slots:
         return None, 0.0
     path = partial / SELF_TARGETS
     want = {slot(e) for e in slots}
+    done: dict[str, Any] = {}
     try:
         saved = json.loads(path.read_text())
-        if (_with_defaults(saved.get("key") or {}) == json.loads(json.dumps(key)) and set(saved["targets"]) == want
+        if (_with_defaults(saved.get("key") or {}) == json.loads(json.dumps(key)) and set(saved["targets"]) <= want
                 and all(isinstance(v, list) for v in saved["targets"].values())):
-            say(f"reusing the base model's {len(want)} answers from {path}")
-            return saved["targets"], 0.0
+            if saved.get("complete", True) and set(saved["targets"]) == want:
+                say(f"reusing the base model's {len(want)} answers from {path}")
+                return saved["targets"], 0.0
+            done = saved["targets"]
     except (FileNotFoundError, json.JSONDecodeError, KeyError, AttributeError):
         pass
-    t0 = time.perf_counter()
-    say(f"generating the base model's own answers to {len(slots)} cue prompts")
-    k = key["recipe"].get("sham_samples", 0) if sampled(kind) else 0
-    targets = self_targets(base, renderer, tokenizer, slots, device, samples=k, seed=key["recipe"].get("seed", 0))
     partial.mkdir(parents=True, exist_ok=True)
-    tmp = partial / f"{SELF_TARGETS}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"key": key, "targets": targets}, ensure_ascii=False))
-    os.replace(tmp, path)
+
+    def save(targets: dict[str, Any], complete: bool = False) -> None:
+        tmp = partial / f"{SELF_TARGETS}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"key": key, "targets": targets, "complete": complete}, ensure_ascii=False))
+        os.replace(tmp, path)
+
+    t0 = time.perf_counter()
+    say(f"generating the base model's own answers to {len(slots)} cue prompts"
+        + (f" ({len(done)} drawn before an interruption, kept)" if done else ""))
+    k = key["recipe"].get("sham_samples", 0) if sampled(kind) else 0
+    targets = self_targets(base, renderer, tokenizer, slots, device, samples=k, seed=key["recipe"].get("seed", 0),
+                           done=done, on_chunk=save, progress=progress)
+    save(targets, complete=True)
     return targets, time.perf_counter() - t0
 
 
@@ -444,7 +455,8 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
                 if p.name != SELF_TARGETS:
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
     renderer = Renderer(tokenizer)
-    targets, gen_s = _self_targets(partial, key, teacher, renderer, tokenizer, examples, recipe.kind, device, say)
+    targets, gen_s = _self_targets(partial, key, teacher, renderer, tokenizer, examples, recipe.kind, device, say,
+                                   progress)
     # one encoded list per target variant (a sampled sham: k; else 1), the same examples in each
     n_var = max((len(v) for v in (targets or {}).values()), default=1)
     if targets is not None:
