@@ -34,6 +34,9 @@ demo: install
 	$(BIN)/evalaware assets prepare smollm2
 	$(BIN)/evalaware data validate demo
 	# --constrain: SmolLM2 never writes the tagged label unaided; the engine holds it to the tag.
+	# --answer-tokens 128: SmolLM2's answer to the sample is only context for binary's questions;
+	# 58 of 96 stop at 128 tokens (runs/demo), the questions follow them as cut and every vote
+	# parses, so the run prints a note, not a warning (harness/run/monitor.py).
 	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob,logprob_question \
 	    --constrain --answer-tokens 128 --probe-tokens 96 --out $(DEMO_OUT)
 	$(BIN)/evalaware report $(DEMO_OUT) --out $(DEMO_OUT)/report

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from harness.stats.tally import tally
+from harness.stats.tally import cut_cell, tally
 from harness.stats import metrics as M
 from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
@@ -77,7 +77,7 @@ def summary_section(ctx: ReportContext) -> None:
                          ctx.auroc_cell(m, r.records.get(m, []), s), ci(s["brier"], s["brier_ci"]),
                          ci(s["abs_brier"], s["abs_brier_ci"]), ci(s["ece"], s["ece_ci"]),
                          label_mass_cell(s.get("label_mass")), sum(s["errors"].values()),
-                         f"{t['cut']}/{t['answers']}" if t["answers"] else "–"])
+                         cut_cell(t)])
     d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
              "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "label mass", "excluded answers",
              "cut answers"], rows)
@@ -87,7 +87,9 @@ def summary_section(ctx: ReportContext) -> None:
         " How each is chosen: Definitions and intervals, at the end.")
     notes = dict.fromkeys(n for m in ctx.methods for n in [ctx.spec(m).summary_note] if n)
     d.p(" ".join(["`cut answers`: the model's generations behind the records (sample answers, question "
-                  "answers, reasoning traces, judge verdicts) that stopped at the token limit.", *notes]))
+                  "answers, reasoning traces, judge verdicts) that stopped at the token limit; "
+                  "`(k sample answers)`: of those, answers to the sample the questions follow as far "
+                  "as they went (every vote still parses).", *notes]))
     if any(ctx.human.values()):
         d.p(f"`{HUMAN} (...)`: P(eval) from the human annotations the dataset carries, named "
             "by their source in the row, for reference (eval if >= 0.5; no model involved).")
