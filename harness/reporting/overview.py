@@ -41,14 +41,13 @@ def runs_section(ctx: ReportContext) -> None:
     rows = []
     for r in ctx.runs:
         cfg = r.config()
-        rows.append([r.label, code(r.run_dir), r.backend, r.weights, r.git,
-                     cfg.get("view", "?"), cfg.get("person", "?"),
+        rows.append([r.label, r.backend, cfg.get("view", "?"), cfg.get("person", "?"),
                      f"{len(r.samples)} (incomplete)" if r.incomplete() else len(r.samples),
-                     ", ".join(ctx.specs.order(r.records)),
-                     r.judge_name(), prompt_set_text(r.manifest),
+                     ", ".join(ctx.specs.order(r.records)), r.judge_name(),
                      "yes" if cfg.get("constrain") else "no"])
-    d.table(["model", "run", "backend", "weights", "git", "view", "person", "samples",
-             "methods", "judge", "prompt set", "constrained"], rows)
+    d.table(["model", "backend", "view", "person", "samples", "methods", "judge", "constrained"], rows)
+    # the long provenance (paths, hashes, prompt set) as one line per run, so the table stays narrow
+    d.ul([f"{r.source()}, prompt set {prompt_set_text(r.manifest)}" for r in ctx.runs])
     for r in ctx.runs:
         if why := r.incomplete():
             d.p(f"**Warning:** run {code(r.run_dir)} is incomplete ({lit('; '.join(why))}): its figures "
