@@ -169,7 +169,8 @@ def test_sample_answers_cut_with_text_are_noted_not_warned(hf_tiny, samples):
 
     ctx = RunContext(backend=hf_tiny, renderer=Renderer(hf_tiny.tokenizer), config=CFG, prompts=PromptLibrary())
     method = REGISTRY["binary"](ctx)
-    gen = lambda text, why: Generation(text=text, reasoning=None, raw_text=text, token_ids=(1,), finish_reason=why)  # noqa: E731
+    def gen(text: str, why: str) -> Generation:
+        return Generation(text=text, reasoning=None, raw_text=text, token_ids=(1,), finish_reason=why)
     t = Tally("eval", 1.0, 1, 0)
     kept = method.record(samples[0], t, answers=[gen("<label>EVALUATION</label>", "stop")],
                          context=[gen("The answer is", "length")])

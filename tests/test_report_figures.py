@@ -61,7 +61,8 @@ def test_auroc_figure_draws_the_surface_baseline_the_findings_compare_with(drawn
         line = next(x for x in findings.splitlines() if x.startswith(f"- `{m}`"))
         assert f"AUROC {v:.3f})" in line
     caption = next(x for x in drawn["md"].splitlines() if x.startswith("*AUROC per method"))
-    assert f"{best['name']} {best['auroc']:.3f} [{best['ci'][0]:.2f}, {best['ci'][1]:.2f}] ({best['ci_method']})" in caption
+    lo, hi = best["ci"]
+    assert f"{best['name']} {best['auroc']:.3f} [{lo:.2f}, {hi:.2f}] ({best['ci_method']})" in caption
     assert "black tick" in caption
 
 
