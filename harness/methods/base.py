@@ -114,7 +114,7 @@ class Method(ABC):
 
         `context`: generations the questions follow but nothing parses (the model's answer to
         the sample). They count in `n_answers`/`n_cut`; one cut with its text kept also in
-        `n_cut_context`: the question reads the answer as far as it went, every vote still parses,
+        `n_cut_context`: the question reads the answer as far as it went, no vote is lost to the cut,
         so a run does not warn about it (:mod:`harness.run.monitor`). One cut with no text (a
         reasoning model that spent the limit thinking) leaves the question following an empty
         answer and counts as an ordinary cut."""

@@ -88,7 +88,7 @@ def summary_section(ctx: ReportContext) -> None:
     d.p(" ".join(["`cut answers`: the model's generations behind the records (sample answers, question "
                   "answers, reasoning traces, judge verdicts) that stopped at the token limit; "
                   "`(k sample answers)`: of those, answers to the sample the questions follow as far "
-                  "as they went (every vote still parses).", *notes]))
+                  "as they went (no vote is lost to the cut).", *notes]))
     if any(ctx.human.values()):
         d.p(f"`{HUMAN} (...)`: P(eval) from the human annotations the dataset carries, named "
             "by their source in the row, for reference (eval if >= 0.5; no model involved).")

@@ -6,7 +6,7 @@ Thresholds: more than :data:`CUT_WARN` of a method's answers cut where it costs 
 question's answer, a trace, a verdict, an answer left empty: ``cut_read`` of
 :func:`harness.stats.tally.tally`); more than :data:`UNJUDGED_WARN` of its judge verdicts
 unusable (``judge_failed``), or unverified (quoting nothing in the judged text). Answers to the
-sample that the questions follow as cut (``cut_context``: every vote still parses, e.g. the
+sample that the questions follow as cut (``cut_context``: no vote is lost to the cut, e.g. the
 demo's short ``--answer-tokens``) get a note, once, that asks nothing of the user.
 """
 
@@ -52,8 +52,8 @@ _WARNINGS = (
                              "reasoning traces, judge verdicts or answers left empty)"), CUT_WARN,
      "raise --answer-tokens/--probe-tokens/--judge-tokens (reasoning models need thousands)"),
     ("cut_context", "answers", ("answers", "were answers to the sample cut at --answer-tokens; "
-                                "the questions follow each as far as it went and every vote still "
-                                "parses (expected with a short limit, as in the demo)"), CUT_WARN, None),
+                                "the questions follow each as far as it went, so no vote is lost "
+                                "to the cut (expected with a short limit, as in the demo)"), CUT_WARN, None),
     ("unjudged", "verdicts", ("judge verdicts", "are unusable (unjudged)"), UNJUDGED_WARN,
      "use --constrain (verdicts held to their JSON schema) or a stronger --judge-model"),
     ("unverified", "verdicts", ("judge verdicts", "quote nothing that is in the judged text, "
