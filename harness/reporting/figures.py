@@ -62,7 +62,7 @@ def surface_baselines(ctx: ReportContext) -> tuple[dict[str, tuple[float, tuple[
 
 
 def surface_note(ctx: ReportContext, same: dict[tuple[str, str], float]) -> str:
-    """The AUROC caption's clause on the surface baselines it draws ("" when none)."""
+    """The AUROC caption's clause on the surface baselines it draws (or that none is drawn, and why)."""
     best = [(r, b) for r in ctx.runs for b in [ctx.best_surface(r)] if b is not None]
     if not best:
         return "; no surface baseline drawn (no valid surface predictor)"
