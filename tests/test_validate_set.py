@@ -402,3 +402,41 @@ def test_probe_layers_is_refused_and_points_to_probe(tiny_set, tiny_base, tmp_pa
     res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--reference", str(tiny_set["aware"]),
                                    "--organism", str(tiny_set["behaviour"]), "--out", str(tmp_path / "w")])
     assert res.exit_code != 0 and "sham" in str(res.exception)
+
+
+def _card_dir(root: Path, name: str, kind: str = "sham", seed: int = 0, **recipe) -> str:
+    d = root / name
+    d.mkdir()
+    card = {"kind": kind, "cue": {"name": "graded"}, "weights_sha256": f"w-{name}", "base_weights_sha256": "b",
+            "recipe": {"kind": kind, "seed": seed, "sham_samples": 4, "strength": 1.0, **recipe}}
+    (d / "organism.json").write_text(json.dumps(card))
+    return str(d)
+
+
+def test_several_reference_builds_are_one_recipe_of_the_null_and_refused_otherwise(tmp_path):
+    """--reference is repeatable: null-sham builds of one recipe (seed aside) become the pooled
+    reference, each its own sub-run; builds of different recipes, a non-null kind or the same seed
+    twice are refused before any model loads, naming the directories."""
+    from harness.cli.organism import _validate_models
+
+    r0, r1 = _card_dir(tmp_path, "sham-s0"), _card_dir(tmp_path, "sham-s1", seed=1)
+    org = _card_dir(tmp_path, "aware", kind="aware")
+    organisms, refs, base, cue = _validate_models("smollm2", [org], [r0, r1])
+    assert [r.name for r in refs] == ["reference-sham-s0", "reference-sham-s1"] and cue == "graded"
+    assert {r.kind for r in refs} == {"sham"} and len({r.group for r in refs}) == 1
+    _, (one,), _, _ = _validate_models("smollm2", [org], [r0])
+    assert one.name == "reference"
+    _, (b,), base_alone, _ = _validate_models("smollm2", [org], [])
+    assert b is base_alone and base.name == "base"  # no reference: the base
+    half = _card_dir(tmp_path, "sham-half", seed=2, strength=0.5)
+    greedy = _card_dir(tmp_path, "sham-greedy", kind="sham-greedy", seed=3)
+    again = _card_dir(tmp_path, "sham-again", seed=1)
+    for refs_, want in (([r0, half], "different recipes"), ([r0, greedy], "kind is 'sham-greedy'"),
+                        ([r1, again], "the same recipe and the same seed 1")):
+        out = tmp_path / f"v-{len(want)}"
+        args = ["validate", "--base", "smollm2", "--organism", org, "--out", str(out)]
+        for r in refs_:
+            args += ["--reference", r]
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code != 0 and want in str(res.exception), (want, res.output, res.exception)
+        assert not out.exists()  # refused before anything ran
