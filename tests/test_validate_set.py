@@ -362,17 +362,36 @@ def test_validate_on_a_set_with_a_sham_reference_and_a_frozen_probe(tiny_set, ti
     assert md.startswith("Verdicts under the declared rule") and "Spillover" in md and "specificity" in md
 
 
-def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_base, frozen_probe, tmp_path):
-    """An organism that trains only its top block (of 2) changes hidden states 2.. only: a frozen probe
-    at hidden state 0 reads the base's activations on every model, and validate refuses it up front."""
-    from harness.organisms.reach import check_reaches, first_reached
-    from harness.runlog import RunLog
-    from probes.apply import train_and_save
-
-    org = tmp_path / "top1"
+@pytest.fixture(scope="module")
+def top1(tmp_path_factory, tiny_base) -> Path:
+    """An organism that trains only the top block (of 2): hidden states 2.. only."""
+    org = tmp_path_factory.mktemp("top1") / "top1"
     res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE[:4], "--layers", "1",
                                    *RECIPE[6:], "--out", str(org)])
     assert res.exit_code == 0, res.output + repr(res.exception)
+    return org
+
+
+@pytest.fixture(scope="module")
+def low_probe(frozen_probe, tmp_path_factory) -> Path:
+    """The frozen probe's training run, a probe at hidden state 0 (below every trained block of top1)."""
+    from harness.runlog import RunLog
+    from probes.apply import train_and_save
+
+    probe_dir, _ = frozen_probe
+    with RunLog(probe_dir.parent / "train", create=False) as st:
+        low, meta = train_and_save(st, "default", "last_prompt", 0, tmp_path_factory.mktemp("low") / "probe0",
+                                   progress=False)
+    assert meta["layer"] == 0
+    return low
+
+
+def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_base, top1, low_probe, tmp_path):
+    """An organism that trains only its top block (of 2) changes hidden states 2.. only: a frozen probe
+    at hidden state 0 reads the base's activations on every model, and validate refuses it up front."""
+    from harness.organisms.reach import check_reaches, first_reached
+
+    org = top1
     card = json.loads((org / "organism.json").read_text())
     assert first_reached(card, org) == 2
     check_reaches(2, {"o": (card, org)}, "a probe")  # at the trained block's output: fine
@@ -383,15 +402,48 @@ def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_
     assert reachable([0, 1], organism_card(tiny_base), 2, "x") == [0, 1]  # not an organism: unchanged
     with pytest.raises(EvalAwareError, match="below the blocks this organism trained"):
         reachable([0, 1], organism_card(org), 2, "steer build")
-    probe_dir, _ = frozen_probe
-    with RunLog(probe_dir.parent / "train", create=False) as st:
-        low, meta = train_and_save(st, "default", "last_prompt", 0, tmp_path / "probe0", progress=False)
-    assert meta["layer"] == 0
+    low = low_probe
     out = tmp_path / "v"
     res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(org), "--probe", str(low),
                                    "--methods", "logprob_question", "--no-progress", "--out", str(out)])
     assert res.exit_code != 0 and "blind by construction" in str(res.exception)
     assert not out.exists() or not any(p.is_dir() for p in out.iterdir())  # no model ran
+
+
+def test_cues_and_steer_build_on_an_organism_keep_to_the_trained_blocks(tiny_base, top1, low_probe, tmp_path):
+    """`cues --probe` with a probe below the organism's trained blocks is refused before the model
+    loads; `steer build --run` on an organism's run reads the card from the run's manifest and keeps
+    only the layers its training reached (none here: refused), nor takes a --probe below them; the
+    base's own run keeps its steerable layer."""
+    from harness.backends.hf.backend import HFBackend
+    from probes.activations.capture import run_capture
+    from tests.helpers.probe_runs import answer_run, random_samples
+
+    out = tmp_path / "cues"
+    res = CliRunner().invoke(cli, ["cues", "--model", str(top1), "--backend", "hf", "--dataset", "demo",
+                                   "--methods", "logprob_question", "--probe", str(low_probe), "--no-progress",
+                                   "--out", str(out)])
+    assert res.exit_code != 0 and "blind by construction" in str(res.exception), res.output
+    assert not out.exists() or not any(out.iterdir())  # refused before any model ran
+    runs = {}
+    for name, model in (("organism", top1), ("base", tiny_base)):
+        b = HFBackend(str(model), batch_size=4)
+        try:
+            answer_run(tmp_path / name, random_samples(n_groups=4, per_group=4, seed=5), b, answers=False).close()
+            run_capture(tmp_path / name, layers="all", poolings="last_prompt", backend=b, include_answer=False,
+                        progress=False)
+        finally:
+            b.close()
+        runs[name] = tmp_path / name
+    res = CliRunner().invoke(cli, ["steer", "build", "--run", str(runs["organism"]), "--out", str(tmp_path / "v")])
+    assert res.exit_code != 0 and "below the blocks this organism trained (hidden states 2..)" in str(res.exception)
+    res = CliRunner().invoke(cli, ["steer", "build", "--run", str(runs["organism"]), "--probe", str(low_probe),
+                                   "--out", str(tmp_path / "vp")])
+    assert res.exit_code != 0 and "steer build --probe" in str(res.exception)
+    assert not (tmp_path / "v").exists() and not (tmp_path / "vp").exists()
+    res = CliRunner().invoke(cli, ["steer", "build", "--run", str(runs["base"]), "--out", str(tmp_path / "vb")])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert json.loads((tmp_path / "vb" / "vector.json").read_text())["layers"] == [1]
 
 
 def test_probe_layers_is_refused_and_points_to_probe(tiny_set, tiny_base, tmp_path):
