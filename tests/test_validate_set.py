@@ -492,3 +492,54 @@ def test_several_reference_builds_are_one_recipe_of_the_null_and_refused_otherwi
         res = CliRunner().invoke(cli, args)
         assert res.exit_code != 0 and want in str(res.exception), (want, res.output, res.exception)
         assert not out.exists()  # refused before anything ran
+
+
+def test_validate_pools_two_null_sham_builds_as_the_reference(tiny_set, tiny_base, tmp_path):
+    """Two seeds of one null-sham recipe: each its own sub-run, the verdicts' rows pool them (the
+    null row's builds are the two shams against the base, each aware row's estimate is against
+    their mean), the secondary rows compare with the first build and say so."""
+    from harness.organisms.verdicts import lo_table
+    from harness.runlog import RunLog
+
+    seed1 = tmp_path / "sham-seed1"
+    res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--kind", "sham",
+                                   "--seed", "1", "--out", str(seed1)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    pairs = tmp_path / "pairs.jsonl"
+    assert CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo", "--out",
+                                    str(pairs)]).exit_code == 0
+    out = tmp_path / "v"
+    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--reference", str(tiny_set["sham"]),
+                                   "--reference", str(seed1), "--organism", str(tiny_set["aware"]),
+                                   "--pairs", str(pairs), "--methods", "logprob_question", "--limit", "4",
+                                   "--min-coverage", "0", "--answer-tokens", "4", "--bootstrap", "50",
+                                   "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    refs = ["reference-sham", "reference-sham-seed1"]
+    assert {p.name for p in out.iterdir() if p.is_dir()} == {"base", "organism", *refs}
+    table = json.loads((out / "sensitivity.json").read_text())
+    assert [r["name"] for r in table["references"]] == refs and table["reference"]["name"] == refs[0]
+    rows = {r["kind"]: r for r in table["decision"]["rows"]}
+    assert rows["reference"]["models"] == refs and rows["aware"]["references"] == refs
+
+    def lo(run: str) -> dict:
+        with RunLog(out / run, create=False) as st:
+            return lo_table({r["sample_id"]: r for r in st.result_dicts("logprob_question")}, "logprob_question",
+                            None)
+
+    los = {n: lo(n) for n in ["base", "organism", *refs]}
+    with RunLog(out / "base", create=False) as st:
+        pair_of = {s.id: s.metadata.extra["pair"] for s in st.samples()}
+    by_pair: dict = {}
+    for i, p in pair_of.items():
+        by_pair.setdefault(p, {})["cue" if i.endswith("+cue") else "none"] = i
+    ps = sorted(p for p, d in by_pair.items() if all(d.get(k) in v for v in los.values() for k in ("cue", "none")))
+    assert len(ps) == rows["aware"]["n_pairs"] > 1, (ps, table["decision"]["lines"], {n: len(v) for n, v in los.items()})
+    w = {n: {p: v[by_pair[p]["cue"]] - v[by_pair[p]["none"]] for p in ps} for n, v in los.items()}
+    want = sum(w["organism"][p] - (w[refs[0]][p] + w[refs[1]][p]) / 2 for p in ps) / len(ps)
+    assert rows["aware"]["estimate"]["mean"] == pytest.approx(want)
+    null = sum((w[refs[0]][p] + w[refs[1]][p]) / 2 - w["base"][p] for p in ps) / len(ps)
+    assert rows["reference"]["estimate"]["mean"] == pytest.approx(null)
+    md = (out / "sensitivity.md").read_text()
+    assert "[reference x2 builds vs base, null]" in md and "[aware vs reference x2 builds, sensitivity]" in md
+    assert "the first of the reference's 2 builds" in md
