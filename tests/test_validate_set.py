@@ -534,7 +534,7 @@ def test_validate_pools_two_null_sham_builds_as_the_reference(tiny_set, tiny_bas
     for i, p in pair_of.items():
         by_pair.setdefault(p, {})["cue" if i.endswith("+cue") else "none"] = i
     ps = sorted(p for p, d in by_pair.items() if all(d.get(k) in v for v in los.values() for k in ("cue", "none")))
-    assert len(ps) == rows["aware"]["n_pairs"] > 1, (ps, table["decision"]["lines"], {n: len(v) for n, v in los.items()})
+    assert len(ps) == rows["aware"]["n_pairs"] > 1, table["decision"]["lines"]
     w = {n: {p: v[by_pair[p]["cue"]] - v[by_pair[p]["none"]] for p in ps} for n, v in los.items()}
     want = sum(w["organism"][p] - (w[refs[0]][p] + w[refs[1]][p]) / 2 for p in ps) / len(ps)
     assert rows["aware"]["estimate"]["mean"] == pytest.approx(want)

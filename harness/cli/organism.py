@@ -297,9 +297,9 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @method_options()
 @progress_option
 @verbose_option
-def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[str, ...], methods: list[str], backend: str,
-             dtype: str, pairs_path: str | None, limit: int | None, judge_model: str | None, probe_dir: str | None,
-             probe_layers: str | None, margin: float | None, bootstrap: int, seed: int, out: str,
+def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[str, ...], methods: list[str],
+             backend: str, dtype: str, pairs_path: str | None, limit: int | None, judge_model: str | None,
+             probe_dir: str | None, probe_layers: str | None, margin: float | None, bootstrap: int, seed: int, out: str,
              method_opts: MethodOptions, progress: bool) -> None:
     """Run methods on BASE, the reference (the null sham) and each organism over the paired set
     (label = cue present) and judge every readout by one declared rule (harness/stats/decision.py):

@@ -325,7 +325,8 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
         out.append(f"Spillover (no-cue shift, organism - reference, nats, {level} category-clustered t; descriptive):")
         for s in sp:
             who = "reference vs base" if s["kind"] == "reference" else s["kind"]
-            line = f"- {s['readout']} [{who}]: {_n(s.get('mean'))} {_ci(s.get('ci'))} over {s.get('n', 0)} no-cue prompts"
+            line = (f"- {s['readout']} [{who}]: {_n(s.get('mean'))} {_ci(s.get('ci'))} over {s.get('n', 0)} "
+                    f"no-cue prompts")
             if s.get("null_shift"):
                 ns = s["null_shift"]
                 line += f" (the reference's own from the base {_n(ns.get('mean'))} {_ci(ns.get('ci'))})"

@@ -5,8 +5,8 @@ random split puts samples of the same source on both sides and a probe can score
 recognising the source. The honest default is ``grouped`` (stratified, grouped by category);
 ``lofo`` leaves one family out at a time; ``crossed`` holds out a category fold and a family fold
 at once (a cue's phrasing family and a topic both unseen: :func:`crossed_splits`); ``random`` is
-reported for comparison and labelled leaky. AUROC is computed on the pooled out-of-fold scores (held-out folds may hold one class)
-with harness.stats.metrics (one AUROC and one bootstrap for the whole project).
+reported for comparison and labelled leaky. AUROC is computed on the pooled out-of-fold scores
+(held-out folds may hold one class) with harness.stats.metrics (one AUROC and one bootstrap for the whole project).
 """
 
 from __future__ import annotations
