@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organisms validate-organisms validate-null clean
+.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organisms validate-organisms validate-null validate-seeds clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -143,6 +143,17 @@ validate-null: organism-sham
 	    --methods logprob,logprob_question --margin 0.5 --out runs/validate-null/logprob
 	$(BIN)/evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --margin 0.5 --out runs/validate-null/monitor
+
+# Replication (issue 44 item 2): seeds 0, 1, 2 of every kind (build seeds 1 and 2 first, each alone:
+# `make organisms ORGANISM_SEED=1`, then ORGANISM_SEED=2), the three null-sham seeds pooled as the
+# reference (their builds' variance in every SE, their spread printed), each kind's three builds
+# pooled as one row; the same rule, pairs and runs as validate-organisms (logprob methods on vLLM).
+SEED_DIRS = $(foreach d,$(2),--$(1) runs/organisms/$(d) --$(1) runs/organisms/$(d)-s1 --$(1) runs/organisms/$(d)-s2)
+validate-seeds:
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
+	$(BIN)/evalaware validate --base smollm2 $(call SEED_DIRS,reference,smollm2-graded-sham) \
+	    $(call SEED_DIRS,organism,smollm2-graded smollm2-graded-sham-greedy smollm2-graded-disjoint smollm2-graded-behaviour) \
+	    $(VALIDATE_PAIRS) --methods logprob,logprob_question --out runs/validate-seeds/logprob
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
