@@ -160,6 +160,75 @@ def test_no_command_lists_backends_by_name():
                 assert not set(consts) & names, (f, ast.unparse(node))
 
 
+# --- no backend's name spelled outside harness/backends/ -------------------------------------
+
+# The few literals equal to a backend's name that mean something else, each one named constant:
+# (file, the module-level name it is assigned to) -> what it means.
+NOT_A_BACKEND = {
+    ("harness/runlog/provenance.py", "PACKAGES"): "Python distributions whose versions are recorded",
+    ("harness/core/console.py", "ENGINE_LOGGER"): "the vllm package's logger",
+    ("tokenization/assets.py", "TOKENIZER_JSON"): "an asset's on-disk format (tokenizer.json)",
+}
+
+
+def backend_literals(root: Path, names: set[str]) -> list[str]:
+    """Every string literal equal to one of `names` in the package modules under `root` outside
+    harness/backends/ (docstrings, defaults, arguments, keys, f-string parts alike), as
+    "path:line 'literal'"; the values of :data:`NOT_A_BACKEND`'s constants excepted."""
+    found = []
+    for package in ("harness", "probes", "tokenization"):
+        for f in sorted((root / package).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel.startswith("harness/backends/"):
+                continue
+            tree = ast.parse(f.read_text())
+            named = {id(n) for stmt in tree.body if isinstance(stmt, ast.Assign)
+                     for t in stmt.targets if isinstance(t, ast.Name) and (rel, t.id) in NOT_A_BACKEND
+                     for n in ast.walk(stmt.value)}
+            found += [f"{rel}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Constant) and n.value in names and id(n) not in named]
+    return found
+
+
+def test_no_backend_name_is_spelled_outside_the_backends():
+    """Commands, probes and every other layer ask the registry (capabilities, `default_backend`),
+    never name a backend: no literal anywhere outside harness/backends/ equals a registered name."""
+    names = set(registry.backend_names())
+    assert {"hf", "vllm", "openai"} <= names
+    assert backend_literals(ROOT, names) == []
+    for (rel, const), _meaning in NOT_A_BACKEND.items():  # each exception is still there and needed
+        tree = ast.parse((ROOT / rel).read_text())
+        values = [n.value for stmt in tree.body if isinstance(stmt, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == const for t in stmt.targets)
+                  for n in ast.walk(stmt.value) if isinstance(n, ast.Constant)]
+        assert set(values) & names, (rel, const)
+
+
+@pytest.mark.parametrize("planted", ['engine: str = "hf"', 'x = {"backend": "vllm"}',
+                                     'f(kind="openai")', 'y = f"{1}" if k == "hf" else None',
+                                     'PACKAGES = ("hf",)'])
+def test_the_backend_name_check_finds_a_planted_one(tmp_path, planted):
+    for package in ("harness", "probes", "tokenization"):
+        (tmp_path / package).mkdir()
+    (tmp_path / "harness" / "backends").mkdir()
+    (tmp_path / "harness" / "backends" / "ok.py").write_text('KIND = "hf"\n')  # inside: fine
+    (tmp_path / "probes" / "m.py").write_text(planted + "\n")
+    assert [h.split(" ")[0] for h in backend_literals(tmp_path, {"hf", "vllm", "openai"})] == ["probes/m.py:1"]
+
+
+def test_defaults_come_from_the_capabilities_commands_need():
+    """No command names its default backend: the registry answers for what it needs."""
+    params = _backend_params(cli)
+    assert params["run --backend"].default == registry.default_backend() == "vllm"
+    for where, need in (("activations capture --backend", "hidden_states"),
+                        ("steer run --backend", "steering"), ("validate --backend", "local_weights")):
+        assert params[where].default == registry.default_backend([need]) == "hf", where
+    assert params["intervene --backend"].default is None  # the run's backend (its manifest)
+    assert registry.default_backend(["training"]) == "hf"
+    with pytest.raises(EvalAwareError, match="no registered backend can"):
+        registry.default_backend(["training", "streaming"])
+
+
 def test_capabilities_and_options_are_declared_by_the_specs():
     from harness.backends.vllm.backend import VLLMBackend
     from harness.backends.vllm.capture import VLLMCaptureBackend

@@ -52,8 +52,8 @@ from harness.methods.base import check_person
 from harness.methods.config import OPTIONS, MethodOption
 from harness.methods.prompts import PromptLibrary
 from harness.backends.declare import CAPABILITY_TEXT, BackendOption, parse_engine_args
-from harness.backends.registry import (BACKENDS, backend_options, backend_spec, backends_with, check_backend,
-                                       open_backend, takes)
+from harness.backends.registry import (backend_names, backend_options, backend_spec, backends_with, check_backend,
+                                       default_backend, open_backend, takes)
 from harness.core.sample import LABELS, Sample
 from harness.data.subset import select
 from harness.methods.token_limits import PLAIN, default_token_limits
@@ -303,8 +303,8 @@ class BackendKind(click.ParamType):
         return "[" + "|".join(backends_with(*self.needs)) + "]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if value not in BACKENDS:
-            self.fail(f"{value!r} is not one of {', '.join(map(repr, BACKENDS))}", param, ctx)
+        if value not in backend_names():  # read now: a backend registered after import counts
+            self.fail(f"{value!r} is not one of {', '.join(map(repr, backend_names()))}", param, ctx)
         backend_spec(value, self.needs)
         return value
 
@@ -330,10 +330,12 @@ def _engine_option(o: BackendOption) -> Callable[[F], F]:
 
 
 def run_options(*, model_required: bool = False, dataset: str | None = "required",
-                judge: bool = True, needs: Sequence[str] = (), default_backend: str = "vllm",
+                judge: bool = True, needs: Sequence[str] = (), backend_default: str | None = None,
                 model_help: str = "Asset name (smollm2), local path, or hub id in the local HF cache.",
                 engine_alias: bool = False) -> Callable[[F], F]:
-    """--model, --backend (one with the capabilities `needs`), the engine settings, -M,
+    """--model, --backend (one with the capabilities `needs`; default: the registry's
+    :func:`~harness.backends.registry.default_backend` for them, or None with `backend_default`
+    saying in words where the command takes it from), the engine settings, -M,
     (`judge`) --judge-model/--judge-backend/--judge-base-url and (`dataset`: "required",
     "optional" or None) --dataset with --label, --label-field, --limit and --first; the command
     gets ``opts`` (:class:`RunOptions`)."""
@@ -341,9 +343,11 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
     opts: list[Callable[[F], F]] = [
         click.option("--model", required=model_required, help=model_help),
         click.option("--backend", *(["--engine"] if engine_alias else []), "backend",
-                     type=BackendKind(needs), default=default_backend, show_default=True,
+                     type=BackendKind(needs), default=None if backend_default else default_backend(needs),
+                     show_default=not backend_default,
                      help=f"Inference backend{alias}" + (f"; one that can {_can(needs)}: "
-                                                         f"{', '.join(backends_with(*needs))}." if needs else ".")),
+                                                         f"{', '.join(backends_with(*needs))}." if needs else ".")
+                     + (f" Default: {backend_default}." if backend_default else "")),
         click.option("--dtype", default="auto", show_default=True,
                      help="The model's dtype (auto: the checkpoint's); a separate judge gets it too."),
         click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai)."),

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import click
 
 from harness.backends.base import Backend
-from harness.backends.registry import open_backend
+from harness.backends.registry import default_backend, open_backend
 from harness.cli.options import BackendKind, MethodOptions, method_options, methods_option, progress_option, verbose_option
 from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
@@ -47,6 +47,7 @@ from harness.stats.decision import Rule
 from harness.stats.paired import mean_with_ci, rate_with_ci
 
 DEFAULT_METHODS = "binary,probability,logprob,logprob_question"
+LOCAL = ("local_weights",)  # what measuring and validating organisms need: their directories opened
 
 
 @click.group()
@@ -213,10 +214,10 @@ def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_t
             n_boot: int, dtype: str = "auto") -> dict[str, Any]:
     t0 = time.perf_counter()
     with ExitStack() as st:
-        org = st.enter_context(open_backend("hf", organism_dir, dtype=dtype))
+        org = st.enter_context(open_backend(default_backend(LOCAL), organism_dir, dtype=dtype))
         rows = verbalizations(org, samples, cue, max_tokens=max_tokens)
         no_cue = [s for s in samples if s.label == "deploy"]
-        b = st.enter_context(open_backend("hf", base, dtype=dtype))
+        b = st.enter_context(open_backend(default_backend(LOCAL), base, dtype=dtype))
         kl = first_token_kl(b, org, no_cue)
         base_rows = verbalizations(b, samples, cue, max_tokens=max_tokens)
         own = {r["id"]: r["answer"] for r in base_rows}
@@ -273,7 +274,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
               help="The reference of every difference: a sham organism (same recipe, nothing planted). "
                    "Default: the base model.")
 @methods_option(DEFAULT_METHODS, "The methods run on every model.")
-@click.option("--backend", type=BackendKind(("local_weights",)), default="hf", show_default=True)
+@click.option("--backend", type=BackendKind(LOCAL), default=default_backend(LOCAL), show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
 @click.option("--pairs", "pairs_path", type=click.Path(exists=True, dir_okay=False),
               help="Paired set (default: `organism dataset` for the organism's cue, written to OUT).")

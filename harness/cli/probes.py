@@ -58,7 +58,7 @@ def activations() -> None:
               help=f"Comma list of {', '.join(POOLINGS)}.")
 @click.option("--store-dtype", type=click.Choice(STORE_DTYPES), default="fp16", show_default=True,
               help="Storage dtype of the shards (--dtype is the model's dtype, as in every command).")
-@run_options(dataset=None, judge=False, needs=("hidden_states",), default_backend="hf", engine_alias=True,
+@run_options(dataset=None, judge=False, needs=("hidden_states",), engine_alias=True,
              model_help="Override the run's model (asset name, path or cached hub id).")
 @_NAME
 @click.option("--batch-size", type=bounds.batch(), default=8, show_default=True, help="Samples per forward pass.")
