@@ -316,3 +316,12 @@ def test_a_throwaway_backend_is_one_class_and_one_registry_line(monkeypatch, tin
         registry.check_backend("toy", "m", {"engine_args": {"x": 1}})
     b = registry.make_backend("toy", "m", toy_knob=3, batch_size=8, max_model_len=None)
     assert (b.model, b.toy_knob, b.dtype) == ("m", 3, "auto")  # only what its constructor takes
+    # the command line built before the line reads the registry when parsing: `--backend toy` is
+    # accepted and reaches the engine (stopped there)
+    def stop(kind: str, model: str, **opts):
+        raise EvalAwareError(f"opened {kind}")
+
+    monkeypatch.setattr(registry, "make_backend", stop)
+    res = CliRunner().invoke(cli, ["run", "--backend", "toy", "--model", "m", "--dataset", "demo", "--limit", "1",
+                                   "--methods", "binary", "--out", str(tiny_model_dir.parent / "toy-run")])
+    assert "opened toy" in str(res.exception), res.output
