@@ -14,7 +14,7 @@ from harness.cli.options import RunOptions, methods_option, progress_option, run
 from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.methods.sentences import load_pairs
-from harness.run.intervene import POINTS, TRACES, intervene, summary_table
+from harness.intervene.conditions import POINTS, TRACES, intervene, summary_table
 from harness.run.loop import needs_judge
 from harness.runlog import RunLog
 from harness.runlog.lock import run_dir_lock

@@ -15,7 +15,7 @@ from harness.cli.probes import activations, probes
 from harness.cli.steer import steer
 from harness.cli.organism import organism, validate
 from harness.cli.intervene import intervene_cmd
-from tokenization.cli import tokens
+from harness.cli.tokens import tokens
 
 from harness.models import assets as A
 from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, methods_option,
@@ -28,7 +28,8 @@ from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
 from harness.stats.summaries import answer_errors, per_class_accuracy
 from harness.reporting import summary as run_summary
-from harness.reporting.report import method_label, report
+from harness.cli.report import report
+from harness.reporting.report import method_label
 from harness.runlog.lock import run_dir_lock
 from harness.stats.tally import tally
 from harness.run.loop import SCHEDULES, check_dataset, needs_judge, run_methods

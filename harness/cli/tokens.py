@@ -1,7 +1,4 @@
-"""``evalaware tokens``: inspect how tokenizers spell the target words.
-
-The click group object is :data:`tokens`; attach it with ``main.add_command(tokens)``.
-"""
+"""``evalaware tokens``: inspect how tokenizers spell the target words (:mod:`tokenization`)."""
 
 from __future__ import annotations
 
