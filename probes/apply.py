@@ -18,11 +18,11 @@ from probes.activations.store import ActivationStore
 from harness.stats.metrics import roc_auc
 
 from harness.stats.cv import auroc_ci, make_splits, oof_scores
-from probes.data import probe_data
 from probes.io import LinearProbe, save_probe
 from probes.models import linear_params, make_probe
 from probes.records import probe_records, saved_probe_owner, sweep_owner, write_records
-from probes.train import EvalConfig, evaluate, fit_probe, oof_for
+from probes.data import load_aligned
+from probes.train import EvalConfig, SweepResult, fit_on, oof_for, sweep_pooling
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -47,19 +47,20 @@ def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, 
     if settings is None:
         raise EvalAwareError(f"{store.run_dir}: no capture named {capture!r}")
     selection = "given"
+    # the activations are read once: the layer sweep, the CV scores and the fit share them
+    data, X = load_aligned(store, acts, pooling, cfg.layers if layer == "best" else [int(layer)],
+                           cfg.label_source, cfg.group_key, cfg.family_key)
     if layer == "best":
         selection = ("best grouped-CV AUROC (optimistic: chosen on the same folds; "
                      "`probes eval` gives its max-over-layers null)")
-        sweep = evaluate(store, capture, EvalConfig(**{**asdict(cfg), "poolings": [pooling],
-                                                       "probes": (probe,), "schemes": ("grouped",),
-                                                       "baselines": (), "n_boot": 0}),
-                         progress=progress)
+        sweep_cfg = EvalConfig(**{**asdict(cfg), "poolings": [pooling], "probes": (probe,),
+                                  "schemes": ("grouped",), "baselines": (), "n_boot": 0})
+        sweep_cfg.check()
+        sweep = SweepResult(capture=capture, config=asdict(sweep_cfg))
+        sweep_pooling(pooling, data, X, sweep_cfg, sweep, progress=progress)
         layer = int(sweep.best(pooling, probe, "grouped")["layer"])
     layer = int(layer)
-    ids, X = acts.load(pooling, [layer])
-    data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, acts.sample_info())
-    pos = {s: i for i, s in enumerate(ids)}
-    Xl = X[layer][[pos[s] for s in data.ids]]
+    Xl = X[layer]
     cv: dict[str, Any] = {}
     for scheme in cfg.schemes:
         splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
@@ -67,7 +68,7 @@ def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, 
         groups = data.groups if cfg.ci_by == "category" else None  # as `probes eval` resamples
         cv[scheme] = {**auroc_ci(data.y, s, cfg.n_boot, cfg.seed, groups), "n_folds": len(splits),
                       "leaky": scheme == "random", "ci_by": cfg.ci_by}
-    pipe, _ = fit_probe(store, capture, pooling, layer, probe, cfg.C, cfg.seed, cfg.label_source)
+    pipe = fit_on(Xl, data, probe, cfg.C, cfg.seed)
     meta = {
         "kind": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,
         "hidden_size": int(Xl.shape[1]), "C": cfg.C, "seed": cfg.seed,
