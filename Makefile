@@ -115,10 +115,10 @@ validate-organisms: organisms
 	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods logprob_question --out runs/probe-demo
 	$(BIN)/evalaware activations capture --run runs/probe-demo --pooling last_prompt --layers 23,24,25,26,27,28,29,30 --no-answer
 	$(BIN)/evalaware probes train --run runs/probe-demo --pooling last_prompt --layer best --out runs/probes/demo-top8
-	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
+	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods binary,probability,logprob,logprob_question --constrain --answer-tokens 128 --probe-tokens 96 \
 	    --probe runs/probes/demo-top8 --out runs/validate-set/packed
-	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
+	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --out runs/validate-set/monitor
 
 # Is the null sham a null? (issue 44: the null sham against the base on all 120 family pairs;
@@ -126,9 +126,9 @@ validate-organisms: organisms
 # its own run.) docs/organisms.md quotes its verdict lines from docs/generated/.
 validate-null: organism-sham
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	$(BIN)/evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
+	$(BIN)/evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
 	    --methods logprob,logprob_question --margin 0.5 --out runs/validate-null/logprob
-	$(BIN)/evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
+	$(BIN)/evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --margin 0.5 --out runs/validate-null/monitor
 
 clean:

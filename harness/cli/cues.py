@@ -7,6 +7,7 @@ from contextlib import ExitStack
 
 import click
 
+from harness.cli.help import SectionedCommand
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
 from harness.backends.registry import default_backend
@@ -22,7 +23,7 @@ from harness.runlog.lock import run_dir_lock
 from harness.runlog.outputs import check_output
 
 
-@click.command("cues")
+@click.command("cues", cls=SectionedCommand)
 @run_options(model_required=True)
 @methods_option("logprob_question", "The methods whose score (P(eval)) is compared.")
 @click.option("--factors", "factors", default="all", show_default=True,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli.help import SectionedCommand
 from harness.backends.recorded import engine_args_for
 from harness.backends.registry import default_backend
 from harness.cli.options import RunOptions, methods_option, progress_option, run_options, verbose_option
@@ -26,7 +27,7 @@ def _rerun(method: str) -> bool:
     return not needs_judge([method]) and method != "monitor"
 
 
-@click.command("intervene")
+@click.command("intervene", cls=SectionedCommand)
 @click.option("--run", "run_dir", required=True, type=click.Path(exists=True, file_okay=False),
               help="Run directory whose logged outputs (answers, or elicited reasoning) to intervene in.")
 @click.option("--insert", type=click.Choice(["awareness", "placebo", "both"]), default="both",

@@ -43,6 +43,7 @@ from typing import Any, Callable, Sequence
 
 import click
 
+from harness.cli.help import in_section
 from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
 from harness.backends.base import Backend
@@ -340,7 +341,7 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
     "optional" or None) --dataset with --label, --label-field, --limit and --first; the command
     gets ``opts`` (:class:`RunOptions`)."""
     alias = " (`--engine` is its old name)" if engine_alias else ""
-    opts: list[Callable[[F], F]] = [
+    model: list[Callable[[F], F]] = [
         click.option("--model", required=model_required, help=model_help),
         click.option("--backend", *(["--engine"] if engine_alias else []), "backend",
                      type=BackendKind(needs), default=None if backend_default else default_backend(needs),
@@ -351,7 +352,6 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         click.option("--dtype", default="auto", show_default=True,
                      help="The model's dtype (auto: the checkpoint's); a separate judge gets it too."),
         click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai)."),
-        *map(_engine_option, backend_options()),
         click.option("-M", "--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
                      help="An engine argument the backend does not model, passed as is (repeatable; "
                           "the value is JSON when it parses, else a string; recorded): vllm: to "
@@ -369,16 +369,17 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         click.option("--enable-thinking/--disable-thinking", default=None,
                      help="Chat-template switch for reasoning models (Qwen3); recorded in the manifest."),
     ]
+    opts = [in_section("Model and engine", *model),
+            in_section("One backend's own engine settings", *map(_engine_option, backend_options()))]
     if judge:
-        opts += [
+        opts.append(in_section("Judge",
             click.option("--judge-model", "--judge", "judge_model",
                          help="Judge model (default: the model under test)."),
             click.option("--judge-backend", type=BackendKind(), help="Judge backend (default: --backend)."),
-            click.option("--judge-base-url", help="Judge server URL (openai backend)."),
-        ]
+            click.option("--judge-base-url", help="Judge server URL (openai backend).")))
     if dataset:
-        opts.append(click.option("--dataset", required=dataset == "required",
-                                 help="Dataset file, directory of Inspect logs, or `demo`."))
+        opts.append(in_section("Dataset", click.option("--dataset", required=dataset == "required",
+                                                       help="Dataset file, directory of Inspect logs, or `demo`.")))
     engine_keys = {f.name for f in fields(EngineOptions)}
     own = {o.param for o in backend_options()}
 
@@ -399,7 +400,7 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         def inner(*args: Any, opts: RunOptions, label: str | None, label_field: str | None,
                   subset: Callable[[Sequence[Sample]], list[Sample]], **kwargs: Any) -> Any:
             return f(*args, opts=replace(opts, label=label, label_field=label_field, subset=subset), **kwargs)
-        return g(label_option(limit_options(inner)))
+        return g(in_section("Dataset", label_option, limit_options)(inner))
     return deco
 
 

@@ -1,4 +1,4 @@
-"""`evalaware organism build|dataset|measure` and `evalaware validate`: positive controls.
+"""`evalaware organism build|dataset|measure|validate`: positive controls.
 
 An organism is a base model fine-tuned so that a planted cue makes it evaluation-aware in known
 ways (:mod:`harness.organisms`); `validate` runs the methods on the base, a reference (a sham
@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import click
 
+from harness.cli.help import SectionedGroup, deprecated_alias
 from harness.backends.base import Backend
 from harness.backends.registry import default_backend, open_backend
 from harness.cli.options import BackendKind, MethodOptions, method_options, methods_option, progress_option, verbose_option
@@ -50,9 +51,10 @@ DEFAULT_METHODS = "binary,probability,logprob,logprob_question"
 LOCAL = ("local_weights",)  # what measuring and validating organisms need: their directories opened
 
 
-@click.group()
+@click.group(cls=SectionedGroup)
 def organism() -> None:
-    """Model organisms: a base model fine-tuned so that a planted cue makes it evaluation-aware."""
+    """Model organisms: a base model fine-tuned so that a planted cue makes it evaluation-aware;
+    `organism validate` reads every method's sensitivity and specificity on them."""
 
 
 @organism.command("build")
@@ -263,7 +265,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 
 # --- validate -----------------------------------------------------------------------------------
 
-@click.command()
+@organism.command("validate")
 @click.option("--base", required=True, help="Base model: asset name, local path, or hub id in the local HF cache.")
 @click.option("--organism", "organism_dirs", required=True, multiple=True,
               type=click.Path(exists=True, file_okay=False),
@@ -312,11 +314,11 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
 
     \b
     Examples:
-      evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded --out runs/validate
-      evalaware validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \\
+      evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded --out runs/validate
+      evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \\
           --organism runs/organisms/smollm2-graded --organism runs/organisms/smollm2-graded-behaviour \\
           --methods logprob_question --limit 24 --out runs/validate-set
-      evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded --backend vllm \\
+      evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded --backend vllm \\
           --methods binary,probability,logprob,logprob_question,motivation --probe runs/probes/demo \\
           --limit 24 --out runs/validate-all
     """
@@ -470,3 +472,6 @@ def _frozen_probe(probe_dir: str, model: str, run_dir: Path, dtype: str, progres
 
     readout = ProbeReadout(probe_dir, model, engine_opts={"dtype": dtype}, progress=progress, force=True)
     return {**readout.score(run_dir), "settings": readout.settings}
+
+
+validate_alias = deprecated_alias(validate, "validate", "organism validate")

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from harness.cli.help import SectionedGroup
 from harness.core import bounds
 from harness.core.details import LayerSelection
 from harness.cli.options import RunOptions, limit_options, progress_option, run_options, verbose_option
@@ -45,7 +46,7 @@ def _fmt(x: Any) -> str:
 
 
 # --- activations ----------------------------------------------------------------------------
-@click.group()
+@click.group(cls=SectionedGroup)
 def activations() -> None:
     """Capture residual-stream activations of a run's samples (prompt + answer)."""
 
@@ -153,7 +154,7 @@ def info_cmd(run_dir, name) -> None:
 
 
 # --- probes ---------------------------------------------------------------------------------
-@click.group()
+@click.group(cls=SectionedGroup)
 def probes() -> None:
     """Train, evaluate and apply linear probes on captured activations."""
 

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
+from harness.cli.help import SectionedCommand
 from harness.core import bounds
 from harness.reporting.report import write_report
 from harness.stats import summaries as S
 
 
-@click.command("report")
+@click.command("report", cls=SectionedCommand)
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out", type=click.Path(file_okay=False),
               help="Output directory [default: RUN_DIR/report for one run; required for several].")

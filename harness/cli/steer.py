@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli.help import SectionedGroup
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
 from harness.core import bounds
@@ -41,7 +42,7 @@ def _floats(spec: str, what: str) -> list[float]:
     return out
 
 
-@click.group()
+@click.group(cls=SectionedGroup)
 def steer() -> None:
     """Steer the model along the eval-minus-deploy direction and measure dose-response."""
 
