@@ -216,6 +216,49 @@ def test_the_backend_name_check_finds_a_planted_one(tmp_path, planted):
     assert [h.split(" ")[0] for h in backend_literals(tmp_path, {"hf", "vllm", "openai"})] == ["probes/m.py:1"]
 
 
+ENGINE_MODULES = ("harness.backends.hf", "harness.backends.vllm", "harness.backends.openai")
+MODEL_LOADERS = {"AutoModelForCausalLM": {"harness/models/assets.py"}}  # an asset built from a GGUF file
+
+
+def engine_reach(root: Path) -> list[str]:
+    """What reaches past the registry outside harness/backends/: a Backend class defined, an
+    engine module imported (to construct its class), a causal LM loaded to run it (the loaders of
+    :data:`MODEL_LOADERS` where they convert an asset aside); "path:line what"."""
+    found = []
+    for package in ("harness", "probes", "tokenization"):
+        for f in sorted((root / package).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel.startswith("harness/backends/"):
+                continue
+            for n in ast.walk(ast.parse(f.read_text())):
+                if isinstance(n, ast.ClassDef) and any(ast.unparse(b).endswith("Backend") for b in n.bases):
+                    found.append(f"{rel}:{n.lineno} class {n.name}")
+                mods = [a.name for a in n.names] if isinstance(n, ast.Import) else \
+                    [n.module or ""] if isinstance(n, ast.ImportFrom) else []
+                found += [f"{rel}:{n.lineno} import {m}" for m in mods if m.startswith(ENGINE_MODULES)]
+                if isinstance(n, ast.Name) and n.id in MODEL_LOADERS and rel not in MODEL_LOADERS[n.id]:
+                    found.append(f"{rel}:{n.lineno} {n.id}")
+    return found
+
+
+def test_one_way_to_a_model():
+    """ARCHITECTURE.md's claim, checked: only harness/backends/ defines and constructs engines; the
+    rest opens them through the registry (open_backend, backend_class by capability: organism
+    build's `trainable`, capture's replay of a run's cache)."""
+    assert engine_reach(ROOT) == []
+
+
+def test_the_one_way_check_finds_a_planted_engine(tmp_path):
+    for package in ("harness", "probes", "tokenization"):
+        (tmp_path / package).mkdir()
+    (tmp_path / "probes" / "a.py").write_text("class Mine(Backend):\n    pass\n")
+    (tmp_path / "probes" / "b.py").write_text("from harness.backends.hf.backend import HFBackend\n")
+    (tmp_path / "harness" / "c.py").write_text("def f():\n    from transformers import AutoModelForCausalLM\n"
+                                               "    return AutoModelForCausalLM.from_pretrained('x')\n")
+    assert engine_reach(tmp_path) == ["harness/c.py:3 AutoModelForCausalLM", "probes/a.py:1 class Mine",
+                                      "probes/b.py:1 import harness.backends.hf.backend"]
+
+
 def test_defaults_come_from_the_capabilities_commands_need():
     """No command names its default backend: the registry answers for what it needs."""
     params = _backend_params(cli)

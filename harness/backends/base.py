@@ -314,6 +314,13 @@ class Backend(ABC):
         refuse_lacking(self, ["hidden_states"])
         raise NotImplementedError  # pragma: no cover
 
+    @classmethod
+    def trainable(cls, path: str) -> tuple[Any, Any]:
+        """(tokenizer, model in float32 with gradients, on the CPU) of the weights at `path`, for
+        fine-tuning (the `training` capability: ``organism build``); refused without it."""
+        refuse_lacking(cls, ["training"])
+        raise NotImplementedError  # pragma: no cover
+
     def pooled_hidden_states(self, seqs: Sequence[TokenIds], layers: Sequence[int],
                              weights: Sequence[Any]) -> Any:
         """Weighted token sums of the residual stream, computed where the activations are.

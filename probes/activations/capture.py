@@ -19,8 +19,7 @@ from harness.core.sample import Sample
 from harness.runlog import RunLog
 
 from harness.backends.base import Backend, refuse_lacking
-from harness.backends.vllm.hidden import text_config_shape
-from harness.models.fingerprint import local_model_path
+from harness.models.fingerprint import local_model_path, text_config_shape
 from probes.activations.store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
 from probes.activations.pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
 from probes.activations.sequences import CaptureItem, build_items
