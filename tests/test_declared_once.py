@@ -155,6 +155,11 @@ def test_architecture_is_short_and_every_path_it_names_exists():
     # `harness/prompts/<name>/`: the folder before the placeholder; `file.py::test`: the file
     missing = [p for p in sorted(named) if not (ROOT / p.split("::")[0].split("<")[0].rstrip("/")).exists()]
     assert not missing, missing
+    # a claim names the test that checks it: that test is there
+    cited = [p.split("::") for p in named if "::" in p]
+    assert len(cited) >= 10, cited
+    absent = [f"{f}::{t}" for f, t in cited if not re.search(rf"^def {t}\(", (ROOT / f).read_text(), re.M)]
+    assert not absent, absent
 
 
 def test_an_organism_is_built_through_the_backend_that_can_train(tiny_base, tmp_path, monkeypatch):
