@@ -11,8 +11,9 @@ and checks them the same way:
   :meth:`RunOptions.open_judge`) and loads the samples (:meth:`RunOptions.samples`).
   ``--dtype`` is always the model's dtype (``activations capture`` stores activations in
   ``--store-dtype``). Each backend's own flags come from its class's declared ``options``; a
-  command names the capabilities it needs (``needs``), never backends (:class:`BackendKind`);
-  ``-M key=value`` passes engine arguments the backend does not model to its engine.
+  command names the capabilities it needs (``needs``), never backends (:class:`BackendKind`, its
+  default the registry's ``default_backend(needs)``); the options are filed in help sections
+  (:func:`harness.cli.help.in_section`); ``-M key=value`` passes engine arguments the backend does not model to its engine.
 - :func:`method_options`: the methods' settings, one flag per option declared in
   :mod:`harness.methods.config` (view, person, votes, sampling, token limits, ``--constrain``, the
   logprob methods' words and coverage gate, ...) that the command's methods read, with prompt
