@@ -114,7 +114,7 @@ def test_an_unknown_vllm_engine_argument_is_refused_before_the_engine_starts(tin
     (["activations", "capture", "--run", "{tmp}", "--backend", "openai"], "capability hidden_states"),
     (["steer", "run", "--vector", "{tmp}", "--dataset", "demo", "--out", "{tmp}/s", "--backend", "openai"],
      "capability steering"),
-    (["validate", "--base", "smollm2", "--organism", "{tmp}", "--out", "{tmp}/v", "--backend", "openai"],
+    (["organism", "validate", "--base", "smollm2", "--organism", "{tmp}", "--out", "{tmp}/v", "--backend", "openai"],
      "capability local_weights"),
 ])
 def test_a_command_refuses_a_backend_without_the_capability_it_needs(tmp_path, no_engine, args, capability):
@@ -264,7 +264,7 @@ def test_defaults_come_from_the_capabilities_commands_need():
     params = _backend_params(cli)
     assert params["run --backend"].default == registry.default_backend() == "vllm"
     for where, need in (("activations capture --backend", "hidden_states"),
-                        ("steer run --backend", "steering"), ("validate --backend", "local_weights")):
+                        ("steer run --backend", "steering"), ("organism validate --backend", "local_weights")):
         assert params[where].default == registry.default_backend([need]) == "hf", where
     assert params["intervene --backend"].default is None  # the run's backend (its manifest)
     assert registry.default_backend(["training"]) == "hf"

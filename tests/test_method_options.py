@@ -101,7 +101,7 @@ def test_a_command_offers_the_options_its_methods_read():
 def test_methods_is_declared_once_and_its_help_lists_every_registered_method():
     taking = {" ".join(path): _param(cmd, "--methods") for path, cmd in _commands()}
     taking = {k: p for k, p in taking.items() if p is not None}
-    assert {"run", "steer run", "cues", "intervene", "validate"} <= set(taking)
+    assert {"run", "steer run", "cues", "intervene", "organism validate"} <= set(taking)
     assert all(isinstance(p.type, MethodList) for p in taking.values()), taking
     declared = [f for f in (ROOT / "harness").rglob("*.py") if '"--methods"' in f.read_text()]
     assert [f.relative_to(ROOT).as_posix() for f in declared] == ["harness/cli/options.py"]
