@@ -204,6 +204,18 @@ def test_probes_train_reads_the_activations_once_and_fits_what_the_sweep_chose(b
     np.testing.assert_allclose(load_probe(path).weight, linear_params(pipe)["weight"], rtol=1e-6)
 
 
+def test_one_load_and_align():
+    """Labels meet activations in one place: `probe_data` is called only by `load_aligned`."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    calls = [f"{f.relative_to(root)}:{n.lineno}" for pkg in ("harness", "probes") for f in (root / pkg).rglob("*.py")
+             for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, ast.Call)
+             and ast.unparse(n.func).split(".")[-1] == "probe_data"]
+    assert len(calls) == 1 and calls[0].startswith("probes/data.py:"), calls
+
+
 def test_train_apply_and_records(base_run, tmp_path):
     from probes.apply import apply_probe, train_and_save, write_oof_records
 
