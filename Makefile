@@ -128,10 +128,10 @@ validate-organisms: organisms
 	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods logprob_question --out runs/probe-demo
 	$(BIN)/evalaware activations capture --run runs/probe-demo --pooling last_prompt --layers 23,24,25,26,27,28,29,30 --no-answer
 	$(BIN)/evalaware probes train --run runs/probe-demo --pooling last_prompt --layer best --out runs/probes/demo-top8
-	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
+	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods binary,probability,logprob,logprob_question --constrain --answer-tokens 128 --probe-tokens 96 \
 	    --probe runs/probes/demo-top8 --out runs/validate-set/packed
-	$(BIN)/evalaware validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
+	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --out runs/validate-set/monitor
 
 # Is the null sham a null? (issue 44: the null sham against the base on all 120 family pairs;
@@ -139,9 +139,9 @@ validate-organisms: organisms
 # its own run.) docs/organisms.md quotes its verdict lines from docs/generated/.
 validate-null: organism-sham
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	$(BIN)/evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
+	$(BIN)/evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
 	    --methods logprob,logprob_question --margin 0.5 --out runs/validate-null/logprob
-	$(BIN)/evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
+	$(BIN)/evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --margin 0.5 --out runs/validate-null/monitor
 
 # Replication (issue 44 item 2): seeds 0, 1, 2 of every kind (build seeds 1 and 2 first, each alone:
@@ -151,7 +151,7 @@ validate-null: organism-sham
 SEED_DIRS = $(foreach d,$(2),--$(1) runs/organisms/$(d) --$(1) runs/organisms/$(d)-s1 --$(1) runs/organisms/$(d)-s2)
 validate-seeds:
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	$(BIN)/evalaware validate --base smollm2 $(call SEED_DIRS,reference,smollm2-graded-sham) \
+	$(BIN)/evalaware organism validate --base smollm2 $(call SEED_DIRS,reference,smollm2-graded-sham) \
 	    $(call SEED_DIRS,organism,smollm2-graded smollm2-graded-sham-greedy smollm2-graded-disjoint smollm2-graded-behaviour) \
 	    $(VALIDATE_PAIRS) --methods logprob,logprob_question --out runs/validate-seeds/logprob
 

@@ -17,12 +17,12 @@ from probes.activations.store import ActivationStore
 from harness.stats.metrics import roc_auc, roc_auc_rows
 
 from harness.stats.cv import auroc_ci, make_splits, oof_scores
-from probes.data import probe_data
 from probes.io import LinearProbe, save_probe
 from probes.models import linear_params, make_probe
 from probes.records import probe_records, saved_probe_owner, sweep_owner, write_records
+from probes.data import load_aligned
 from probes.selection import best_index, layer_decisions, nested_best_layer
-from probes.train import EvalConfig, oof_for
+from probes.train import EvalConfig, fit_on, oof_for
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -57,12 +57,11 @@ def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, 
     if settings is None:
         raise EvalAwareError(f"{store.run_dir}: no capture named {capture!r}")
     best = layer == "best"
-    ids, X = acts.load(pooling, None if best else [int(layer)])
-    data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, acts.sample_info())
-    pos = {s: i for i, s in enumerate(ids)}
-    rows = [pos[s] for s in data.ids]
-    layers = sorted(X) if best else [int(layer)]
-    XL = np.stack([X[l][rows] for l in layers])  # (L, n, d)
+    # the activations are read once: the layer choice, the CV scores and the fit share them
+    data, X = load_aligned(store, acts, pooling, cfg.layers if best else [int(layer)],
+                           cfg.label_source, cfg.group_key, cfg.family_key)
+    layers = sorted(X)
+    XL = np.stack([X[l] for l in layers])  # (L, n, d)
 
     def splits_of(scheme: str, ix: np.ndarray | None = None) -> list:
         ix = np.arange(len(data.y)) if ix is None else ix
@@ -90,7 +89,7 @@ def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, 
             s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
         cv[scheme] = {**auroc_ci(data.y, s, cfg.n_boot, cfg.seed, groups), "n_folds": len(splits),
                       "leaky": scheme == "random", "ci_by": cfg.ci_by, **extra}
-    pipe = make_probe(probe, cfg.C, cfg.seed).fit(Xl, data.y)
+    pipe = fit_on(Xl, data, probe, cfg.C, cfg.seed)
     meta = {
         "kind": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,
         "hidden_size": int(Xl.shape[1]), "C": cfg.C, "seed": cfg.seed,

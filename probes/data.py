@@ -98,3 +98,18 @@ def probe_data(store: RunLog, sample_ids: Sequence[str], label_source: str = "tr
                      dropped={"no_label": len(samples) - len(kept)},
                      human_source="; ".join(sorted({s.metadata.human_eval_source for s in kept
                                                     if s.metadata.human_eval_source})))
+
+
+def load_aligned(store: RunLog, acts: Any, pooling: str, layers: Sequence[int] | None,
+                 label_source: str = "truth", group_key: str = "category", family_key: str = "family",
+                 info: dict[str, dict[str, Any]] | None = None) -> tuple[ProbeData, dict[int, np.ndarray]]:
+    """Read a capture's activations once (`acts`, a :class:`~probes.activations.store.ActivationStore`;
+    `layers` None: all) and align them with the labelled samples: (their :func:`probe_data`, {layer:
+    rows in ``data.ids`` order}). The one load-and-align of the sweep, the saved probe and the
+    out-of-fold records."""
+    ids, X = acts.load(pooling, layers)
+    data = probe_data(store, ids, label_source, group_key, family_key,
+                      acts.sample_info() if info is None else info)
+    pos = {s: i for i, s in enumerate(ids)}
+    rows = np.array([pos[s] for s in data.ids], dtype=int)
+    return data, {layer: m[rows] for layer, m in X.items()}

@@ -84,7 +84,7 @@ class ProbeReadout:
                               dtype=self.store_dtype, model=self.model, name=self.capture_name,
                               batch_size=self.batch_size,
                               include_answer=self.include_answer, progress=self.progress,
-                              backend=self.backend if hidden else None, engine="hf",
+                              backend=self.backend if hidden else None,
                               engine_opts=self.engine_opts)
         with RunLog(run_dir, create=False) as store:
             res = apply_probe(self.probe, store, self.capture_name, force=self.force)

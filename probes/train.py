@@ -18,7 +18,7 @@ from harness.stats.baselines import BASELINES, mean_defined, evaluate_baseline, 
 from harness.stats.metrics import roc_auc
 
 from harness.stats.cv import SCHEMES, auroc_ci, make_splits, oof_scores
-from probes.data import ProbeData, probe_data
+from probes.data import ProbeData, load_aligned
 from probes.models import PROBES, make_probe
 from probes.selection import layer_aurocs, max_layer_null
 
@@ -60,7 +60,8 @@ class SweepResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
-    timing: dict[str, float] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
+        ("load_s", "probes_s", "baselines_s", "null_s"), 0.0))
     selection: dict[str, dict[str, Any]] = field(default_factory=dict)  # "pooling/scheme" -> null
 
     def best(self, pooling: str, probe: str = "logreg", scheme: str = "grouped") -> dict[str, Any]:
@@ -100,8 +101,7 @@ def evaluate(store: RunLog, capture: str = "default", cfg: EvalConfig | None = N
                              f"`evalaware activations capture --run {store.run_dir}` first")
     poolings = cfg.poolings or acts.poolings()
     info = acts.sample_info()
-    out = SweepResult(capture=capture, config=asdict(cfg),
-                      timing={"load_s": 0.0, "probes_s": 0.0, "baselines_s": 0.0, "null_s": 0.0})
+    out = SweepResult(capture=capture, config=asdict(cfg))
     base_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
     for pooling in poolings:
         try:
@@ -124,13 +124,17 @@ def _evaluate_pooling(store: RunLog, acts: ActivationStore, pooling: str, cfg: E
                       progress: bool) -> None:
     """Append the rows of one pooling to `out` (and its time to `out.timing`)."""
     t0 = time.perf_counter()
-    ids, X = acts.load(pooling, cfg.layers)
-    data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, info)
-    pos = {s: i for i, s in enumerate(ids)}
-    rows_ix = np.array([pos[s] for s in data.ids], dtype=int)
-    X = {l: m[rows_ix] for l, m in X.items()}
-    out.samples[pooling] = {"n": len(data.ids), "n_eval": int(data.y.sum()), **data.dropped}
+    data, X = load_aligned(store, acts, pooling, cfg.layers, cfg.label_source, cfg.group_key, cfg.family_key,
+                           info)
     out.timing["load_s"] += time.perf_counter() - t0
+    sweep_pooling(pooling, data, X, cfg, out, base_cache, progress)
+
+
+def sweep_pooling(pooling: str, data: ProbeData, X: dict[int, np.ndarray], cfg: EvalConfig,
+                  out: SweepResult, base_cache: dict | None = None, progress: bool = True) -> None:
+    """Append the rows of one pooling's loaded, aligned activations (:func:`load_aligned`) to `out`."""
+    base_cache = {} if base_cache is None else base_cache
+    out.samples[pooling] = {"n": len(data.ids), "n_eval": int(data.y.sum()), **data.dropped}
     layers = sorted(X)
     boot_groups = data.groups if cfg.ci_by == "category" else None
     for scheme in cfg.schemes:
@@ -183,17 +187,29 @@ def _evaluate_pooling(store: RunLog, acts: ActivationStore, pooling: str, cfg: E
             out.rows.append(_row(pooling, None, "human", "none", data, res))
 
 
+def fit_probe(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",
+              C: float = 1.0, seed: int = 0, label_source: str = "truth"
+              ) -> tuple[Any, ProbeData]:
+    """Fit one probe on every labelled sample of the capture."""
+    data, X = load_aligned(store, ActivationStore(store, capture), pooling, [layer], label_source)
+    return fit_on(X[layer], data, probe, C, seed), data
+
+
+def fit_on(Xl: np.ndarray, data: ProbeData, probe: str = "logreg", C: float = 1.0, seed: int = 0) -> Any:
+    """One probe fitted on aligned rows `Xl` and their labels."""
+    if len(set(data.y.tolist())) < 2:
+        raise EvalAwareError("the labels hold one class only; cannot fit a probe")
+    return make_probe(probe, C, seed).fit(Xl, data.y)
+
+
 def oof_for(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",
             scheme: str = "grouped", cfg: EvalConfig | None = None
             ) -> tuple[ProbeData, np.ndarray, list[int]]:
     """Out-of-fold decision scores of one probe configuration, and each sample's fold."""
     cfg = cfg or EvalConfig()
-    acts = ActivationStore(store, capture)
-    ids, X = acts.load(pooling, [layer])
-    data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key,
-                      acts.sample_info())
-    pos = {s: i for i, s in enumerate(ids)}
-    Xl = X[layer][[pos[s] for s in data.ids]]
+    data, X = load_aligned(store, ActivationStore(store, capture), pooling, [layer], cfg.label_source,
+                           cfg.group_key, cfg.family_key)
+    Xl = X[layer]
     splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
     if probe == "logreg":  # the sweep's solver, so records carry exactly the row's scores
         s = layer_aurocs(Xl[None], data.y, splits, cfg.C)[0][0]

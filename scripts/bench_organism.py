@@ -83,7 +83,7 @@ def main() -> None:
     rows.append((f"organism measure ({a.limit} pairs)", _cli(["organism", "measure", "--organism", str(org),
                                                               "--limit", str(a.limit), "--bootstrap", "200"])))
     rows.append((f"validate {a.methods} ({a.limit} pairs, hf)",
-                 _cli(["validate", "--base", base, "--organism", str(org), "--methods", a.methods,
+                 _cli(["organism", "validate", "--base", base, "--organism", str(org), "--methods", a.methods,
                        "--limit", str(a.limit), "--bootstrap", "200", "--no-progress",
                        "--out", str(work / "validate")])))
     print(f"\nbase: {a.base}; work dir: {work}")

@@ -114,7 +114,7 @@ def test_an_unknown_vllm_engine_argument_is_refused_before_the_engine_starts(tin
     (["activations", "capture", "--run", "{tmp}", "--backend", "openai"], "capability hidden_states"),
     (["steer", "run", "--vector", "{tmp}", "--dataset", "demo", "--out", "{tmp}/s", "--backend", "openai"],
      "capability steering"),
-    (["validate", "--base", "smollm2", "--organism", "{tmp}", "--out", "{tmp}/v", "--backend", "openai"],
+    (["organism", "validate", "--base", "smollm2", "--organism", "{tmp}", "--out", "{tmp}/v", "--backend", "openai"],
      "capability local_weights"),
 ])
 def test_a_command_refuses_a_backend_without_the_capability_it_needs(tmp_path, no_engine, args, capability):
@@ -158,6 +158,118 @@ def test_no_command_lists_backends_by_name():
             if isinstance(node, ast.Compare):
                 consts = [c.value for c in node.comparators if isinstance(c, ast.Constant)]
                 assert not set(consts) & names, (f, ast.unparse(node))
+
+
+# --- no backend's name spelled outside harness/backends/ -------------------------------------
+
+# The few literals equal to a backend's name that mean something else, each one named constant:
+# (file, the module-level name it is assigned to) -> what it means.
+NOT_A_BACKEND = {
+    ("harness/runlog/provenance.py", "PACKAGES"): "Python distributions whose versions are recorded",
+    ("harness/core/console.py", "ENGINE_LOGGER"): "the vllm package's logger",
+    ("tokenization/assets.py", "TOKENIZER_JSON"): "an asset's on-disk format (tokenizer.json)",
+}
+
+
+def backend_literals(root: Path, names: set[str]) -> list[str]:
+    """Every string literal equal to one of `names` in the package modules under `root` outside
+    harness/backends/ (docstrings, defaults, arguments, keys, f-string parts alike), as
+    "path:line 'literal'"; the values of :data:`NOT_A_BACKEND`'s constants excepted."""
+    found = []
+    for package in ("harness", "probes", "tokenization"):
+        for f in sorted((root / package).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel.startswith("harness/backends/"):
+                continue
+            tree = ast.parse(f.read_text())
+            named = {id(n) for stmt in tree.body if isinstance(stmt, ast.Assign)
+                     for t in stmt.targets if isinstance(t, ast.Name) and (rel, t.id) in NOT_A_BACKEND
+                     for n in ast.walk(stmt.value)}
+            found += [f"{rel}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Constant) and n.value in names and id(n) not in named]
+    return found
+
+
+def test_no_backend_name_is_spelled_outside_the_backends():
+    """Commands, probes and every other layer ask the registry (capabilities, `default_backend`),
+    never name a backend: no literal anywhere outside harness/backends/ equals a registered name."""
+    names = set(registry.backend_names())
+    assert {"hf", "vllm", "openai"} <= names
+    assert backend_literals(ROOT, names) == []
+    for (rel, const), _meaning in NOT_A_BACKEND.items():  # each exception is still there and needed
+        tree = ast.parse((ROOT / rel).read_text())
+        values = [n.value for stmt in tree.body if isinstance(stmt, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == const for t in stmt.targets)
+                  for n in ast.walk(stmt.value) if isinstance(n, ast.Constant)]
+        assert set(values) & names, (rel, const)
+
+
+@pytest.mark.parametrize("planted", ['engine: str = "hf"', 'x = {"backend": "vllm"}',
+                                     'f(kind="openai")', 'y = f"{1}" if k == "hf" else None',
+                                     'PACKAGES = ("hf",)'])
+def test_the_backend_name_check_finds_a_planted_one(tmp_path, planted):
+    for package in ("harness", "probes", "tokenization"):
+        (tmp_path / package).mkdir()
+    (tmp_path / "harness" / "backends").mkdir()
+    (tmp_path / "harness" / "backends" / "ok.py").write_text('KIND = "hf"\n')  # inside: fine
+    (tmp_path / "probes" / "m.py").write_text(planted + "\n")
+    assert [h.split(" ")[0] for h in backend_literals(tmp_path, {"hf", "vllm", "openai"})] == ["probes/m.py:1"]
+
+
+ENGINE_MODULES = ("harness.backends.hf", "harness.backends.vllm", "harness.backends.openai")
+MODEL_LOADERS = {"AutoModelForCausalLM": {"harness/models/assets.py"}}  # an asset built from a GGUF file
+
+
+def engine_reach(root: Path) -> list[str]:
+    """What reaches past the registry outside harness/backends/: a Backend class defined, an
+    engine module imported (to construct its class), a causal LM loaded to run it (the loaders of
+    :data:`MODEL_LOADERS` where they convert an asset aside); "path:line what"."""
+    found = []
+    for package in ("harness", "probes", "tokenization"):
+        for f in sorted((root / package).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel.startswith("harness/backends/"):
+                continue
+            for n in ast.walk(ast.parse(f.read_text())):
+                if isinstance(n, ast.ClassDef) and any(ast.unparse(b).endswith("Backend") for b in n.bases):
+                    found.append(f"{rel}:{n.lineno} class {n.name}")
+                mods = [a.name for a in n.names] if isinstance(n, ast.Import) else \
+                    [n.module or ""] if isinstance(n, ast.ImportFrom) else []
+                found += [f"{rel}:{n.lineno} import {m}" for m in mods if m.startswith(ENGINE_MODULES)]
+                if isinstance(n, ast.Name) and n.id in MODEL_LOADERS and rel not in MODEL_LOADERS[n.id]:
+                    found.append(f"{rel}:{n.lineno} {n.id}")
+    return found
+
+
+def test_one_way_to_a_model():
+    """ARCHITECTURE.md's claim, checked: only harness/backends/ defines and constructs engines; the
+    rest opens them through the registry (open_backend, backend_class by capability: organism
+    build's `trainable`, capture's replay of a run's cache)."""
+    assert engine_reach(ROOT) == []
+
+
+def test_the_one_way_check_finds_a_planted_engine(tmp_path):
+    for package in ("harness", "probes", "tokenization"):
+        (tmp_path / package).mkdir()
+    (tmp_path / "probes" / "a.py").write_text("class Mine(Backend):\n    pass\n")
+    (tmp_path / "probes" / "b.py").write_text("from harness.backends.hf.backend import HFBackend\n")
+    (tmp_path / "harness" / "c.py").write_text("def f():\n    from transformers import AutoModelForCausalLM\n"
+                                               "    return AutoModelForCausalLM.from_pretrained('x')\n")
+    assert engine_reach(tmp_path) == ["harness/c.py:3 AutoModelForCausalLM", "probes/a.py:1 class Mine",
+                                      "probes/b.py:1 import harness.backends.hf.backend"]
+
+
+def test_defaults_come_from_the_capabilities_commands_need():
+    """No command names its default backend: the registry answers for what it needs."""
+    params = _backend_params(cli)
+    assert params["run --backend"].default == registry.default_backend() == "vllm"
+    for where, need in (("activations capture --backend", "hidden_states"),
+                        ("steer run --backend", "steering"), ("organism validate --backend", "local_weights")):
+        assert params[where].default == registry.default_backend([need]) == "hf", where
+    assert params["intervene --backend"].default is None  # the run's backend (its manifest)
+    assert registry.default_backend(["training"]) == "hf"
+    with pytest.raises(EvalAwareError, match="no registered backend can"):
+        registry.default_backend(["training", "streaming"])
 
 
 def test_capabilities_and_options_are_declared_by_the_specs():
@@ -247,3 +359,12 @@ def test_a_throwaway_backend_is_one_class_and_one_registry_line(monkeypatch, tin
         registry.check_backend("toy", "m", {"engine_args": {"x": 1}})
     b = registry.make_backend("toy", "m", toy_knob=3, batch_size=8, max_model_len=None)
     assert (b.model, b.toy_knob, b.dtype) == ("m", 3, "auto")  # only what its constructor takes
+    # the command line built before the line reads the registry when parsing: `--backend toy` is
+    # accepted and reaches the engine (stopped there)
+    def stop(kind: str, model: str, **opts):
+        raise EvalAwareError(f"opened {kind}")
+
+    monkeypatch.setattr(registry, "make_backend", stop)
+    res = CliRunner().invoke(cli, ["run", "--backend", "toy", "--model", "m", "--dataset", "demo", "--limit", "1",
+                                   "--methods", "binary", "--out", str(tiny_model_dir.parent / "toy-run")])
+    assert "opened toy" in str(res.exception), res.output

@@ -164,3 +164,23 @@ def test_no_probes_import_in_harness_outside_the_cli() -> None:
         path = ROOT / (m.replace(".", "/") + ".py")
         path = path if path.exists() else ROOT / m.replace(".", "/") / "__init__.py"
         assert not {d for d in _imports(path, m) if d.split(".")[0] == "probes"}, m
+
+
+def test_the_command_line_is_one_package_on_top() -> None:
+    """Every click command and group is defined in harness/cli (report's and tokens' too), and the
+    layer contract puts that package alone on top."""
+    import tomllib
+
+    for p in PACKAGES:
+        for f in (ROOT / p).rglob("*.py"):
+            if f.relative_to(ROOT).parts[:2] == ("harness", "cli"):
+                continue
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    for d in node.decorator_list:
+                        call = d.func if isinstance(d, ast.Call) else d
+                        name = ast.unparse(call)
+                        assert not name.endswith((".command", ".group")), f"{f.relative_to(ROOT)}: {name}"
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "layers")["layers"]
+    assert layers[0] == "harness.cli"

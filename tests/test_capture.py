@@ -432,8 +432,7 @@ def test_native_reasoning_trace_pools(tmp_path, hf_tiny):
 
 
 def test_elicited_reasoning_trace_uses_its_own_prompt(tmp_path, hf_tiny):
-    reasoning_mod = pytest.importorskip("harness.methods.reasoning",
-                                        reason="the reasoning method is not in this checkout")
+    from harness.methods import reasoning as reasoning_mod
     from harness.data.readers import load_dataset
     from harness.methods.prompts import PromptLibrary
     from harness.core.render import Renderer

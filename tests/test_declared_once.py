@@ -155,3 +155,33 @@ def test_architecture_is_short_and_every_path_it_names_exists():
     # `harness/prompts/<name>/`: the folder before the placeholder; `file.py::test`: the file
     missing = [p for p in sorted(named) if not (ROOT / p.split("::")[0].split("<")[0].rstrip("/")).exists()]
     assert not missing, missing
+    # a claim names the test that checks it: that test is there
+    cited = [p.split("::") for p in named if "::" in p]
+    assert len(cited) >= 10, cited
+    absent = [f"{f}::{t}" for f, t in cited if not re.search(rf"^def {t}\(", (ROOT / f).read_text(), re.M)]
+    assert not absent, absent
+
+
+def test_an_organism_is_built_through_the_backend_that_can_train(tiny_base, tmp_path, monkeypatch):
+    """organism build asks the registry for the `training` capability (hf) and loads its base
+    through that backend's `trainable`; a backend without it is refused naming the capability."""
+    from harness.backends import registry
+    from harness.backends.hf.backend import HFBackend
+    from harness.core.errors import BackendError
+    from harness.organisms import train as T
+
+    loaded: list[str] = []
+    trainable = HFBackend.trainable.__func__
+
+    def spy(cls, path):
+        loaded.append(path)
+        return trainable(cls, path)
+
+    monkeypatch.setattr(HFBackend, "trainable", classmethod(spy))
+    recipe = T.Recipe(base=str(tiny_base), cue="graded", train="lora", layers=1, steps=2,
+                      batch_size=2, lora_rank=2, verbalizations=1, max_len=128)
+    assert T.build_organism(recipe, tmp_path / "org", progress=False).trained
+    assert loaded == [str(tiny_base)]
+    assert registry.default_backend(T.TRAINING) == "hf"
+    with pytest.raises(BackendError, match="cannot train a model"):
+        registry.backend_spec("vllm", T.TRAINING)

@@ -66,7 +66,7 @@ def test_a_bad_organism_card_is_one_line_before_any_model_loads(case, tmp_path, 
     card, message = BAD_CARDS[case]
     org = _organism(tmp_path / "org", card)
     out = tmp_path / "validate"
-    for args in (["validate", "--base", tmp_path / "no-such-base", "--organism", org, "--out", out],
+    for args in (["organism", "validate", "--base", tmp_path / "no-such-base", "--organism", org, "--out", out],
                  ["organism", "measure", "--organism", org, "--base", tmp_path / "no-such-base"]):
         line = _one_line(*_main(monkeypatch, capsys, *args))
         assert line.startswith(f"error: {org / 'organism.json'}: ") and message in line, line
@@ -76,7 +76,7 @@ def test_a_bad_organism_card_is_one_line_before_any_model_loads(case, tmp_path, 
 def test_a_bad_reference_card_is_refused_too(tmp_path, monkeypatch, capsys):
     org = _organism(tmp_path / "org", json.dumps(GOOD).encode())
     ref = _organism(tmp_path / "ref", json.dumps({**GOOD, "kind": "Sham"}).encode())
-    line = _one_line(*_main(monkeypatch, capsys, "validate", "--base", tmp_path / "none", "--organism", org,
+    line = _one_line(*_main(monkeypatch, capsys, "organism", "validate", "--base", tmp_path / "none", "--organism", org,
                             "--reference", ref, "--out", tmp_path / "v"))
     assert f"{ref / 'organism.json'}: field 'kind': 'Sham'" in line
 
@@ -113,7 +113,7 @@ INTS = [(c, p) for c, p in _int_options() if p.name != "seed"]  # any integer is
 
 def test_the_tree_walk_finds_the_integer_options():
     found = {(" ".join(c), p.opts[0]) for c, p in INTS}
-    assert {("validate", "--bootstrap"), ("organism measure", "--bootstrap"), ("organism measure", "--max-tokens"),
+    assert {("organism validate", "--bootstrap"), ("organism measure", "--bootstrap"), ("organism measure", "--max-tokens"),
             ("probes eval", "--n-perm"), ("probes eval", "--n-splits"), ("data audit", "--folds"),
             ("steer build", "--holdout-folds"), ("steer report", "--bootstrap")} <= found
 

@@ -471,7 +471,7 @@ def test_intervene_reruns_each_method_with_its_own_recorded_settings(hf_tiny, tm
     condition re-runs each with its own (its recorded settings again, the view `full`), not both
     with the first method's."""
     from harness.methods import MethodConfig
-    from harness.run.intervene import intervene
+    from harness.intervene.conditions import intervene
     from harness.run.loop import run_methods
 
     base = MethodConfig(answer_tokens=8, seed=1)

@@ -13,7 +13,7 @@ from harness.backends.base import WrappedBackend
 from harness.data.readers import load_dataset
 from harness.methods import MethodConfig
 from harness.methods.sentences import load_pairs, sentence_cuts
-from harness.run.intervene import (INTERVENTIONS, Source, final_answer, insertion_point, intervene,
+from harness.intervene.conditions import (INTERVENTIONS, Source, final_answer, insertion_point, intervene,
                                    outcomes, read_sources, summary_table)
 from harness.run.loop import run_methods
 from harness.runlog import RunLog
@@ -161,7 +161,7 @@ def test_changed_is_left_out_where_there_is_no_final_answer(tmp_path):
     samples with a final answer (and says so), instead of a 0.000 [0, 0] from empty strings."""
     import json as _json
 
-    from harness.run import intervene as iv
+    from harness.intervene import conditions as iv
     from harness.runlog import RunLog as _RunLog
 
     out = tmp_path / "iv"

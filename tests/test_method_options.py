@@ -70,7 +70,8 @@ def test_every_config_field_is_one_declaration_with_a_flag_on_run(tmp_path):
     flags = "|".join(re.escape(o.flag) for o in OPTIONS.values() if o.cli)
     spelled = re.compile(r'click\.option\(\s*"(' + flags + r')[/"]')
     other = {("harness/cli/main.py", "--view"),  # data audit: the declaration's type and default
-             ("harness/cli/intervene.py", "--monitor-sentences")}  # the inserted pairs, not a setting
+             ("harness/cli/intervene.py", "--monitor-sentences"),  # the inserted pairs, not a setting
+             ("harness/cli/tokens.py", "--words")}  # the words `tokens inspect` spells (moved from tokenization/)
     for f in sorted((ROOT / "harness").rglob("*.py")):
         for hit in spelled.finditer(f.read_text()):
             assert (f.relative_to(ROOT).as_posix(), hit.group(1)) in other, f"{f} declares {hit.group(1)}"
@@ -101,7 +102,7 @@ def test_a_command_offers_the_options_its_methods_read():
 def test_methods_is_declared_once_and_its_help_lists_every_registered_method():
     taking = {" ".join(path): _param(cmd, "--methods") for path, cmd in _commands()}
     taking = {k: p for k, p in taking.items() if p is not None}
-    assert {"run", "steer run", "cues", "intervene", "validate"} <= set(taking)
+    assert {"run", "steer run", "cues", "intervene", "organism validate"} <= set(taking)
     assert all(isinstance(p.type, MethodList) for p in taking.values()), taking
     declared = [f for f in (ROOT / "harness").rglob("*.py") if '"--methods"' in f.read_text()]
     assert [f.relative_to(ROOT).as_posix() for f in declared] == ["harness/cli/options.py"]

@@ -112,7 +112,7 @@ def test_card_in_the_manifest_of_a_run_and_validate(tiny_organism, tiny_base, tm
     assert card["cue"]["name"] == "graded" and card["card_sha256"] and "losses" not in card
 
     out = tmp_path / "validate"
-    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(tiny_organism),
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", str(tiny_base), "--organism", str(tiny_organism),
                                    "--pairs", str(pairs), "--methods", "logprob,motivation", "--limit", "6",
                                    "--answer-tokens", "8", "--probe-tokens", "8",
                                    "--judge-tokens", "8", "--bootstrap", "50", "--no-progress", "--out", str(out)])

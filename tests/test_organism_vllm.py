@@ -25,7 +25,7 @@ def test_vllm_served_organism_is_seen_by_a_graded_method(smollm2_dir, tmp_path):
     res = CliRunner().invoke(cli, ["organism", "build", "--base", "smollm2", *SHORT, "--out", str(org)])
     assert res.exit_code == 0, res.output + repr(res.exception)
     out = tmp_path / "validate"
-    res = CliRunner().invoke(cli, ["validate", "--base", "smollm2", "--organism", str(org), "--backend", "vllm",
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", "smollm2", "--organism", str(org), "--backend", "vllm",
                                    "--dtype", "float32", "--methods", METHOD, "--limit", "24",
                                    "--bootstrap", "200", "--no-progress", "--out", str(out)])
     assert res.exit_code == 0, res.output + repr(res.exception)

@@ -176,6 +176,46 @@ def test_saved_probe_round_trip(tmp_path, kind):
         load_probe(tmp_path / "p")
 
 
+def test_probes_train_reads_the_activations_once_and_fits_what_the_sweep_chose(base_run, tmp_path,
+                                                                               monkeypatch):
+    """`probes train --layer best` reads the capture once (the sweep, the CV and the fit share one
+    load); its layer is the one `probes eval`'s sweep ranks first, its weights those fitted alone."""
+    from dataclasses import asdict
+
+    from probes.activations.store import ActivationStore
+    from probes.apply import train_and_save
+    from probes.models import linear_params
+    from probes.train import EvalConfig, evaluate, fit_probe
+
+    run, _ = base_run
+    store = _plant(run, "planted", _label_direction)
+    reads = []
+    load = ActivationStore.load
+    monkeypatch.setattr(ActivationStore, "load", lambda self, *a, **k: reads.append(a) or load(self, *a, **k))
+    path, meta = train_and_save(store, "planted", "mean_prompt", "best", tmp_path / "probe", cfg=_cfg(),
+                                progress=False)
+    assert len(reads) == 1
+    monkeypatch.setattr(ActivationStore, "load", load)
+    sweep = evaluate(store, "planted", EvalConfig(**{**asdict(_cfg()), "poolings": ["mean_prompt"],
+                                                     "probes": ("logreg",), "schemes": ("grouped",),
+                                                     "baselines": (), "n_boot": 0}), progress=False)
+    assert meta["layer"] == sweep.best("mean_prompt")["layer"]
+    pipe, _ = fit_probe(store, "planted", "mean_prompt", meta["layer"], C=_cfg().C, seed=_cfg().seed)
+    np.testing.assert_allclose(load_probe(path).weight, linear_params(pipe)["weight"], rtol=1e-6)
+
+
+def test_one_load_and_align():
+    """Labels meet activations in one place: `probe_data` is called only by `load_aligned`."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    calls = [f"{f.relative_to(root)}:{n.lineno}" for pkg in ("harness", "probes") for f in (root / pkg).rglob("*.py")
+             for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, ast.Call)
+             and ast.unparse(n.func).split(".")[-1] == "probe_data"]
+    assert len(calls) == 1 and calls[0].startswith("probes/data.py:"), calls
+
+
 def test_train_apply_and_records(base_run, tmp_path):
     from probes.apply import apply_probe, train_and_save, write_oof_records
 

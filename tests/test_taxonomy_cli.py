@@ -125,10 +125,6 @@ def test_bad_input_one_line_errors(tmp_path, run_dir):
 
 
 def test_dataset_mode_runs_motivation_then_reuse_is_free(tmp_path, tiny_model_dir):
-    from harness.methods import available
-
-    if "motivation" not in available():
-        pytest.skip("the motivation method (issue 4) is not on this branch yet")
     args = ["--model", tiny_model_dir, "--backend", "hf", "--name-tokens", "4", *FAST]
     res = CliRunner().invoke(cli, ["taxonomy", "--dataset", "demo", "--limit", "4",
                                    "--answer-tokens", "8", "--probe-tokens", "8", "--judge-tokens", "16",
@@ -177,10 +173,6 @@ class ScriptedModel(ScriptedBackend):
 
 
 def test_motivation_runner_records_feed_the_taxonomy(tmp_path):
-    from harness.methods import available
-
-    if "motivation" not in available():
-        pytest.skip("the motivation method (issue 4) is not on this branch yet")
     from transformers import AutoTokenizer
 
     from harness.models import assets

@@ -120,7 +120,7 @@ def test_validate_monitor_cross_reads_the_writer_s_answers(tiny_pair, tmp_path):
     assert CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo",
                                     "--out", str(pairs)]).exit_code == 0
     out = tmp_path / "v"
-    args = ["validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
+    args = ["organism", "validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
             "--pairs", str(pairs), "--methods", "monitor", "--limit", "2", "--answer-tokens", "8",
             "--bootstrap", "20", "--no-progress", "--out", str(out)]
     res = CliRunner().invoke(cli, args)
@@ -174,7 +174,7 @@ def test_validate_cross_reads_use_the_prompts_override(tiny_pair, tmp_path):
     assert CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo",
                                     "--out", str(pairs)]).exit_code == 0
     out = tmp_path / "v"
-    res = CliRunner().invoke(cli, ["validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
                                    "--pairs", str(pairs), "--methods", "monitor", "--limit", "1",
                                    "--answer-tokens", "4", "--bootstrap", "0", "--prompts", str(prompts),
                                    "--no-progress", "--out", str(out)])

@@ -293,7 +293,7 @@ def test_validate_on_a_set_with_a_sham_reference_and_a_frozen_probe(tiny_set, ti
     res = CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo", "--out", str(pairs)])
     assert res.exit_code == 0, res.output
     out = tmp_path / "validate"
-    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--reference", str(tiny_set["sham"]),
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", str(tiny_base), "--reference", str(tiny_set["sham"]),
                                    "--organism", str(tiny_set["aware"]), "--organism", str(tiny_set["behaviour"]),
                                    "--pairs", str(pairs), "--methods", "logprob_question,binary", "--limit", "3",
                                    "--n-votes", "2", "--min-coverage", "0", "--min-label-mass", "0",
@@ -404,7 +404,7 @@ def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_
         reachable([0, 1], organism_card(org), 2, "steer build")
     low = low_probe
     out = tmp_path / "v"
-    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(org), "--probe", str(low),
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", str(tiny_base), "--organism", str(org), "--probe", str(low),
                                    "--methods", "logprob_question", "--no-progress", "--out", str(out)])
     assert res.exit_code != 0 and "blind by construction" in str(res.exception)
     assert not out.exists() or not any(p.is_dir() for p in out.iterdir())  # no model ran
@@ -447,11 +447,11 @@ def test_cues_and_steer_build_on_an_organism_keep_to_the_trained_blocks(tiny_bas
 
 
 def test_probe_layers_is_refused_and_points_to_probe(tiny_set, tiny_base, tmp_path):
-    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(tiny_set["aware"]),
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", str(tiny_base), "--organism", str(tiny_set["aware"]),
                                    "--probe-layers", "all", "--out", str(tmp_path / "v")])
     assert res.exit_code != 0 and "--probe DIR" in str(res.exception) and "cue presence" in str(res.exception)
     assert not (tmp_path / "v" / "sensitivity.json").exists()
-    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--reference", str(tiny_set["aware"]),
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", str(tiny_base), "--reference", str(tiny_set["aware"]),
                                    "--organism", str(tiny_set["behaviour"]), "--out", str(tmp_path / "w")])
     assert res.exit_code != 0 and "sham" in str(res.exception)
 

@@ -4,7 +4,7 @@
 Each asset directory holds the tokenizer file(s) plus ``family.json``, which tells
 :func:`tokenization.load` how to open it::
 
-    {"family": "qwen3", "format": "hf" | "tiktoken" | "mistral", "file": "tokenizer.json",
+    {"family": "qwen3", "format": TOKENIZER_JSON | "tiktoken" | "mistral", "file": "tokenizer.json",
      "chat_template": "chat_template.jinja" | null, "bos_token": ..., "eos_token": ...,
      "pattern": <regex, tiktoken only>, "special_tokens": "special_tokens.json" (tiktoken only)}
 
@@ -31,6 +31,10 @@ from tokenization import families as fam
 from tokenization import quicktok
 from tokenization.asset_store import Asset, package_file, register, verify_sha256
 from tokenization.errors import AssetError
+
+TOKENIZER_JSON = "hf"
+"""``family.json``'s format of a Hugging Face ``tokenizers`` JSON file (read by the `tokenizers`
+library). The value is on disk in every prepared asset, whose checksums cover it: kept as it was."""
 
 OPTIONAL = {f.asset for f in fam.FAMILIES.values() if f.optional}
 
@@ -130,7 +134,7 @@ def _quicktok_builder(family: str, vocab: str, special: str, pattern: str, templ
                     tiktoken=tk_file.name)
         if hf:
             (out / "tokenizer.json").write_text(hf_json_from_ranks(ranks, pattern, specials, nfc=nfc))
-            _write_family(out, format="hf", file="tokenizer.json", **info)
+            _write_family(out, format=TOKENIZER_JSON, file="tokenizer.json", **info)
         else:
             _write_family(out, format="tiktoken", file=tk_file.name, **info)
         return _sha_of(vp, sp)
@@ -154,7 +158,7 @@ def _build_gpt2(out: Path) -> str:
     ranks = data_gym_to_mergeable_bpe_ranks(str(bpe), str(enc))
     quicktok.write_tiktoken(ranks, out / "gpt2.tiktoken")
     (out / "special_tokens.json").write_text(json.dumps({"<|endoftext|>": 50256}))
-    _write_family(out, family="gpt2", format="hf", file="tokenizer.json", chat_template=None,
+    _write_family(out, family="gpt2", format=TOKENIZER_JSON, file="tokenizer.json", chat_template=None,
                   bos_token="<|endoftext|>", eos_token="<|endoftext|>", pattern=fam.GPT2_PAT,
                   special_tokens="special_tokens.json", tiktoken="gpt2.tiktoken")
     return _sha_of(enc, bpe)
@@ -168,7 +172,7 @@ def _build_deepseek(out: Path) -> str:
     cfg = json.loads(tc.read_text())
     (out / "chat_template.jinja").write_text(cfg["chat_template"])
     tokname = lambda t: t["content"] if isinstance(t, dict) else t  # noqa: E731
-    _write_family(out, family="deepseek-r1", format="hf", file="tokenizer.json",
+    _write_family(out, family="deepseek-r1", format=TOKENIZER_JSON, file="tokenizer.json",
                   chat_template="chat_template.jinja", bos_token=tokname(cfg["bos_token"]),
                   eos_token=tokname(cfg["eos_token"]))
     return _sha_of(tj, tc)
@@ -192,7 +196,7 @@ def _build_gemma3(out: Path) -> str:
         tok = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
         tok.backend_tokenizer.save(str(out / "tokenizer.json"))
     (out / "chat_template.jinja").write_text(fam.GEMMA3_TEMPLATE)
-    _write_family(out, family="gemma3", format="hf", file="tokenizer.json",
+    _write_family(out, family="gemma3", format=TOKENIZER_JSON, file="tokenizer.json",
                   chat_template="chat_template.jinja", bos_token=tok.bos_token, eos_token=tok.eos_token,
                   add_bos=True)
     return GEMMA3_GGUF_SHA256

@@ -19,7 +19,7 @@ from typing import Any
 import tiktoken
 from tokenizers import Tokenizer as TK
 
-from tokenization import assets as _assets  # noqa: F401  (registers the tokenizer assets)
+from tokenization import assets as _assets  # registers the tokenizer assets; their formats
 from tokenization import families as fam
 from tokenization.asset_store import require
 from tokenization.errors import AssetError
@@ -56,7 +56,7 @@ def load_dir(d: Path, name: str | None = None) -> Tokenizer:
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
         template = _template(d, meta.get("chat_template"))
-        if meta["format"] == "hf":
+        if meta["format"] == _assets.TOKENIZER_JSON:
             return _hf_file(d / meta["file"], name, template, meta.get("bos_token"), meta.get("eos_token"))
         if meta["format"] == "tiktoken":
             specials = json.loads((d / meta["special_tokens"]).read_text())

@@ -23,7 +23,7 @@ class Tokenizer(ABC):
     """A loaded tokenizer. ``name`` is the family or path it was loaded from."""
 
     name: str
-    kind: str  # "hf" | "tiktoken" | "mistral"
+    kind: str  # the library that reads it: "tokenizers" | "tiktoken" | "mistral"
 
     @abstractmethod
     def encode(self, text: str) -> list[int]:
@@ -148,7 +148,7 @@ def _byte_decoder() -> dict[str, int]:
 class HFTokenizer(JinjaChat, Tokenizer):
     """A ``tokenizers.Tokenizer`` (tokenizer.json) with an optional Jinja chat template."""
 
-    kind = "hf"
+    kind = "tokenizers"
 
     def __init__(self, tk: Any, name: str, chat_template: str | None = None,
                  bos_token: str | None = None, eos_token: str | None = None,
@@ -168,7 +168,7 @@ class HFTokenizer(JinjaChat, Tokenizer):
     @classmethod
     def from_transformers(cls, tok: Any, name: str | None = None) -> "HFTokenizer":
         """Wrap a transformers fast tokenizer (e.g. ``backend.tokenizer``)."""
-        return cls(tok.backend_tokenizer, name or getattr(tok, "name_or_path", "hf"),
+        return cls(tok.backend_tokenizer, name or getattr(tok, "name_or_path", "transformers"),
                    chat_template=getattr(tok, "chat_template", None), bos_token=tok.bos_token,
                    eos_token=tok.eos_token, hf_tokenizer=tok)
 

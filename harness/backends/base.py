@@ -157,6 +157,8 @@ class Capabilities:
       :meth:`Backend.continuation_scores`) sums the whole distribution. False where only the
       top-K is visible (a server's ``logprobs=K``): the mass is then a *lower bound*, and the
       logprob methods mark their word-boundary scores as bounds (record and report).
+    - `training`: the weights can be fine-tuned through the engine's own model (gradients: hf);
+      ``organism build`` asks for it (:meth:`~harness.backends.hf.backend.HFBackend.trainable`).
     - `streaming`: the backend's calls may come from many threads at once and share one running
       batch (vLLM's continuous batching through :mod:`harness.backends.stream`, a server's queue),
       so the run loop keeps many samples in flight (:mod:`harness.run.stream`); `capacity` is
@@ -171,6 +173,7 @@ class Capabilities:
     streaming: bool = False
     capacity: int = 1
     local_weights: bool = False
+    training: bool = False
 
     def lacks(self, needs: Sequence[str]) -> list[str]:
         """The capabilities of `needs` these capabilities do not have."""
@@ -309,6 +312,13 @@ class Backend(ABC):
         """The layer ids and width of :meth:`pooled_hidden_states` (backends with the
         `hidden_states` capability)."""
         refuse_lacking(self, ["hidden_states"])
+        raise NotImplementedError  # pragma: no cover
+
+    @classmethod
+    def trainable(cls, path: str) -> tuple[Any, Any]:
+        """(tokenizer, model in float32 with gradients, on the CPU) of the weights at `path`, for
+        fine-tuning (the `training` capability: ``organism build``); refused without it."""
+        refuse_lacking(cls, ["training"])
         raise NotImplementedError  # pragma: no cover
 
     def pooled_hidden_states(self, seqs: Sequence[TokenIds], layers: Sequence[int],

@@ -52,6 +52,7 @@ CAPABILITY_TEXT: dict[str, tuple[str, str]] = {
     "local_weights": ("load a model directory", "the weights are loaded on this machine"),
     "structured_output": ("constrain answers", "generation follows a grammar"),
     "streaming": ("stream", "many calls share one running batch"),
+    "training": ("train a model", "fine-tuning needs gradients through local weights"),
 }
 """Each capability a command may ask for: (what it lets a backend do, why some cannot)."""
 

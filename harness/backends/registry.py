@@ -12,7 +12,11 @@ constructor takes. Run, capture, steering and the taxonomy all open their model 
 :func:`open_backend`.
 
 Adding a backend: its own module with a :class:`~harness.backends.base.Backend` subclass, its
-spec (:mod:`harness.backends.specs`) and its line here.
+spec (:mod:`harness.backends.specs`) and its line here; or, from another package, an entry point
+of the group ``evalaware.backends`` naming its spec (or a tuple of specs), e.g. in its
+``pyproject.toml``: ``[project.entry-points."evalaware.backends"] toy = "toy_pkg:SPEC"``. Nothing
+here is frozen at import: :func:`backend_names` and :func:`default_backend` read the registry
+when asked.
 """
 
 from __future__ import annotations
@@ -49,10 +53,53 @@ def _names(specs: Sequence[BackendSpec]) -> str:
     return ", ".join(s.engine.replace(":", ".") for s in specs)
 
 
+ENTRY_POINTS = "evalaware.backends"
+
+
+def register_entry_points() -> None:
+    """Register the backends other installed packages declare under the entry point group
+    :data:`ENTRY_POINTS` (each loads to a spec or a tuple of specs; its name is the backend's).
+    Loading one imports its spec's module only, not its engine."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        if ep.name in BACKEND_SPECS:
+            continue  # already registered (this function ran before)
+        try:
+            loaded = ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken plug-in is named, not a traceback
+            raise EvalAwareError(f"backend {ep.name!r} (entry point {ep.value}): cannot load it ({e})") from None
+        specs = tuple(loaded) if isinstance(loaded, (tuple, list)) else (loaded,)
+        if not specs or not all(isinstance(s, BackendSpec) for s in specs):
+            raise EvalAwareError(f"backend {ep.name!r} (entry point {ep.value}): expected a BackendSpec "
+                                 f"or a tuple of them, got {type(loaded).__name__}")
+        register_backend(ep.name, *specs)
+
+
 register_backend("vllm", VLLM, VLLM_CAPTURE)
 register_backend("hf", HF)
 register_backend("openai", OPENAI)
-BACKENDS = tuple(BACKEND_SPECS)
+register_entry_points()
+
+
+def backend_names() -> tuple[str, ...]:
+    """The registered backends, in registration order (read now: a later line counts)."""
+    return tuple(BACKEND_SPECS)
+
+
+def default_backend(needs: Sequence[str] = ()) -> str:
+    """The backend a command gets when it names none, from what it `needs`: the first registered
+    whose serving spec can do all of `needs` and declares itself their default
+    (``BackendSpec.default_for``: hf for hidden states, steering, training and model
+    directories), else the first that can (vLLM for plain generation). Refuses when none can."""
+    able = [k for k, specs in BACKEND_SPECS.items() if not specs[0].capabilities.lacks(needs)]
+    chosen = [k for k in able if set(needs) <= BACKEND_SPECS[k][0].default_for] or able
+    if not chosen:
+        variants = backends_with(*needs)  # a variant that can (vLLM's capture engine) is not a default
+        if variants:
+            return variants[0]
+        raise EvalAwareError(f"no registered backend can {', '.join(needs)}")
+    return chosen[0]
 
 
 def backend_options() -> tuple[BackendOption, ...]:

@@ -37,6 +37,7 @@ class BackendSpec:
     options: tuple[BackendOption, ...] = ()
     engine_args_to: str | None = None
     engine_args_refusal: str = "it has no engine of its own"
+    default_for: frozenset[str] = frozenset()
     sets_itself: frozenset[str] = frozenset()
     known_engine_args: Callable[[], frozenset[str] | None] = lambda: None
     check_options: CheckOptions = lambda model, opts, flag: None
@@ -76,12 +77,15 @@ def _check_openai(model: str, opts: dict[str, Any], flag: Callable[[str], str]) 
 
 HF = BackendSpec(
     kind="hf", engine="harness.backends.hf.backend:HFBackend",
-    capabilities=Capabilities(hidden_states=True, steering=True, structured_output=True, local_weights=True),
+    capabilities=Capabilities(hidden_states=True, steering=True, structured_output=True, local_weights=True,
+                              training=True),
     keywords=frozenset({"dtype", "device", "batch_size", "trust_remote_code", "tokenizer", "revision",
                         "keep_kv_bytes", "engine_args"}),
     options=(BackendOption("batch_size", "hf: prompts per forward pass (default 8).",
                            {"type": "batch"}, dest="hf_batch_size", flag_name="--hf-batch-size"),),
     engine_args_to="transformers' from_pretrained",
+    # the white-box reference: every position's residual stream and gradients, on any machine
+    default_for=frozenset({"hidden_states", "steering", "training", "local_weights"}),
     sets_itself=frozenset({"pretrained_model_name_or_path", "torch_dtype", "config"}))
 
 VLLM = BackendSpec(

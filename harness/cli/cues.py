@@ -7,8 +7,10 @@ from contextlib import ExitStack
 
 import click
 
+from harness.cli.help import SectionedCommand
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
+from harness.backends.registry import default_backend
 from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.cues import attribute
@@ -21,7 +23,7 @@ from harness.runlog.lock import run_dir_lock
 from harness.runlog.outputs import check_output
 
 
-@click.command("cues")
+@click.command("cues", cls=SectionedCommand)
 @run_options(model_required=True)
 @methods_option("logprob_question", "The methods whose score (P(eval)) is compared.")
 @click.option("--factors", "factors", default="all", show_default=True,
@@ -95,8 +97,9 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
         if card is not None:  # a frozen probe below the organism's trained blocks reads the base's activations
             check_reaches(load_probe(probe_dir).layer, {str(opts.model): (card, str(opts.model))},
                           f"--probe {probe_dir}")
-        # the probe captures on hf unless the engine itself has hidden states: hf settings
-        return [ProbeReadout(probe_dir, opts.model, engine, opts.engine.backend_opts("hf"), progress=progress)]
+        # the probe captures on the hidden-states default unless the engine itself has them: its settings
+        capture_on = opts.engine.backend_opts(default_backend(("hidden_states",)))
+        return [ProbeReadout(probe_dir, opts.model, engine, capture_on, progress=progress)]
 
     if report_only:
         res = attribute.report_only(opts.samples(), factor_list, method_list, out, design=design, turns=turns,

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import click
 
+from harness.cli.help import SectionedCommand
 from harness.backends.recorded import engine_args_for
+from harness.backends.registry import default_backend
 from harness.cli.options import RunOptions, methods_option, progress_option, run_options, verbose_option
 from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.methods.sentences import load_pairs
-from harness.run.intervene import POINTS, TRACES, intervene, summary_table
+from harness.intervene.conditions import POINTS, TRACES, intervene, summary_table
 from harness.run.loop import needs_judge
 from harness.runlog import RunLog
 from harness.runlog.lock import run_dir_lock
@@ -25,7 +27,7 @@ def _rerun(method: str) -> bool:
     return not needs_judge([method]) and method != "monitor"
 
 
-@click.command("intervene")
+@click.command("intervene", cls=SectionedCommand)
 @click.option("--run", "run_dir", required=True, type=click.Path(exists=True, file_okay=False),
               help="Run directory whose logged outputs (answers, or elicited reasoning) to intervene in.")
 @click.option("--insert", type=click.Choice(["awareness", "placebo", "both"]), default="both",
@@ -43,7 +45,7 @@ def _rerun(method: str) -> bool:
                 keywords={"auto": None, "none": []}, among=lambda c: _rerun(c.name))
 @click.option("--monitor-sentences", type=click.Path(exists=True, dir_okay=False),
               help="Sentence-pair file (default: the built-in monitor pairs).")
-@run_options(dataset=None, judge=False, default_backend="hf",
+@run_options(dataset=None, judge=False, backend_default="the run's (its manifest's model identity)",
              model_help="Default: the run's model.")
 @click.option("--batch-size", type=bounds.batch(), default=16, show_default=True)
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
@@ -74,6 +76,7 @@ def intervene_cmd(run_dir, insert, at, pair, trace, methods, monitor_sentences, 
     man = st.get_meta("manifest", {}) or {}
     identity = st.get_meta("model_identity")
     st.close()
+    opts = replace(opts, backend=opts.backend or (identity or {}).get("backend") or default_backend())
     runs_model = (man.get("model") or {}).get("model") or (man.get("model") or {}).get("path")
     name = opts.model or runs_model
     if not name:

@@ -13,9 +13,10 @@ import click
 
 from harness.cli.probes import activations, probes
 from harness.cli.steer import steer
-from harness.cli.organism import organism, validate
+from harness.cli.organism import organism, validate_alias
 from harness.cli.intervene import intervene_cmd
-from tokenization.cli import tokens
+from harness.cli.tokens import tokens
+from harness.cli.help import COMMAND_SECTIONS, SectionedGroup, in_section
 
 from harness.models import assets as A
 from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, methods_option,
@@ -28,7 +29,8 @@ from harness.core.errors import EvalAwareError
 from harness.core.redact import redact_text
 from harness.stats.summaries import answer_errors, per_class_accuracy
 from harness.reporting import summary as run_summary
-from harness.reporting.report import method_label, report
+from harness.cli.report import report
+from harness.reporting.report import method_label
 from harness.runlog.lock import run_dir_lock
 from harness.stats.tally import tally
 from harness.run.loop import SCHEDULES, check_dataset, needs_judge, run_methods
@@ -39,7 +41,8 @@ from harness.cli.taxonomy import taxonomy
 from harness.cli.cues import cues
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=SectionedGroup, sections=COMMAND_SECTIONS,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="evalaware")
 def cli() -> None:
     """Measure evaluation awareness: can a model tell a benchmark prompt from a real user's?
@@ -49,6 +52,7 @@ def cli() -> None:
       evalaware assets prepare smollm2
       evalaware data validate demo
       evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob --out runs/demo
+      evalaware report runs/demo
     """
 
 
@@ -89,7 +93,7 @@ def assets_list() -> None:
 # --- data -----------------------------------------------------------------------------------
 @cli.group()
 def data() -> None:
-    """Validate and inspect datasets (our JSONL, Needham et al. JSON, plain text, Inspect logs)."""
+    """Validate and inspect datasets: our JSONL, Needham et al.'s JSON, plain text, Inspect logs."""
 
 
 @data.command("validate")
@@ -167,19 +171,19 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
 # --- run ------------------------------------------------------------------------------------
 @cli.command()
 @run_options(model_required=True)
-@methods_option("binary", "The methods to run.")
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--schedule", type=click.Choice(SCHEDULES), default="auto", show_default=True,
-              help="stream: keep many (method, sample) tasks in flight on a streaming backend (vllm, "
-                   "openai), each committed as it ends; batch: one method at a time, --batch-size "
-                   "samples per engine call; auto: stream where the backend can. Same calls either way.")
-@click.option("--window", type=bounds.BoundedInt(1, 65536),
-              default=None, help="stream: tasks in flight at once (default: the engine's capacity, "
-                                 "vLLM's max_num_seqs or the servers' --max-concurrency in total).")
-@method_options()
-@progress_option
-@verbose_option
+@in_section("Methods", methods_option("binary", "The methods to run."), method_options())
+@in_section(
+    "The run",
+    click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory."),
+    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--schedule", type=click.Choice(SCHEDULES), default="auto", show_default=True,
+                 help="stream: keep many (method, sample) tasks in flight on a streaming backend (vllm, "
+                      "openai), each committed as it ends; batch: one method at a time, --batch-size "
+                      "samples per engine call; auto: stream where the backend can. Same calls either way."),
+    click.option("--window", type=bounds.BoundedInt(1, 65536),
+                 default=None, help="stream: tasks in flight at once (default: the engine's capacity, "
+                                    "vLLM's max_num_seqs or the servers' --max-concurrency in total)."),
+    progress_option, verbose_option)
 def run(opts: RunOptions, method_opts: MethodOptions, methods: list[str], out: str, seed: int,
         schedule: str, window: int | None, progress: bool) -> None:
     """Run methods on a dataset; resumable (re-run the same command after an interrupt).
@@ -354,7 +358,8 @@ def _quiet_stdout() -> None:
 
 
 # Command groups that live in other modules, attached by name.
-for _group in (tokens, report, activations, probes, taxonomy, cues, steer, organism, validate, intervene_cmd):
+for _group in (tokens, report, activations, probes, taxonomy, cues, steer, organism, validate_alias,
+               intervene_cmd):
     cli.add_command(_group)
 
 

@@ -11,8 +11,9 @@ and checks them the same way:
   :meth:`RunOptions.open_judge`) and loads the samples (:meth:`RunOptions.samples`).
   ``--dtype`` is always the model's dtype (``activations capture`` stores activations in
   ``--store-dtype``). Each backend's own flags come from its class's declared ``options``; a
-  command names the capabilities it needs (``needs``), never backends (:class:`BackendKind`);
-  ``-M key=value`` passes engine arguments the backend does not model to its engine.
+  command names the capabilities it needs (``needs``), never backends (:class:`BackendKind`, its
+  default the registry's ``default_backend(needs)``); the options are filed in help sections
+  (:func:`harness.cli.help.in_section`); ``-M key=value`` passes engine arguments the backend does not model to its engine.
 - :func:`method_options`: the methods' settings, one flag per option declared in
   :mod:`harness.methods.config` (view, person, votes, sampling, token limits, ``--constrain``, the
   logprob methods' words and coverage gate, ...) that the command's methods read, with prompt
@@ -43,6 +44,7 @@ from typing import Any, Callable, Sequence
 
 import click
 
+from harness.cli.help import in_section
 from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
 from harness.backends.base import Backend
@@ -52,8 +54,8 @@ from harness.methods.base import check_person
 from harness.methods.config import OPTIONS, MethodOption
 from harness.methods.prompts import PromptLibrary
 from harness.backends.declare import CAPABILITY_TEXT, BackendOption, parse_engine_args
-from harness.backends.registry import (BACKENDS, backend_options, backend_spec, backends_with, check_backend,
-                                       open_backend, takes)
+from harness.backends.registry import (backend_names, backend_options, backend_spec, backends_with, check_backend,
+                                       default_backend, open_backend, takes)
 from harness.core.sample import LABELS, Sample
 from harness.data.subset import select
 from harness.methods.token_limits import PLAIN, default_token_limits
@@ -303,8 +305,8 @@ class BackendKind(click.ParamType):
         return "[" + "|".join(backends_with(*self.needs)) + "]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if value not in BACKENDS:
-            self.fail(f"{value!r} is not one of {', '.join(map(repr, BACKENDS))}", param, ctx)
+        if value not in backend_names():  # read now: a backend registered after import counts
+            self.fail(f"{value!r} is not one of {', '.join(map(repr, backend_names()))}", param, ctx)
         backend_spec(value, self.needs)
         return value
 
@@ -330,25 +332,28 @@ def _engine_option(o: BackendOption) -> Callable[[F], F]:
 
 
 def run_options(*, model_required: bool = False, dataset: str | None = "required",
-                judge: bool = True, needs: Sequence[str] = (), default_backend: str = "vllm",
+                judge: bool = True, needs: Sequence[str] = (), backend_default: str | None = None,
                 model_help: str = ("Asset name (smollm2), local path, or hub id (org/name: downloaded on first "
                                    "use, or from the local HF cache only with --offline / HF_HUB_OFFLINE=1)."),
                 engine_alias: bool = False) -> Callable[[F], F]:
-    """--model, --backend (one with the capabilities `needs`), the engine settings, -M,
+    """--model, --backend (one with the capabilities `needs`; default: the registry's
+    :func:`~harness.backends.registry.default_backend` for them, or None with `backend_default`
+    saying in words where the command takes it from), the engine settings, -M,
     (`judge`) --judge-model/--judge-backend/--judge-base-url and (`dataset`: "required",
     "optional" or None) --dataset with --label, --label-field, --limit and --first; the command
     gets ``opts`` (:class:`RunOptions`)."""
     alias = " (`--engine` is its old name)" if engine_alias else ""
-    opts: list[Callable[[F], F]] = [
+    model: list[Callable[[F], F]] = [
         click.option("--model", required=model_required, help=model_help),
         click.option("--backend", *(["--engine"] if engine_alias else []), "backend",
-                     type=BackendKind(needs), default=default_backend, show_default=True,
+                     type=BackendKind(needs), default=None if backend_default else default_backend(needs),
+                     show_default=not backend_default,
                      help=f"Inference backend{alias}" + (f"; one that can {_can(needs)}: "
-                                                         f"{', '.join(backends_with(*needs))}." if needs else ".")),
+                                                         f"{', '.join(backends_with(*needs))}." if needs else ".")
+                     + (f" Default: {backend_default}." if backend_default else "")),
         click.option("--dtype", default="auto", show_default=True,
                      help="The model's dtype (auto: the checkpoint's); a separate judge gets it too."),
         click.option("--tokenizer", help="Tokenizer path if different from the model (required for openai)."),
-        *map(_engine_option, backend_options()),
         click.option("-M", "--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
                      help="An engine argument the backend does not model, passed as is (repeatable; "
                           "the value is JSON when it parses, else a string; recorded): vllm: to "
@@ -366,16 +371,17 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         click.option("--enable-thinking/--disable-thinking", default=None,
                      help="Chat-template switch for reasoning models (Qwen3); recorded in the manifest."),
     ]
+    opts = [in_section("Model and engine", *model),
+            in_section("One backend's own engine settings", *map(_engine_option, backend_options()))]
     if judge:
-        opts += [
+        opts.append(in_section("Judge",
             click.option("--judge-model", "--judge", "judge_model",
                          help="Judge model (default: the model under test)."),
             click.option("--judge-backend", type=BackendKind(), help="Judge backend (default: --backend)."),
-            click.option("--judge-base-url", help="Judge server URL (openai backend)."),
-        ]
+            click.option("--judge-base-url", help="Judge server URL (openai backend).")))
     if dataset:
-        opts.append(click.option("--dataset", required=dataset == "required",
-                                 help="Dataset file, directory of Inspect logs, or `demo`."))
+        opts.append(in_section("Dataset", click.option("--dataset", required=dataset == "required",
+                                                       help="Dataset file, directory of Inspect logs, or `demo`.")))
     engine_keys = {f.name for f in fields(EngineOptions)}
     own = {o.param for o in backend_options()}
 
@@ -396,7 +402,7 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
         def inner(*args: Any, opts: RunOptions, label: str | None, label_field: str | None,
                   subset: Callable[[Sequence[Sample]], list[Sample]], **kwargs: Any) -> Any:
             return f(*args, opts=replace(opts, label=label, label_field=label_field, subset=subset), **kwargs)
-        return g(label_option(limit_options(inner)))
+        return g(in_section("Dataset", label_option, limit_options)(inner))
     return deco
 
 

@@ -1,4 +1,4 @@
-"""`evalaware organism build|dataset|measure` and `evalaware validate`: positive controls.
+"""`evalaware organism build|dataset|measure|validate`: positive controls.
 
 An organism is a base model fine-tuned so that a planted cue makes it evaluation-aware in known
 ways (:mod:`harness.organisms`); `validate` runs the methods on the base, a reference (a sham
@@ -19,8 +19,9 @@ from typing import Any, Sequence
 
 import click
 
+from harness.cli.help import SectionedGroup, deprecated_alias
 from harness.backends.base import Backend
-from harness.backends.registry import open_backend
+from harness.backends.registry import default_backend, open_backend
 from harness.cli.options import BackendKind, MethodOptions, method_options, methods_option, progress_option, verbose_option
 from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
@@ -47,11 +48,13 @@ from harness.stats.decision import Rule
 from harness.stats.paired import mean_with_ci, rate_with_ci
 
 DEFAULT_METHODS = "binary,probability,logprob,logprob_question"
+LOCAL = ("local_weights",)  # what measuring and validating organisms need: their directories opened
 
 
-@click.group()
+@click.group(cls=SectionedGroup)
 def organism() -> None:
-    """Model organisms: a base model fine-tuned so that a planted cue makes it evaluation-aware."""
+    """Model organisms: a base model fine-tuned so that a planted cue makes it evaluation-aware;
+    `organism validate` reads every method's sensitivity and specificity on them."""
 
 
 @organism.command("build")
@@ -213,10 +216,10 @@ def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_t
             n_boot: int, dtype: str = "auto") -> dict[str, Any]:
     t0 = time.perf_counter()
     with ExitStack() as st:
-        org = st.enter_context(open_backend("hf", organism_dir, dtype=dtype))
+        org = st.enter_context(open_backend(default_backend(LOCAL), organism_dir, dtype=dtype))
         rows = verbalizations(org, samples, cue, max_tokens=max_tokens)
         no_cue = [s for s in samples if s.label == "deploy"]
-        b = st.enter_context(open_backend("hf", base, dtype=dtype))
+        b = st.enter_context(open_backend(default_backend(LOCAL), base, dtype=dtype))
         kl = first_token_kl(b, org, no_cue)
         base_rows = verbalizations(b, samples, cue, max_tokens=max_tokens)
         own = {r["id"]: r["answer"] for r in base_rows}
@@ -262,7 +265,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 
 # --- validate -----------------------------------------------------------------------------------
 
-@click.command()
+@organism.command("validate")
 @click.option("--base", required=True, help="Base model: asset name, local path, or hub id in the local HF cache.")
 @click.option("--organism", "organism_dirs", required=True, multiple=True,
               type=click.Path(exists=True, file_okay=False),
@@ -274,7 +277,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
                    "Repeatable: builds of one sham recipe (seeds) are pooled as an organism kind's are, "
                    "their spread shown. Default: the base model.")
 @methods_option(DEFAULT_METHODS, "The methods run on every model.")
-@click.option("--backend", type=BackendKind(("local_weights",)), default="hf", show_default=True)
+@click.option("--backend", type=BackendKind(LOCAL), default=default_backend(LOCAL), show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
 @click.option("--pairs", "pairs_path", type=click.Path(exists=True, dir_okay=False),
               help="Paired set (default: `organism dataset` for the organism's cue, written to OUT).")
@@ -314,13 +317,14 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
 
     \b
     Examples:
-      evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded --out runs/validate
-      evalaware validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \\
+      evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded --out runs/validate
+      evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \\
           --organism runs/organisms/smollm2-graded --organism runs/organisms/smollm2-graded-behaviour \\
           --methods logprob_question --limit 24 --out runs/validate-set
-      evalaware validate --base smollm2 --reference runs/organisms/sham-s0 --reference runs/organisms/sham-s1 \\
-          --organism runs/organisms/aware-s0 --organism runs/organisms/aware-s1 --out runs/validate-seeds
-      evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded --backend vllm \\
+      evalaware organism validate --base smollm2 --reference runs/organisms/sham-s0 \\
+          --reference runs/organisms/sham-s1 --organism runs/organisms/aware-s0 \\
+          --organism runs/organisms/aware-s1 --out runs/validate-seeds
+      evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded --backend vllm \\
           --methods binary,probability,logprob,logprob_question,motivation --probe runs/probes/demo \\
           --limit 24 --out runs/validate-all
     """
@@ -488,3 +492,6 @@ def _frozen_probe(probe_dir: str, model: str, run_dir: Path, dtype: str, progres
 
     readout = ProbeReadout(probe_dir, model, engine_opts={"dtype": dtype}, progress=progress, force=True)
     return {**readout.score(run_dir), "settings": readout.settings}
+
+
+validate_alias = deprecated_alias(validate, "validate", "organism validate")

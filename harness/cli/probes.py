@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from harness.cli.help import SectionedGroup
 from harness.core import bounds
 from harness.core.details import LayerSelection
 from harness.cli.options import RunOptions, limit_options, progress_option, run_options, verbose_option
@@ -45,7 +46,7 @@ def _fmt(x: Any) -> str:
 
 
 # --- activations ----------------------------------------------------------------------------
-@click.group()
+@click.group(cls=SectionedGroup)
 def activations() -> None:
     """Capture residual-stream activations of a run's samples (prompt + answer)."""
 
@@ -58,7 +59,7 @@ def activations() -> None:
               help=f"Comma list of {', '.join(POOLINGS)}.")
 @click.option("--store-dtype", type=click.Choice(STORE_DTYPES), default="fp16", show_default=True,
               help="Storage dtype of the shards (--dtype is the model's dtype, as in every command).")
-@run_options(dataset=None, judge=False, needs=("hidden_states",), default_backend="hf", engine_alias=True,
+@run_options(dataset=None, judge=False, needs=("hidden_states",), engine_alias=True,
              model_help="Override the run's model (asset name, path or cached hub id).")
 @_NAME
 @click.option("--batch-size", type=bounds.batch(), default=8, show_default=True, help="Samples per forward pass.")
@@ -153,7 +154,7 @@ def info_cmd(run_dir, name) -> None:
 
 
 # --- probes ---------------------------------------------------------------------------------
-@click.group()
+@click.group(cls=SectionedGroup)
 def probes() -> None:
     """Train, evaluate and apply linear probes on captured activations."""
 

@@ -10,19 +10,20 @@ from pathlib import Path
 
 import click
 
+from harness.cli.help import SectionedGroup
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
 from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.backends.recorded import check_reopened, engine_args_for
-from harness.backends.registry import open_backend
+from harness.backends.registry import default_backend, open_backend
 from harness.run.loop import needs_judge
 from harness.runlog import RunLog
 from harness.runlog.outputs import check_output
 
 from probes.activations.store import ActivationStore
 from harness.organisms.reach import organism_card, reachable
-from probes.activations.capture import parse_layers
+from probes.activations.capture import HIDDEN, parse_layers
 from probes.steering.build import build_from_pairs, build_from_run, read_pairs, steerable_layers
 from probes.steering.report import write_steer_report
 from probes.steering.run import select_samples, steer_run
@@ -40,7 +41,7 @@ def _floats(spec: str, what: str) -> list[float]:
     return out
 
 
-@click.group()
+@click.group(cls=SectionedGroup)
 def steer() -> None:
     """Steer the model along the eval-minus-deploy direction and measure dose-response."""
 
@@ -79,7 +80,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         if not model:
             raise EvalAwareError("--pairs needs --model")
         read_pairs(pairs)  # bad input fails before the model loads
-        backend = open_backend("hf", model)
+        backend = open_backend(default_backend(HIDDEN), model, needs=HIDDEN)
         try:
             n = backend.hidden_layout().n_layers
             ids = [l for l in parse_layers(layers, n) if 1 <= l < n]
@@ -114,7 +115,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 
 @steer.command("run")
 @click.option("--vector", "vector_dir", required=True, type=click.Path(exists=True))
-@run_options(needs=("steering",), default_backend="hf",
+@run_options(needs=("steering",),
              model_help="Default: the vector's model.")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @methods_option("logprob_question", "The methods run under each alpha.")

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from harness.cli.help import SectionedCommand
 from harness.core import bounds, errors
 from harness.cues.report import JSON_NAME, load_summary
 from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
@@ -30,7 +31,7 @@ from harness.taxonomy.render import write_outputs
 METHOD = "motivation"
 
 
-@click.command("taxonomy")
+@click.command("taxonomy", cls=SectionedCommand)
 @run_options(dataset="optional", model_help="Model under test (--dataset); with --run only names clusters.")
 @click.option("--run", "run_dir", type=click.Path(file_okay=False),
               help="Reuse the motivation answers stored in this run directory (no new answers).")

@@ -41,10 +41,13 @@ _verbose: bool | None = None  # None: never configured (library use)
 _saved: dict[str, Any] = {}  # what quiet mode changed, to undo
 
 
+ENGINE_LOGGER = "vllm"  # the vllm package's root logger (a Python package's name, not a backend's)
+
+
 def _quiet_loggers() -> None:
     """vLLM logs a warning while it is imported, before its own logging is set up (seen in the
     spawned engine processes): set the level on its root logger before that."""
-    logging.getLogger("vllm").setLevel(logging.ERROR)
+    logging.getLogger(ENGINE_LOGGER).setLevel(logging.ERROR)
 
 
 if os.environ.get(QUIET_MARK) == "1":  # a process spawned by a quiet command (vLLM's engine core
@@ -92,12 +95,12 @@ def _quiet() -> None:
             os.environ[k] = v
     _saved["filters"] = warnings.filters[:]
     warnings.filterwarnings("ignore", module=THIRD_PARTY)
-    _saved["vllm_level"] = logging.getLogger("vllm").level
+    _saved["vllm_level"] = logging.getLogger(ENGINE_LOGGER).level
     _quiet_loggers()
     if "transformers" in sys.modules:  # imported before we were configured: set it directly
         from transformers.utils import logging as hf_logging  # loaded already (checked above)
 
-        _saved["hf"] = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled())
+        _saved["transformers"] = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled())
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
 
@@ -108,11 +111,11 @@ def _restore() -> None:
     if "filters" in _saved:
         warnings.filters[:] = _saved.pop("filters")
     if "vllm_level" in _saved:
-        logging.getLogger("vllm").setLevel(_saved.pop("vllm_level"))
-    if "hf" in _saved:
+        logging.getLogger(ENGINE_LOGGER).setLevel(_saved.pop("vllm_level"))
+    if "transformers" in _saved:
         from transformers.utils import logging as hf_logging  # loaded already (see _configure)
 
-        level, bars = _saved.pop("hf")
+        level, bars = _saved.pop("transformers")
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()

@@ -1,6 +1,6 @@
 """Awareness sentences, their placebo twins, and the sentence boundaries of a model's output: what
 the `monitor` method teacher-forces and where (:mod:`harness.methods.monitor`), and what
-`evalaware intervene` inserts (:mod:`harness.run.intervene`).
+`evalaware intervene` inserts (:mod:`harness.intervene.conditions`).
 
 The pairs file (built in: ``harness/prompts/monitor/sentences_v1.txt``; ``--monitor-sentences
 FILE`` replaces it) holds one pair a line, ``AWARENESS | PLACEBO``; blank lines and lines starting

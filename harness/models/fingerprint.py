@@ -115,3 +115,12 @@ def model_identity(name_or_path: str) -> dict[str, Any]:
     if card is not None:
         out["organism"] = card
     return out
+
+
+def text_config_shape(path: str, trust_remote_code: bool = False) -> tuple[int, int]:
+    """(num_hidden_layers, hidden_size) of a model directory's (text) config."""
+    from transformers import AutoConfig  # heavy: when an engine starts
+
+    cfg = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    return int(cfg.num_hidden_layers), int(cfg.hidden_size)

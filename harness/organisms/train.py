@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from harness.backends.registry import backend_class, default_backend
 from harness.core.errors import EvalAwareError
 from harness.core.render import Renderer
 from harness.core.sample import Message
@@ -54,6 +55,8 @@ from harness.organisms.kinds import (KINDS, SELF_TARGETS, kind_examples, planted
 
 PARTIAL = ".partial"
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+TRAINING = ("training",)  # what building an organism needs of a backend: its weights fine-tuned
 
 
 @dataclass
@@ -424,12 +427,11 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
         raise EvalAwareError(f"{out} exists and is not an organism directory; choose another --out")
 
     from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    engine = backend_class(default_backend(TRAINING), TRAINING)  # the backend that can train (hf)
     t0 = time.perf_counter()
     torch.manual_seed(recipe.seed)
-    tokenizer = AutoTokenizer.from_pretrained(base_path)
-    model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+    tokenizer, model = engine.trainable(str(base_path))
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
     teacher = copy.deepcopy(model).eval()

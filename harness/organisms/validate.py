@@ -1,4 +1,4 @@
-"""The science of `evalaware validate`: every method's sensitivity and specificity, read from the
+"""The science of `evalaware organism validate`: every method's sensitivity and specificity, read from the
 run directories of the base model, a reference and one or more organisms (issue 36, items 2, 3,
 6 and 8's spillover).
 

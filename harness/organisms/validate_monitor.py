@@ -1,4 +1,4 @@
-"""The monitor's rows of `evalaware validate` (issue 36 item 4): own and cross reads, position 0
+"""The monitor's rows of `evalaware organism validate` (issue 36 item 4): own and cross reads, position 0
 reported apart from the rest.
 
 An organism is trained to open its answer with a planted sentence, and the monitor

@@ -1,4 +1,4 @@
-"""`evalaware report RUN_DIR [RUN_DIR ...] --out DIR`: report.md and report.html with PNG figures.
+"""report.md and report.html with PNG figures for run directories (the command: :mod:`harness.cli.report`).
 
 One run directory holds one model's results (any methods, including logprob and probe
 records written by other tools: every method is treated generically through its records'
@@ -23,11 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-import click
-
-from harness.core import bounds
 from harness.core.errors import EvalAwareError
-from harness.stats import summaries as S
 from harness.reporting.agreement import MIN_VOTES_EXPERIMENT, kappa_section, vote_count_section
 from harness.reporting.answers import errors_section, judge_section
 from harness.reporting.audit_section import audit_section
@@ -96,36 +92,5 @@ def distinct_runs(run_dirs: Sequence[str | Path]) -> list[str | Path]:
     return list(seen.values())
 
 
-@click.command("report")
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out", type=click.Path(file_okay=False),
-              help="Output directory [default: RUN_DIR/report for one run; required for several].")
-@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
-              help="Resamples of the percentile bootstrap, the interval rule from 50 resampling units on "
-                   "(with fewer: the cluster-jackknife t; on a bound: exact Clopper-Pearson); the report "
-                   "names each table's rules. 0: no intervals.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--ci-by", type=click.Choice(S.CI_BY), default=None,
-              help="Resampling unit of every interval: whole categories or single samples "
-                   "[default: category when the dataset has categories, else sample].")
-@click.option("--base-rate", type=bounds.FiniteFloat(0, 1, min_open=True, max_open=True), default=0.01,
-              show_default=True, help="Share of evaluations in the traffic for the precision column "
-                                      "of the low base-rate view.")
-def report(run_dirs: tuple[str, ...], out: str | None, bootstrap: int, seed: int, ci_by: str | None,
-           base_rate: float) -> None:
-    """Write report.md and report.html (with PNG figures) for one or more run directories.
-
-    \b
-    Examples:
-      evalaware report runs/demo                    # runs/demo/report/report.html
-      evalaware report runs/qwen3 runs/gpt-oss --out reports/compare
-    """
-    if out is None and len(run_dirs) > 1:
-        raise click.UsageError("--out is required with several run directories")
-    out = out or str(Path(run_dirs[0]) / "report")
-    md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed, ci_by=ci_by, base_rate=base_rate)
-    click.echo(f"wrote {md.resolve()}, {page.resolve()} and {(md.parent / 'summary.json').resolve()}")
-
-
 __all__ = ["Doc", "MIN_AUROC_PER_CLASS", "MIN_VOTES_EXPERIMENT", "RunData", "build_report", "ci",
-           "load_run", "method_label", "method_order", "report", "write_report"]
+           "load_run", "method_label", "method_order", "write_report"]

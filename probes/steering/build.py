@@ -16,7 +16,7 @@ from harness.runlog import RunLog
 from harness.core.sample import Message
 
 from probes.activations.store import ActivationStore
-from probes.data import probe_data
+from probes.data import load_aligned
 from harness.backends.base import Backend
 from probes.io import load_probe
 from probes.activations.pooling import SequenceSpans, pooling_weights
@@ -61,16 +61,13 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
             return _from_probe(store, acts, probe, out, identity, man)
         all_layers = acts.layers()
         want = list(layers) if layers else all_layers
-        ids, X = acts.load(pooling, want)
-        data = probe_data(store, ids, label_source=labels, group_key=group_key)
-        pos = {s: i for i, s in enumerate(ids)}
-        rows = np.array([pos[s] for s in data.ids])
+        data, X = load_aligned(store, acts, pooling, want, label_source=labels, group_key=group_key)
         tr, te = heldout_split(data.y, data.groups, holdout_folds, seed)
         train_ids = [data.ids[i] for i in tr]
         held_ids = [data.ids[i] for i in te]
         raw, auroc = {}, {}
         for l in want:
-            Xl = X[l][rows].astype(np.float64)
+            Xl = X[l].astype(np.float64)
             yt = data.y[tr]
             raw[l] = Xl[tr][yt == 1].mean(0) - Xl[tr][yt == 0].mean(0)
         norms, norm_src = _mean_norms(acts, want, train_ids, pooling)
@@ -89,10 +86,10 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
                 "dropped": data.dropped}
         vec = from_differences(raw, norms, meta)
         for l in want:
-            auroc[str(l)] = projection_auroc(X[l][rows][te], data.y[te], vec.directions[l])
+            auroc[str(l)] = projection_auroc(X[l][te], data.y[te], vec.directions[l])
         vec.meta["heldout_auroc"] = auroc
         vec.meta["selection_auroc"], vec.meta["layer_selection"] = _inner_selection(
-            {l: X[l][rows][tr].astype(np.float64) for l in want}, data.y[tr],
+            {l: X[l][tr].astype(np.float64) for l in want}, data.y[tr],
             [data.groups[i] for i in tr], seed)
         vec.save(out)
         return vec

@@ -71,6 +71,13 @@ class HFBackend(Backend):
     def identity(self) -> dict[str, Any]:
         return self._identity
 
+    @classmethod
+    def trainable(cls, path: str) -> tuple[Any, Any]:
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
+
+        tokenizer = AutoTokenizer.from_pretrained(path)  # before the model, as organisms were always built
+        return tokenizer, AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+
     @property
     def vocab_size(self) -> int:
         return int(self.model.get_output_embeddings().weight.shape[0])

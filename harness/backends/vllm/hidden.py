@@ -28,6 +28,7 @@ import numpy as np
 
 from harness.backends.base import HiddenLayout
 from harness.core.errors import BackendError
+from harness.models.fingerprint import text_config_shape
 
 if TYPE_CHECKING:
     import torch
@@ -144,12 +145,3 @@ class VLLMHiddenStates:
     def _close_hidden_states(self) -> None:
         if self._hidden_storage:
             shutil.rmtree(self._hidden_storage, ignore_errors=True)
-
-
-def text_config_shape(path: str, trust_remote_code: bool = False) -> tuple[int, int]:
-    """(num_hidden_layers, hidden_size) of a model directory's (text) config."""
-    from transformers import AutoConfig  # heavy: when an engine starts
-
-    cfg = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    return int(cfg.num_hidden_layers), int(cfg.hidden_size)

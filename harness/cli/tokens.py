@@ -1,7 +1,4 @@
-"""``evalaware tokens``: inspect how tokenizers spell the target words.
-
-The click group object is :data:`tokens`; attach it with ``main.add_command(tokens)``.
-"""
+"""``evalaware tokens``: inspect how tokenizers spell the target words (:mod:`tokenization`)."""
 
 from __future__ import annotations
 
@@ -10,6 +7,7 @@ import sys
 
 import click
 
+from harness.cli.help import SectionedGroup
 from tokenization.load import load
 from tokenization.variants import CASES, CONTEXTS, variants
 from tokenization.words import TargetWords
@@ -17,7 +15,7 @@ from tokenization.words import TargetWords
 _SHORT = {"whole_word": "whole", "ambiguous_prefix": "ambig", "missing": "MISSING"}
 
 
-@click.group("tokens")
+@click.group("tokens", cls=SectionedGroup)
 def tokens() -> None:
     """Target words vs tokenizers (naive first token vs full word)."""
 
