@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli.boundary import run_cli
 from harness.cli.probes import activations, probes
 from harness.cli.steer import steer
 from harness.cli.organism import organism, validate
@@ -25,7 +26,6 @@ from harness.methods.config import OPTIONS
 from harness.core import bounds
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError
-from harness.core.redact import redact_text
 from harness.stats.summaries import answer_errors, per_class_accuracy
 from harness.reporting import summary as run_summary
 from harness.reporting.report import method_label, report
@@ -41,6 +41,7 @@ from harness.cli.cues import cues
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="evalaware")
+@verbose_option
 def cli() -> None:
     """Measure evaluation awareness: can a model tell a benchmark prompt from a real user's?
 
@@ -49,6 +50,11 @@ def cli() -> None:
       evalaware assets prepare smollm2
       evalaware data validate demo
       evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob --out runs/demo
+
+    \b
+    Exit codes: 0 done, 1 the environment failed (disk full, out of memory, a missing package),
+    2 bad input (an option, a file, an -M engine argument), 3 a bug, 130 interrupted.
+    `evalaware -v CMD ...` shows a failure's traceback.
     """
 
 
@@ -359,25 +365,8 @@ for _group in (tokens, report, activations, probes, taxonomy, cues, steer, organ
 
 
 def main() -> None:
-    """Entry point: user errors become one line on stderr and exit code 2."""
-    try:
-        cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("interrupted; re-run the same command to resume", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("interrupted; re-run the same command to resume", err=True)
-        sys.exit(130)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except EvalAwareError as e:
-        click.echo(f"error: {visible(redact_text(str(e)))}", err=True)
-        sys.exit(2)
-    except OSError as e:  # a path the user gave: a file where a folder is wanted, a missing folder
-        where = f"{e.filename}: " if e.filename else ""
-        click.echo(f"error: {visible(redact_text(where + (e.strerror or str(e))))}", err=True)
-        sys.exit(2)
+    """Entry point: every failure one line on stderr, exit 0/1/2/3/130 (:mod:`harness.cli.boundary`)."""
+    run_cli(cli)
 
 
 if __name__ == "__main__":

@@ -314,10 +314,11 @@ def summary_lines(res) -> list[str]:
                     r = rs[0]
                     note = "baseline" + (" (null)" if model.startswith("shuffled") else "")
                 sel = res.selection_for(pooling, scheme)
-                if model == "logreg" and sel:
+                if model == "logreg" and sel and sel["p_value"] is None:  # --n-perm 0: no null drawn
+                    note += "; best-layer null not drawn (--n-perm 0): layer choice untested"
+                elif model == "logreg" and sel:
                     note += f"; vs best-layer null p={sel['p_value']:.3f}" + (
-                        "" if sel["p_value"] is not None and sel["p_value"] < 0.05
-                        else " (no signal beyond layer choice)")
+                        "" if sel["p_value"] < 0.05 else " (no signal beyond layer choice)")
                 elif model.startswith("shuffled") and r.get("null_q95") is not None:
                     note = (f"null: {r['selection']}, {r['n_perm']} perms; "
                             f"95th pct {_fmt(r['null_q95'])}")

@@ -7,19 +7,23 @@ predictable name such as ``manifest.json.tmp`` or ``results.jsonl.partial`` is o
 ``os.replace``-s it over the target. A rename swaps the directory entry: a hard link at the
 target keeps the other file's bytes as they were. A target that is a symbolic link is refused
 (one line), rather than replaced or followed. On any error the temporary file is removed and the
-target is untouched. The file's mode is the process's default (0666 less the umask), as
-``open(path, "w")`` would give.
+target is untouched; a disk that fills up (``ENOSPC``, a quota, a file too large) raises
+:class:`~harness.core.errors.DiskFull` naming the target (the CLI's exit 1). The file's mode
+is the process's default (0666 less the umask), as ``open(path, "w")`` would give.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from harness.core.errors import EvalAwareError
+from harness.core.errors import DiskFull, EvalAwareError
+
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # a write the disk had no room for
 
 
 def refuse_symlink(path: str | Path) -> None:
@@ -52,6 +56,11 @@ def replace_file(path: str | Path, encoding: str = "utf-8", newline: str | None 
             os.fsync(f.fileno())
         refuse_symlink(p)  # planted while we wrote
         os.replace(tmp, p)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno in FULL:
+            raise DiskFull(str(p), e.strerror or "No space left on device") from e
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
