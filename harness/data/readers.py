@@ -19,7 +19,7 @@ from harness.core.atomic import replace_file
 from harness.core.errors import DatasetError
 from harness.data.inspect_logs import is_inspect_log, read_logs
 from harness.core.sample import LABELS, Message, Sample, SampleMeta
-from harness.core.textio import read_utf8
+from harness.core.textio import read_utf8, refuse_special
 
 
 DEMO_DATASET = "demo"
@@ -189,6 +189,7 @@ def read_dataset(path: str | Path, label: str | None = None,
     path = resolve_dataset(path)
     if not path.exists():
         raise DatasetError(str(path), "no such file")
+    refuse_special(path)
     if label is not None and label not in LABELS:
         raise DatasetError(str(path), f"label must be 'eval' or 'deploy', got {label!r}")
     if is_inspect_log(path):
