@@ -9,6 +9,7 @@ raw echo and a leaked secret are each shown to be caught."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 from pathlib import Path
 
@@ -60,6 +61,8 @@ def _baselines(tmp: Path) -> dict[str, dict[str, object]]:
 @pytest.fixture(scope="module")
 def arena(tmp_path_factory):
     """(scratch root, baselines, hostile paths): a records run, a one-line dataset, the paths."""
+    for heavy in ("torch", "transformers", "sklearn.linear_model", "scipy.stats", "matplotlib.pyplot"):
+        importlib.import_module(heavy)  # imported once here, not inside a case's time limit
     tmp = tmp_path_factory.mktemp("fuzz")
     _records_run(tmp / "run")
     (tmp / "one.jsonl").write_text(resolve_dataset("demo").read_text())

@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from tokenization.errors import EvalAwareError
 from tokenization.load import load
 from tokenization.variants import CASES, CONTEXTS, variants
 from tokenization.words import TargetWords
@@ -26,6 +27,15 @@ def _words(spec: str) -> list[str]:
     if "=" in spec or spec in ("paper", "extended", "default"):
         return list(TargetWords.parse(spec).all)
     return [w.strip() for w in spec.split(",") if w.strip()]
+
+
+def _among(flag: str, given: str, known: tuple[str, ...]) -> list[str]:
+    """The comma list `given` of `flag`, each one of `known` (else one line, exit 2)."""
+    got = [c for c in given.split(",") if c]
+    bad = [c for c in got if c not in known]
+    if bad or not got:
+        raise EvalAwareError(f"{flag} {given!r}: expected a comma list of {', '.join(known)}")
+    return got
 
 
 @tokens.command("inspect")
@@ -47,8 +57,7 @@ def inspect(tokenizers: tuple[str, ...], words: str, cases: str, contexts: str, 
       evalaware tokens inspect --tokenizer /models/Llama-3-8B --words paper
     """
     ws = _words(words)
-    cs = [c for c in cases.split(",") if c]
-    xs = [c for c in contexts.split(",") if c]
+    cs, xs = _among("--cases", cases, CASES), _among("--contexts", contexts, CONTEXTS)
     result: dict[str, dict[str, list[dict]]] = {}
     for name in tokenizers:
         tok = load(name)

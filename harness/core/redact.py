@@ -18,7 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 MASK = "***"
 MIN_SECRET = 4  # shorter parts of a URL (a query value "1") are not masked where they appear alone
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+# one slash: a URL a path normalization changed; a trailing ".,:;)" is the sentence's, not the URL's
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/{1,2}[^\s'\"<>]*[^\s'\"<>.,:;)]")
 
 
 def redact_url(url: str) -> str:
@@ -65,5 +66,14 @@ def redact_echo(text: str, urls: list[str] | tuple[str, ...] = ()) -> str:
 
 
 def redact_text(text: str) -> str:
-    """Every URL in `text` redacted (see :func:`redact_url`)."""
-    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+    """Every URL in `text` redacted (see :func:`redact_url`), also one whose ``//`` a path
+    normalization made ``/`` (``http:/user:SECRET@host``, as ``Path(url)`` prints it)."""
+    return _URL.sub(lambda m: _redact_any(m.group(0)), text)
+
+
+def _redact_any(url: str) -> str:
+    scheme, rest = url.split(":", 1)
+    if rest.startswith("//"):
+        return redact_url(url)
+    out = redact_url(f"{scheme}:/{rest}")
+    return f"{scheme}:{out.split(':', 1)[1][1:]}" if MASK in out else url

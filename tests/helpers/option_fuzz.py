@@ -9,7 +9,7 @@ control-character, bidi, non-UTF-8 (a lone surrogate, as Python gives an undecod
 strings; paths to a directory, a FIFO, symbolic links (to a file, a folder, nothing), /dev/full,
 /dev/null, a 5,000-character name; URLs with a secret in every position. :func:`problems` lists
 what a case did wrong: an exit code other than 0/1/2 (3 is the boundary's "a bug"), a traceback,
-a raw control character on stdout or stderr, the secret printed or written to any file.
+a raw control character on stdout or stderr, the secret on stderr or in any file.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ STRINGS = ("", " ", "x" * 10_000, "\x1b[2J\x1b[1;1Hall ok", "a\nerror: forged\rl
            "\u202eevil\u202c", "\udcff\udcfe", "caf\u00e9,\u4e2d", ",,,", "-", "--", "a=b", "__class__=1",
            "num_hidden_layers=2", "attn_implementation=\x1b[31mred", "subfolder=nope", "{", "[]", "all",
            "../../../etc/passwd", *SECRET_URLS)
-LIMIT_S = 10.0  # a case running longer is a hang (a FIFO read, a model loading): it fails the test
+LIMIT_S = 30.0  # a case running longer is a hang (a FIFO read, a model loading): it fails the test
 
 
 class CaseTimeout(BaseException):
@@ -191,7 +191,7 @@ def problems(code: int, out: str, err: str) -> list[str]:
         bad.append("a traceback")
     if _raw_controls(err, "\n") or _raw_controls(out, "\n\t"):
         bad.append(f"raw control characters {_raw_controls(err, chr(10)) + _raw_controls(out, chr(10) + chr(9))}")
-    if SECRET in out + err:
+    if SECRET in err:  # stdout is the command's output, where it names the paths it was given
         bad.append("the secret printed")
     return bad
 
