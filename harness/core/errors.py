@@ -5,8 +5,8 @@ from __future__ import annotations
 # The base class and AssetError live in tokenization (which depends on nothing in harness).
 from tokenization.errors import AssetError, EvalAwareError
 
-__all__ = ["first_line", "is_out_of_memory", "EvalAwareError", "AssetError", "DatasetError", "BackendError", "StoreError", "EnvironmentFailure",
-           "DiskFull"]
+__all__ = ["first_line", "is_out_of_memory", "EvalAwareError", "AssetError", "DatasetError", "BackendError",
+           "StoreError", "EnvironmentFailure", "DiskFull"]
 
 
 def first_line(e: BaseException, limit: int = 300) -> str:
