@@ -90,6 +90,8 @@ def classify(e: BaseException) -> tuple[int, str]:
         return 1, f"the run log: {first_line(e)}; free space, then re-run the same command to resume"
     if isinstance(e, sqlite3.DatabaseError):
         return 2, f"the run log: {first_line(e)} (not a run directory's intact store.sqlite?)"
+    if isinstance(e, ValueError) and "null byte" in str(e):  # os.stat & co. on a path holding \x00
+        return 2, "a path holds a NUL character (\\x00), which no file name can: give the path without it"
     if isinstance(e, UnicodeError):
         return 2, f"text that is not valid UTF-8: {first_line(e)}"
     return BUG, (f"internal error, {type(e).__name__}: {first_line(e)}; this is a bug: re-run with "

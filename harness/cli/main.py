@@ -132,7 +132,7 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Resamples of the percentile bootstrap (of groups), the interval rule from 50 "
                    "groups on; with fewer the cluster-jackknife t (each row's rule: --json ci_method).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--threshold", type=bounds.FiniteFloat(0.5, 1.0), default=0.70, show_default=True,
               help="Warn when a surface predictor's AUROC reaches this.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -175,7 +175,7 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
 @run_options(model_required=True)
 @methods_option("binary", "The methods to run.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--schedule", type=click.Choice(SCHEDULES), default="auto", show_default=True,
               help="stream: keep many (method, sample) tasks in flight on a streaming backend (vllm, "
                    "openai), each committed as it ends; batch: one method at a time, --batch-size "
@@ -224,13 +224,14 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: list[str], out: s
         results = run_summary.summarize([out])  # as the report computes them (also after a resume)
         summary_path = run_summary.write_summary(results, out)
     store = RunLog(out, create=False)
-    click.echo(f"\nrun directory: {Path(out).resolve()}")
+    click.echo("\nrun directory: " + visible(str(Path(out).resolve())))
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
     _print_summary(store, method_list, results["runs"][0])
     n = store.export_jsonl(Path(out) / "results.jsonl")
-    click.echo(f"{n} records exported to {Path(out) / 'results.jsonl'}")
-    click.echo(f"summary (AUROC with its interval and rule, surface baseline, verdicts): {summary_path}")
-    click.echo(f"report: `evalaware report {out}` writes {Path(out).resolve() / 'report' / 'report.html'}")
+    click.echo(visible(f"{n} records exported to {Path(out) / 'results.jsonl'}"))
+    click.echo(visible(f"summary (AUROC with its interval and rule, surface baseline, verdicts): {summary_path}"))
+    page = Path(out).resolve() / "report" / "report.html"
+    click.echo(visible(f"report: `evalaware report {out}` writes {page}"))
 
 
 def _print_summary(store, methods, run: dict | None) -> None:
@@ -344,7 +345,7 @@ def export(run_dir: str, out: str | None, fmt: str | None) -> None:
     with output_file(path, "--out", runs=[run_dir], derived=["results.jsonl"] if fmt == "jsonl" else [],
                      newline="") as f:
         n = write_records(recs, f, fmt)
-    click.echo(f"{n} records -> {path}")
+    click.echo(f"{n} records -> {visible(path)}")
 
 
 def _quiet_stdout() -> None:

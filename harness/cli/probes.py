@@ -14,6 +14,7 @@ import click
 from harness.core import bounds
 from harness.core.details import LayerSelection
 from harness.cli.options import RunOptions, limit_options, progress_option, run_options, verbose_option
+from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.runlog.lock import run_dir_lock
 from harness.runlog import RunLog
@@ -175,7 +176,7 @@ def _eval_options(f):
         click.option("--ci-by", type=click.Choice(["category", "sample"]), default="category",
                      show_default=True, help="Resampling unit of the AUROC intervals: whole groups "
                                              "(--group-key) or single samples."),
-        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--seed", type=bounds.seed(), default=0, show_default=True),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -408,6 +409,6 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
         with output_file(out_file, "--out", **guard) as f:
             for sid, d, p in zip(res["ids"], res["decision"], res["proba"]):
                 f.write(json.dumps({"sample_id": sid, "decision": float(d), "p_eval": float(p)}) + "\n")
-        click.echo(f"wrote {out_file}")
+        click.echo(f"wrote {visible(str(out_file))}")
     if write_records:
-        click.echo(f"wrote {res['written']} `{method_name}` records into {run_dir}")
+        click.echo(f"wrote {res['written']} `{method_name}` records into {visible(str(run_dir))}")
