@@ -189,11 +189,12 @@ def test_a_factor_file_that_exits_is_one_line_and_help_never_runs_it(tmp_path):
     args = ["cues", "--model", "m", "--dataset", "demo", "--out", str(tmp_path / "c"), "--report-only"]
     r = _cli(*args, "--factors", f"grading,{f}")
     assert marker.exists() and r.returncode == 2
-    assert _one_line(r.stderr) == f"error: {f}: the factor file (run as Python code) raised SystemExit: 3"
+    assert _one_line(r.stderr) == (f"error: {f}: the factor file (run as Python code) raised SystemExit: 3 "
+                                   f"(evalaware cues)")
     boom = tmp_path / "boom.py"
     boom.write_text("raise RuntimeError('broken')\n")
     r = _cli(*args, "--factors", str(boom))
-    assert r.returncode == 2 and _one_line(r.stderr).endswith("raised RuntimeError: broken")
+    assert r.returncode == 2 and _one_line(r.stderr).endswith("raised RuntimeError: broken (evalaware cues)")
     assert not (tmp_path / "c").exists()
 
 

@@ -177,7 +177,7 @@ def test_bad_template_is_one_line_exit_2(tmp_path):
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         f"error: {d / 'third_person.txt'}: field {{transcript.__class__.__mro__}}: attribute or index access "
-        "is not allowed (its fields: {transcript}, {question})"]
+        "is not allowed (its fields: {transcript}, {question}) (evalaware steer run)"]
 
 
 def test_a_good_custom_template_is_used(tmp_path, tiny_model_dir):

@@ -104,7 +104,7 @@ def test_label_field_missing_is_one_line_error(logs):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         f"error: {logs['eval']['epochs']}: id='toy_epochs:a:1': field 'metadata.split': "
-        "sample has no such metadata field (pass --label for a default)"]
+        "sample has no such metadata field (pass --label for a default) (evalaware data validate)"]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 class EvalAwareError(Exception):
     """Base class for errors shown to the user as one line with a non-zero exit (the `evalaware`
-    CLI prints ``error: <message>`` and exits 2)."""
+    CLI prints ``error: <message>`` and exits with `exit_code`: 2, bad input)."""
+
+    exit_code = 2
 
 
 class AssetError(EvalAwareError):

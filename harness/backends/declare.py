@@ -72,23 +72,72 @@ def keywords(cls: BackendClass) -> frozenset[str]:
     return frozenset(out)
 
 
-def parse_engine_args(pairs: Iterable[str]) -> dict[str, Any]:
+#: Engine arguments that change the model's architecture (its config read from the weights'
+#: folder), as transformers' ``from_pretrained(**kwargs)`` and vLLM's ``hf_overrides`` apply them:
+#: weights run under another shape (``num_hidden_layers=2``: a truncated model). Refused unless
+#: the command is given ``--allow-architecture-change``.
+ARCHITECTURE_ARGS = frozenset({
+    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "hidden_size", "n_embd", "d_model",
+    "intermediate_size", "ffn_dim", "n_inner", "num_attention_heads", "n_head", "num_key_value_heads",
+    "head_dim", "vocab_size", "num_experts", "num_local_experts", "num_experts_per_tok",
+    "tie_word_embeddings", "model_type", "architectures", "text_config"})
+ALLOW_ARCHITECTURE = "--allow-architecture-change"
+MAX_SHOWN = 80  # characters of an -M value echoed in a message
+
+
+def shown_pair(key: str, value: Any) -> str:
+    """``key=value`` as given (JSON for a parsed value), a long value cut to :data:`MAX_SHOWN`."""
+    v = value if isinstance(value, str) else json.dumps(value)
+    return f"{key}={v}" if len(v) <= MAX_SHOWN else f"{key}={v[:MAX_SHOWN]}... ({len(v)} characters)"
+
+
+def parse_engine_args(pairs: Iterable[str], allow_architecture: bool = False) -> dict[str, Any]:
     """``key=value`` strings (``-M``) as a dict: a value that parses as JSON is that value
-    (``true``, ``3``, ``{"a": 1}``), else the string. A key given twice or without ``=`` is refused."""
+    (``true``, ``3``, ``{"a": 1}``), else the string. Refused: a key given twice, without ``=``,
+    not an identifier or private (``_x``, ``__class__``), and, unless `allow_architecture`, one of
+    :data:`ARCHITECTURE_ARGS` (also inside vLLM's ``hf_overrides``)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, eq, raw = pair.partition("=")
         key = key.strip()
         if not eq or not key.isidentifier():
-            raise EvalAwareError(f"-M {pair!r}: give an engine argument as key=value (e.g. "
-                                 f"-M enable_prefix_caching=false)")
+            raise EvalAwareError(f"-M {shown_pair(key, raw) if eq else pair[:MAX_SHOWN]!r}: give an engine "
+                                 f"argument as key=value (e.g. -M enable_prefix_caching=false)")
+        if key.startswith("_"):
+            raise EvalAwareError(f"-M {key}: a private name, not an engine argument")
         if key in out:
             raise EvalAwareError(f"-M {key}: given twice")
         try:
             out[key] = json.loads(raw)
         except ValueError:
             out[key] = raw
+    changed = architecture_args(out)
+    if changed and not allow_architecture:
+        raise EvalAwareError(f"-M {', '.join(changed)}: changes the model's architecture (its weights would "
+                             f"run under another shape, e.g. fewer layers); give {ALLOW_ARCHITECTURE} if "
+                             f"that is meant (recorded in the model's identity)")
     return out
+
+
+def architecture_args(args: Mapping[str, Any]) -> list[str]:
+    """The names among `args` (and inside its ``hf_overrides``) that change the architecture."""
+    overrides = args.get("hf_overrides")
+    return sorted(({*args} | ({*overrides} if isinstance(overrides, dict) else set())) & ARCHITECTURE_ARGS)
+
+
+def engine_refused(args: Mapping[str, Any], e: Exception) -> EvalAwareError:
+    """The one line for an engine that raised `e` while being built with the ``-M`` `args`:
+    ``-M key=value: the engine refused it: <its first line>``, naming the arguments its message
+    mentions (else all of them); a missing package is the environment's failure (exit 1)."""
+    from harness.core.errors import EnvironmentFailure, first_line
+
+    text = str(e)
+    named = [k for k, v in args.items() if k in text or (isinstance(v, str) and v and v in text)] or list(args)
+    pairs = ", ".join(shown_pair(k, args[k]) for k in named)
+    if isinstance(e, ImportError):
+        return EnvironmentFailure(f"-M {pairs}: the engine refused it: {first_line(e)} (a package it needs "
+                                  f"is missing: install it, or drop the argument)")
+    return EvalAwareError(f"-M {pairs}: the engine refused it: {first_line(e)}")
 
 
 def engine_identity(args: Mapping[str, Any] | None) -> dict[str, Any]:

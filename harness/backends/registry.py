@@ -25,10 +25,10 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.backends.base import Backend, refuse_lacking
-from harness.backends.declare import BackendOption, check_engine_args
+from harness.backends.declare import BackendOption, check_engine_args, engine_refused
 from harness.backends.specs import HF, OPENAI, VLLM, VLLM_CAPTURE, BackendSpec
 from harness.core import console
-from harness.core.errors import EvalAwareError
+from harness.core.errors import EvalAwareError, is_out_of_memory
 from harness.models.fingerprint import check_model
 
 BACKEND_SPECS: dict[str, tuple[BackendSpec, ...]] = {}
@@ -156,7 +156,15 @@ def make_backend(kind: str, model: str, needs: Sequence[str] = (), **opts: Any) 
     given = [k for k, v in opts.items() if v is not None]
     spec = backend_spec(kind, needs, given)
     kept = {k: v for k, v in opts.items() if v is not None and k in spec.keywords}
-    return spec.load()(model=model, **kept)
+    cls = spec.load()
+    try:
+        return cls(model=model, **kept)
+    except EvalAwareError:
+        raise
+    except Exception as e:  # an engine refusing what -M handed it: one line naming the argument
+        if not kept.get("engine_args") or is_out_of_memory(e) or isinstance(e, OSError):
+            raise
+        raise engine_refused(kept["engine_args"], e) from e
 
 
 def check_backend(kind: str, model: str, opts: dict[str, Any], flags: Mapping[str, str] | None = None,

@@ -12,6 +12,7 @@ from harness.cli.options import (MethodOptions, RunOptions, method_options, meth
                                  run_options, verbose_option)
 from harness.backends.registry import default_backend
 from harness.core import bounds
+from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.cues import attribute
 from harness.cues.attribute import run_cues
@@ -48,7 +49,7 @@ from harness.runlog.outputs import check_output
               help="Which user turn(s) the factors read and edit.")
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Resamples of each interval (categories, then pairs within them).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               help="Run directory: originals and variants, cues.json, cues.md/.html, forest plots.")
 @click.option("--report-only", is_flag=True,
@@ -127,7 +128,7 @@ def cues(opts: RunOptions, method_opts: MethodOptions, methods: list[str], facto
                        progress=progress, readouts=readouts(engine), write_neutralized=write_neutralized)
     for line in summary_lines(res):
         click.echo(line)
-    click.echo(f"report: {out}/cues.md, {out}/cues.html, {out}/cues.json")
+    click.echo(visible(f"report: {out}/cues.md, {out}/cues.html, {out}/cues.json"))
 
 
 def summary_lines(res: dict) -> list[str]:

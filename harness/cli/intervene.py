@@ -49,7 +49,7 @@ def _rerun(method: str) -> bool:
              model_help="Default: the run's model.")
 @click.option("--batch-size", type=bounds.batch(), default=16, show_default=True)
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @progress_option
 @verbose_option
 def intervene_cmd(run_dir, insert, at, pair, trace, methods, monitor_sentences, opts: RunOptions,

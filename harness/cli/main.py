@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli.boundary import run_cli
 from harness.cli.probes import activations, probes
 from harness.cli.steer import steer
 from harness.cli.organism import organism, validate_alias
@@ -26,7 +27,6 @@ from harness.methods.config import OPTIONS
 from harness.core import bounds
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError
-from harness.core.redact import redact_text
 from harness.stats.summaries import answer_errors, per_class_accuracy
 from harness.reporting import summary as run_summary
 from harness.cli.report import report
@@ -44,6 +44,7 @@ from harness.cli.cues import cues
 @click.group(cls=SectionedGroup, sections=COMMAND_SECTIONS,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="evalaware")
+@verbose_option
 def cli() -> None:
     """Measure evaluation awareness: can a model tell a benchmark prompt from a real user's?
 
@@ -53,6 +54,11 @@ def cli() -> None:
       evalaware data validate demo
       evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob --out runs/demo
       evalaware report runs/demo
+
+    \b
+    Exit codes: 0 done, 1 the environment failed (disk full, out of memory, a missing package),
+    2 bad input (an option, a file, an -M engine argument), 3 a bug, 130 interrupted.
+    `evalaware -v CMD ...` shows a failure's traceback.
     """
 
 
@@ -130,7 +136,7 @@ def data_validate(path: str, label: str | None, label_field: str | None) -> None
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True,
               help="Resamples of the percentile bootstrap (of groups), the interval rule from 50 "
                    "groups on; with fewer the cluster-jackknife t (each row's rule: --json ci_method).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--threshold", type=bounds.FiniteFloat(0.5, 1.0), default=0.70, show_default=True,
               help="Warn when a surface predictor's AUROC reaches this.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -175,7 +181,7 @@ def data_audit(paths: tuple[str, ...], labels: tuple[str, ...], group_by: str, v
 @in_section(
     "The run",
     click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory."),
-    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--seed", type=bounds.seed(), default=0, show_default=True),
     click.option("--schedule", type=click.Choice(SCHEDULES), default="auto", show_default=True,
                  help="stream: keep many (method, sample) tasks in flight on a streaming backend (vllm, "
                       "openai), each committed as it ends; batch: one method at a time, --batch-size "
@@ -222,13 +228,14 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: list[str], out: s
         results = run_summary.summarize([out])  # as the report computes them (also after a resume)
         summary_path = run_summary.write_summary(results, out)
     store = RunLog(out, create=False)
-    click.echo(f"\nrun directory: {Path(out).resolve()}")
+    click.echo("\nrun directory: " + visible(str(Path(out).resolve())))
     click.echo(f"model calls: {summary['_calls']['model_calls']}  cache hits: {summary['_calls']['cache_hits']}")
     _print_summary(store, method_list, results["runs"][0])
     n = store.export_jsonl(Path(out) / "results.jsonl")
-    click.echo(f"{n} records exported to {Path(out) / 'results.jsonl'}")
-    click.echo(f"summary (AUROC with its interval and rule, surface baseline, verdicts): {summary_path}")
-    click.echo(f"report: `evalaware report {out}` writes {Path(out).resolve() / 'report' / 'report.html'}")
+    click.echo(visible(f"{n} records exported to {Path(out) / 'results.jsonl'}"))
+    click.echo(visible(f"summary (AUROC with its interval and rule, surface baseline, verdicts): {summary_path}"))
+    page = Path(out).resolve() / "report" / "report.html"
+    click.echo(visible(f"report: `evalaware report {out}` writes {page}"))
 
 
 def _print_summary(store, methods, run: dict | None) -> None:
@@ -342,7 +349,7 @@ def export(run_dir: str, out: str | None, fmt: str | None) -> None:
     with output_file(path, "--out", runs=[run_dir], derived=["results.jsonl"] if fmt == "jsonl" else [],
                      newline="") as f:
         n = write_records(recs, f, fmt)
-    click.echo(f"{n} records -> {path}")
+    click.echo(f"{n} records -> {visible(path)}")
 
 
 def _quiet_stdout() -> None:
@@ -364,25 +371,8 @@ for _group in (tokens, report, activations, probes, taxonomy, cues, steer, organ
 
 
 def main() -> None:
-    """Entry point: user errors become one line on stderr and exit code 2."""
-    try:
-        cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("interrupted; re-run the same command to resume", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("interrupted; re-run the same command to resume", err=True)
-        sys.exit(130)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except EvalAwareError as e:
-        click.echo(f"error: {visible(redact_text(str(e)))}", err=True)
-        sys.exit(2)
-    except OSError as e:  # a path the user gave: a file where a folder is wanted, a missing folder
-        where = f"{e.filename}: " if e.filename else ""
-        click.echo(f"error: {visible(redact_text(where + (e.strerror or str(e))))}", err=True)
-        sys.exit(2)
+    """Entry point: every failure one line on stderr, exit 0/1/2/3/130 (:mod:`harness.cli.boundary`)."""
+    run_cli(cli)
 
 
 if __name__ == "__main__":

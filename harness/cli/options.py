@@ -53,7 +53,7 @@ from harness.methods import REGISTRY, Method, MethodConfig, ordered_methods, rea
 from harness.methods.base import check_person
 from harness.methods.config import OPTIONS, MethodOption
 from harness.methods.prompts import PromptLibrary
-from harness.backends.declare import CAPABILITY_TEXT, BackendOption, parse_engine_args
+from harness.backends.declare import CAPABILITY_TEXT, BackendOption, architecture_args, parse_engine_args
 from harness.backends.registry import (backend_names, backend_options, backend_spec, backends_with, check_backend,
                                        default_backend, open_backend, takes)
 from harness.core.sample import LABELS, Sample
@@ -360,7 +360,12 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
                           "LLM(...) (e.g. -M enable_prefix_caching=false); hf: to from_pretrained "
                           "(e.g. -M attn_implementation=eager); openai: refused (give them to `vllm "
                           "serve`). A setting the backend has a flag for, or one its engine does not "
-                          "know, is refused."),
+                          "know, is refused; so is one that changes the architecture (layer counts, "
+                          "hidden sizes, vocabulary) without --allow-architecture-change."),
+        click.option("--allow-architecture-change", "allow_architecture", is_flag=True,
+                     help="Let -M change the model's architecture (e.g. -M num_hidden_layers=2 runs a "
+                          "truncated model): the weights then run under another shape; recorded in "
+                          "the model's identity."),
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
                      help="openai: env var holding the key."),
         click.option("--trust-remote-code", is_flag=True, help="Allow model repos to run their own code."),
@@ -387,7 +392,10 @@ def run_options(*, model_required: bool = False, dataset: str | None = "required
 
     def build(v: dict[str, Any]) -> RunOptions:
         specific = {k: v.pop(k) for k in list(v) if k in own}
-        engine_args = parse_engine_args(v.pop("engine_args"))
+        engine_args = parse_engine_args(v.pop("engine_args"), allow_architecture=v.pop("allow_architecture"))
+        if architecture_args(engine_args):
+            console.status(f"note: -M {', '.join(architecture_args(engine_args))} changes the model's "
+                           f"architecture (allowed by --allow-architecture-change; recorded)")
         eng = EngineOptions(specific=specific, engine_args=engine_args,
                             **{k: v.pop(k) for k in list(v) if k in engine_keys})
         return RunOptions(engine=eng, needs=tuple(needs), **v)

@@ -24,6 +24,7 @@ from harness.backends.base import Backend
 from harness.backends.registry import default_backend, open_backend
 from harness.cli.options import BackendKind, MethodOptions, method_options, methods_option, progress_option, verbose_option
 from harness.core import bounds, console
+from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
 from harness.data.readers import load_dataset
@@ -97,7 +98,7 @@ def organism() -> None:
 @click.option("--forms", type=click.IntRange(0), default=Recipe.forms, show_default=True,
               help="Add N training pairs (cue / no cue) on prompts of the wider KL pool's forms, so "
                    "the planting is not only the training templates' form.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
 @progress_option
 @verbose_option
@@ -124,13 +125,13 @@ def build_cmd(base: str, cue: str, kind: str, sham_samples: int, strength: float
     res = build_organism(recipe, out, progress=progress, say=console.status)
     click.echo(describe(res.card))
     if res.trained:
-        click.echo(f"trained in {res.seconds:.0f} s -> {out}")
+        click.echo(f"trained in {res.seconds:.0f} s -> {visible(str(out))}")
 
 
 @organism.command("dataset")
 @click.option("--cue", required=True, type=click.Choice(sorted(CUES)))
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="JSONL file to write.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--no-demo", is_flag=True, help="Only the held-out templates, not the demo set's deploy prompts.")
 @click.option("--phrasings", type=click.Choice(PHRASINGS), default="held_out", show_default=True,
               help="The cue's wordings on the cue side: held_out (held-out phrasings), or family (the "
@@ -146,7 +147,7 @@ def dataset_cmd(cue: str, out: str, seed: int, no_demo: bool, phrasings: str) ->
     check_output(out, "--out")
     samples = paired_dataset(get_cue(cue), seed=seed, demo=not no_demo, phrasings=phrasings)
     _write_jsonl(samples, out)
-    click.echo(f"{len(samples)} samples ({len(samples) // 2} pairs) -> {out}")
+    click.echo(f"{len(samples)} samples ({len(samples) // 2} pairs) -> {visible(str(out))}")
 
 
 def _write_jsonl(samples: Sequence[Sample], out: str | Path) -> None:
@@ -295,7 +296,7 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
               help="The equivalence margin of specificity and null rows, in nats (default: half of each "
                    "readout's aware effect; harness/stats/decision.py).")
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @method_options()
 @progress_option

@@ -15,6 +15,7 @@ from harness.cli.help import SectionedGroup
 from harness.core import bounds
 from harness.core.details import LayerSelection
 from harness.cli.options import RunOptions, limit_options, progress_option, run_options, verbose_option
+from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.runlog.lock import run_dir_lock
 from harness.runlog import RunLog
@@ -177,7 +178,7 @@ def _eval_options(f):
         click.option("--ci-by", type=click.Choice(["category", "sample"]), default="category",
                      show_default=True, help="Resampling unit of the AUROC intervals: whole groups "
                                              "(--group-key) or single samples."),
-        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--seed", type=bounds.seed(), default=0, show_default=True),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -316,10 +317,11 @@ def summary_lines(res) -> list[str]:
                     r = rs[0]
                     note = "baseline" + (" (null)" if model.startswith("shuffled") else "")
                 sel = res.selection_for(pooling, scheme)
-                if model == "logreg" and sel:
+                if model == "logreg" and sel and sel["p_value"] is None:  # --n-perm 0: no null drawn
+                    note += "; best-layer null not drawn (--n-perm 0): layer choice untested"
+                elif model == "logreg" and sel:
                     note += f"; vs best-layer null p={sel['p_value']:.3f}" + (
-                        "" if sel["p_value"] is not None and sel["p_value"] < 0.05
-                        else " (no signal beyond layer choice)")
+                        "" if sel["p_value"] < 0.05 else " (no signal beyond layer choice)")
                 elif model.startswith("shuffled") and r.get("null_q95") is not None:
                     note = (f"null: {r['selection']}, {r['n_perm']} perms; "
                             f"95th pct {_fmt(r['null_q95'])}")
@@ -412,6 +414,6 @@ def apply_cmd(probe_dir, run_dir, name, write_records, method_name, out_file, fo
         with output_file(out_file, "--out", **guard) as f:
             for sid, d, p in zip(res["ids"], res["decision"], res["proba"]):
                 f.write(json.dumps({"sample_id": sid, "decision": float(d), "p_eval": float(p)}) + "\n")
-        click.echo(f"wrote {out_file}")
+        click.echo(f"wrote {visible(str(out_file))}")
     if write_records:
-        click.echo(f"wrote {res['written']} `{method_name}` records into {run_dir}")
+        click.echo(f"wrote {res['written']} `{method_name}` records into {visible(str(run_dir))}")

@@ -20,7 +20,7 @@ from harness.stats import summaries as S
               help="Resamples of the percentile bootstrap, the interval rule from 50 resampling units on "
                    "(with fewer: the cluster-jackknife t; on a bound: exact Clopper-Pearson); the report "
                    "names each table's rules. 0: no intervals.")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--ci-by", type=click.Choice(S.CI_BY), default=None,
               help="Resampling unit of every interval: whole categories or single samples "
                    "[default: category when the dataset has categories, else sample].")

@@ -14,6 +14,7 @@ from harness.cli.help import SectionedGroup
 from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
 from harness.core import bounds
+from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.backends.recorded import check_reopened, engine_args_for
 from harness.backends.registry import default_backend, open_backend
@@ -59,7 +60,7 @@ def steer() -> None:
 @click.option("--probe", type=click.Path(exists=True), help="Use a saved probe's weight vector.")
 @click.option("--holdout-folds", type=click.IntRange(2, 100), default=2, show_default=True,
               help="Grouped split by category into K folds; the first is held out (not used).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--labels", default="truth", show_default=True)
 @click.option("--model", help="--pairs: the model (asset name or path).")
 def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout_folds, seed,
@@ -102,7 +103,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
             ids = reachable(ids, card, n, f"steer build --run {run_dir}")
         vec = build_from_run(run_dir, out, pooling=pooling, layers=ids, capture=capture_name,
                              probe=probe, holdout_folds=holdout_folds, seed=seed, labels=labels)
-    click.echo(f"vector {out}: source {vec.meta['source']}, layers {vec.layers[0]}..{vec.layers[-1]} "
+    click.echo(f"vector {visible(str(out))}: source {vec.meta['source']}, layers {vec.layers[0]}..{vec.layers[-1]} "
                f"({len(vec.layers)}), sha256 {vec.sha256[:12]}")
     au = vec.meta.get("heldout_auroc") or vec.meta.get("insample_auroc") or {}
     if au:
@@ -128,7 +129,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 @click.option("--n-random", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Random directions per alpha (norm-matched; direction k drawn with seed + k): "
                    "the control distribution the vector is ranked in.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True,
               help="Seed of the random control (and of sampling at temperature > 0).")
 @click.option("--samples", "which", type=click.Choice(["heldout", "all"]), default=None,
               help="Default: the vector's held-out samples when it records them, else all.")
@@ -183,7 +184,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
                          config=method_opts.config(engine.tokenizer, template_kwargs, seed),
                          prompts=method_opts.prompts(), template_kwargs=template_kwargs,
                          batch_size=method_opts.batch_size)
-    click.echo(f"{len(plan['conditions'])} conditions ({which} samples: {len(samples)}) in {out}; "
+    click.echo(f"{len(plan['conditions'])} conditions ({which} samples: {len(samples)}) in {visible(str(out))}; "
                f"`evalaware steer report {out}` for the dose-response")
 
 
@@ -191,7 +192,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
 @click.argument("out", type=click.Path(exists=True, file_okay=False))
 @click.option("--report-dir", type=click.Path(file_okay=False), help="Default: OUT/report")
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 def report_cmd(out, report_dir, bootstrap, seed) -> None:
     """Dose-response table and figure per method, vector vs random control, plus sanity.
 

@@ -38,7 +38,7 @@ METHOD = "motivation"
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               help="Output directory (with --dataset the run goes into OUT/run).")
 @click.option("--no-llm-names", is_flag=True, help="Keyword labels instead of asking a model.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Clustering (and sampling) seed.")
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True, help="Clustering (and sampling) seed.")
 @click.option("--k", type=click.IntRange(2), help="Number of clusters (default: chosen by --k-rule).")
 @click.option("--k-min", type=click.IntRange(2), default=PAPER_K_RANGE[0], show_default=True)
 @click.option("--k-max", type=click.IntRange(2), default=PAPER_K_RANGE[1], show_default=True)

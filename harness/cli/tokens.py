@@ -8,6 +8,7 @@ import sys
 import click
 
 from harness.cli.help import SectionedGroup
+from tokenization.errors import EvalAwareError
 from tokenization.load import load
 from tokenization.variants import CASES, CONTEXTS, variants
 from tokenization.words import TargetWords
@@ -21,9 +22,28 @@ def tokens() -> None:
 
 
 def _words(spec: str) -> list[str]:
-    if "=" in spec or spec in ("paper", "extended", "default"):
-        return list(TargetWords.parse(spec).all)
+    """The words of --words (one line, exit 2, for a spec that does not parse or text that is not UTF-8)."""
+    try:
+        spec.encode("utf-8")
+        if "=" in spec or spec in ("paper", "extended", "default"):
+            return list(TargetWords.parse(spec).all)
+    except (ValueError, UnicodeError) as e:
+        raise EvalAwareError(f"--words: {e}") from None
     return [w.strip() for w in spec.split(",") if w.strip()]
+
+
+def _printable(text: str) -> str:
+    """`text` with its control characters escaped (a word cannot drive the terminal)."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+def _among(flag: str, given: str, known: tuple[str, ...]) -> list[str]:
+    """The comma list `given` of `flag`, each one of `known` (else one line, exit 2)."""
+    got = [c for c in given.split(",") if c]
+    bad = [c for c in got if c not in known]
+    if bad or not got:
+        raise EvalAwareError(f"{flag} {given!r}: expected a comma list of {', '.join(known)}")
+    return got
 
 
 @tokens.command("inspect")
@@ -45,8 +65,7 @@ def inspect(tokenizers: tuple[str, ...], words: str, cases: str, contexts: str, 
       evalaware tokens inspect --tokenizer /models/Llama-3-8B --words paper
     """
     ws = _words(words)
-    cs = [c for c in cases.split(",") if c]
-    xs = [c for c in contexts.split(",") if c]
+    cs, xs = _among("--cases", cases, CASES), _among("--contexts", contexts, CONTEXTS)
     result: dict[str, dict[str, list[dict]]] = {}
     for name in tokenizers:
         tok = load(name)
@@ -75,8 +94,9 @@ def render_table(result: dict[str, dict[str, list[dict]]]) -> str:
         for w, vs in result[name].items():
             for v in vs:
                 rows.setdefault((w, v["case"], v["context"]), {})[name] = _cell(v)
-    head = ["word", "case", "context"] + names
-    body = [[w, c, x] + [cells.get(n, "-") for n in names] for (w, c, x), cells in rows.items()]
+    head = [_printable(h) for h in ["word", "case", "context"] + names]
+    body = [[_printable(t) for t in [w, c, x] + [cells.get(n, "-") for n in names]]
+            for (w, c, x), cells in rows.items()]
     widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
     fmt = lambda r: "  ".join(s.ljust(widths[i]) for i, s in enumerate(r)).rstrip()  # noqa: E731
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in body])

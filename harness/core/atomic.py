@@ -6,20 +6,25 @@ target), without following anything planted there.
 predictable name such as ``manifest.json.tmp`` or ``results.jsonl.partial`` is opened), and then
 ``os.replace``-s it over the target. A rename swaps the directory entry: a hard link at the
 target keeps the other file's bytes as they were. A target that is a symbolic link is refused
-(one line), rather than replaced or followed. On any error the temporary file is removed and the
-target is untouched. The file's mode is the process's default (0666 less the umask), as
-``open(path, "w")`` would give.
+(one line), rather than replaced or followed; so is one that is not a regular file (a device such
+as ``/dev/full``, a FIFO, a folder). On any error the temporary file is removed and the
+target is untouched; a disk that fills up (``ENOSPC``, a quota, a file too large) raises
+:class:`~harness.core.errors.DiskFull` naming the target (the CLI's exit 1). The file's mode
+is the process's default (0666 less the umask), as ``open(path, "w")`` would give.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from harness.core.errors import EvalAwareError
+from harness.core.errors import DiskFull, EvalAwareError
+
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # a write the disk had no room for
 
 
 def refuse_symlink(path: str | Path) -> None:
@@ -30,6 +35,14 @@ def refuse_symlink(path: str | Path) -> None:
                              f"through it: remove the link or write elsewhere")
 
 
+def _kind(p: Path) -> str:
+    import stat
+
+    mode = p.stat().st_mode
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+
+
 @contextmanager
 def replace_file(path: str | Path, encoding: str = "utf-8", newline: str | None = None,
                  binary: bool = False) -> Iterator[IO]:
@@ -37,6 +50,9 @@ def replace_file(path: str | Path, encoding: str = "utf-8", newline: str | None 
     ends without error."""
     p = Path(path)
     refuse_symlink(p)
+    if p.exists() and not p.is_file():  # a device (/dev/full), a FIFO, a folder: never renamed over
+        raise EvalAwareError(f"{p}: is not a regular file ({_kind(p)}); refusing to replace it: write "
+                             f"to a file path")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     while True:
         tmp = p.with_name(f".{p.name}.{secrets.token_hex(6)}.partial")
@@ -52,6 +68,11 @@ def replace_file(path: str | Path, encoding: str = "utf-8", newline: str | None 
             os.fsync(f.fileno())
         refuse_symlink(p)  # planted while we wrote
         os.replace(tmp, p)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno in FULL:
+            raise DiskFull(str(p), e.strerror or "No space left on device") from e
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -80,3 +80,11 @@ def batch() -> BoundedInt:
 
 def resamples() -> BoundedInt:
     return BoundedInt(0, MAX_RESAMPLES)
+
+
+MAX_SEED = 2**32 - 1  # numpy's and torch's generators take seeds in [0, 2**32)
+
+
+def seed() -> click.IntRange:
+    """A seed: always in [0, 2**32) (EVALAWARE_UNBOUNDED does not lift it: the generators refuse more)."""
+    return click.IntRange(0, MAX_SEED)

@@ -126,10 +126,11 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 def visible(text: str) -> str:
     """`text` for a terminal: control and format characters (NUL, newlines, escape sequences,
-    bidi overrides) written as escapes, so dataset text can neither hide itself nor drive the
-    terminal; every other character, non-ASCII included, as it is."""
+    bidi overrides; the lone surrogates a non-UTF-8 command-line byte becomes) written as
+    escapes, so dataset text can neither hide itself nor drive the terminal; every other
+    character, non-ASCII included, as it is."""
     import unicodedata
 
     return "".join(_NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-                   if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
+                   if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") else c for c in text)
 

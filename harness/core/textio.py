@@ -40,5 +40,15 @@ def decode_utf8(data: bytes, path: str | Path) -> str:
 
 
 def read_utf8(path: str | Path) -> str:
-    """The whole file as text (see :func:`decode_utf8`)."""
+    """The whole file as text (see :func:`decode_utf8`); a FIFO or device is refused, not read
+    (reading a FIFO would wait for a writer forever)."""
+    refuse_special(path)
     return decode_utf8(Path(path).read_bytes(), path)
+
+
+def refuse_special(path: str | Path) -> None:
+    """A :class:`~harness.core.errors.DatasetError` when `path` exists and is neither a regular
+    file nor a directory (a FIFO, a device, a socket)."""
+    p = Path(path)
+    if p.exists() and not (p.is_file() or p.is_dir()):
+        raise DatasetError(str(path), "not a regular file (a FIFO, device or socket); give a file")

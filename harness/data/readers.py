@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.data.records import LoadedDataset, RecordContext, duplicate_id, id_key, parse_messages
+from harness.core.atomic import replace_file
 from harness.core.errors import DatasetError
 from harness.data.inspect_logs import is_inspect_log, read_logs
 from harness.core.sample import LABELS, Message, Sample, SampleMeta
-from harness.core.textio import read_utf8
+from harness.core.textio import read_utf8, refuse_special
 
 
 DEMO_DATASET = "demo"
@@ -188,6 +189,7 @@ def read_dataset(path: str | Path, label: str | None = None,
     path = resolve_dataset(path)
     if not path.exists():
         raise DatasetError(str(path), "no such file")
+    refuse_special(path)
     if label is not None and label not in LABELS:
         raise DatasetError(str(path), f"label must be 'eval' or 'deploy', got {label!r}")
     if is_inspect_log(path):
@@ -267,8 +269,8 @@ def unread_fields(path: Path, records: Iterable[Any]) -> list[str]:
 
 
 def write_jsonl(samples: Iterable[Sample], path: str | Path) -> None:
-    """Write samples in our JSONL format (round-trips through :func:`load_dataset`)."""
-    with open(path, "w", encoding="utf-8") as f:
+    """Write samples in our JSONL format (round-trips through :func:`load_dataset`), atomically."""
+    with replace_file(path) as f:
         for s in samples:
             f.write(s.to_json() + "\n")
 

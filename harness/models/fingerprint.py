@@ -27,11 +27,18 @@ def local_model_dir(name_or_path: str) -> Path | None:
     return cached_snapshot(name_or_path)
 
 
+MODEL_CONFIGS = ("config.json", "params.json")  # a Hugging Face model folder's; a Mistral-format one's
+
+
 def check_model(model: str, revision: str | None = None) -> None:
     """Refuse, without loading or downloading anything, a model that cannot be had: neither a
     local path, a prepared asset, in the local cache (at `revision`), nor (online) a hub id."""
     path = resolve_model(model)
     here = cached_snapshot(path, revision) if revision and is_hub_id(path) else local_model_dir(path)
+    folder = Path(path).expanduser()
+    if folder.is_dir() and not any((folder / f).is_file() for f in MODEL_CONFIGS):
+        raise BackendError(f"model {model!r}: the folder holds no {' or '.join(MODEL_CONFIGS)} (not a model "
+                           f"folder)")
     if here is not None or (is_hub_id(path) and not offline()):
         return
     if is_hub_id(path):

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from harness.core.errors import BackendError
 from harness.backends.urls import normalize_base_url
-from harness.core.redact import redact_text, redact_url
+from harness.core.redact import redact_echo, redact_text, redact_url
 from harness.backends.openai.servers import ServerPool
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
@@ -153,7 +153,7 @@ class RetryingClient:
                 return r.json(), "", None
             except ValueError:
                 return None, f"{shown}: HTTP {r.status_code} with a body that is not JSON", None
-        msg = error_message(r.content)
+        msg = redact_echo(error_message(r.content), self.base_urls)  # a body may echo the URL's secret
         if r.status_code not in RETRY_STATUSES and r.status_code < 500:
             self._count("failures")
             raise BackendError(f"{method} {shown}: HTTP {r.status_code}: {msg}")
