@@ -31,6 +31,17 @@ class ReportContext:
         self.human = {r.label: human_records(r.records) for r in runs}
         self._audits: dict[tuple[Any, ...], Any] = {}
         self._versus: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self._links: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+
+    def linkage(self, r: RunData) -> dict[str, dict[str, dict[str, Any]]]:
+        """{behaviour method: {readout: {stratum: link}}} of the run (empty without behaviour
+        records; :func:`harness.stats.linkage.linkage`), computed once."""
+        from harness.stats.linkage import linkage
+
+        if r.label not in self._links:
+            self._links[r.label] = {b: {m: linkage(r.records[m], brs, self.n_boot, self.seed, self.ci_by)
+                                        for m in self.present(r)} for b, brs in r.behaviours.items()}
+        return self._links[r.label]
 
     def audit(self, r: RunData) -> Any:
         """The surface audit of the run's samples and view (`harness.data.audit.audit`: an
