@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.core.details import BehaviourOutcome
-from harness.stats.metrics import Interval, interval_weighted
+from harness.stats.metrics import Interval, interval_weighted, weighted_mean_rows
 from harness.stats.summaries import groups_for, resolve_ci_by
 
 MIN_SIDE = 5
@@ -44,6 +44,26 @@ def _rate_diff(W: np.ndarray, called: np.ndarray, behaved: np.ndarray) -> np.nda
 def _log_or(W: np.ndarray, called: np.ndarray, behaved: np.ndarray) -> np.ndarray:
     t = {k: v + HALDANE for k, v in _rows(W, called, behaved).items()}
     return np.log(t["a"] * t["d"] / (t["b"] * t["c"]))
+
+
+def _newcombe(e: np.ndarray, b: np.ndarray, groups: Sequence[Any] | None, diff: float,
+              kw: dict[str, Any]) -> Interval | None:
+    """Newcombe's hybrid interval of a difference of two rates from each rate's own interval
+    (each side's units resampled; exact at a bound): where the difference's own interval is
+    undefined, as at a difference of exactly +-1 (every sample called eval behaved, none called
+    deploy did), whose cluster jackknife has zero width."""
+    ivs = []
+    for side in (e, ~e):
+        g = None if groups is None else [x for x, keep in zip(groups, side) if keep]
+        v = b[side].astype(float)
+        ivs.append(interval_weighted(lambda W: weighted_mean_rows(W, v), len(v), bounds=(0.0, 1.0),
+                                     **{**kw, "groups": g}))
+    if None in ivs:
+        return None
+    (le, he), (ld, hd) = ivs[0].pair(), ivs[1].pair()
+    pe, pd = float(b[e].mean()), float(b[~e].mean())
+    return Interval(diff - math.hypot(pe - le, hd - pd), diff + math.hypot(he - pe, pd - ld),
+                    f"Newcombe's hybrid of the two rates' intervals ({ivs[0].method})")
 
 
 def _ci(iv: Interval | None) -> list[float] | None:
@@ -74,6 +94,8 @@ def link(called_eval: Sequence[bool], behaved: Sequence[bool], groups: Sequence[
         return out
     kw: dict[str, Any] = dict(n=n_boot, seed=seed, groups=None if groups is None else list(groups))
     diff = interval_weighted(lambda W: _rate_diff(W, e, b), len(e), bounds=(-1.0, 1.0), **kw)
+    if diff is None:
+        diff = _newcombe(e, b, kw["groups"], out["diff"], kw)
     lor = interval_weighted(lambda W: _log_or(W, e, b), len(e), **kw)
     out["diff_ci"] = _ci(diff)
     out["odds_ratio_ci"] = None if lor is None else [math.exp(lor.lo), math.exp(lor.hi)]
