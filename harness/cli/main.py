@@ -235,7 +235,10 @@ def _print_summary(store, methods, run: dict | None) -> None:
     None without results) the AUROC with its 95% interval, its difference from the best surface
     predictor's with its interval, and the excluded answers by kind (e.g. `no_signal`); then the
     surface baseline, the report's finding and the interval rules. Rows are marked constrained /
-    self-judged from the run's settings."""
+    self-judged from the run's settings. Behaviour records (no readout) are in the linkage table
+    after it instead."""
+    specs = report_specs()
+    methods = [m for m in methods if specs(m).readout]
     man = store.get_meta("manifest", {}) or {}
     entries = (run or {}).get("methods", {})
     iv = lambda v, ci, f="{:.2f}": "–" if v is None else f.format(v) + (  # noqa: E731
@@ -318,8 +321,7 @@ def show(run_dir: str, as_json: bool) -> None:
         click.echo(f"steering: {steer['condition']} (control {steer['control']}, alpha "
                    f"{steer['alpha']:+g}, layers {steer['layers']}, positions {steer['positions']})"
                    + (f"  neutral-text perplexity {ppl:.2f}" if ppl else ""))
-    specs = report_specs()
-    _print_summary(store, [m for m in store.methods() if specs(m).readout], run)
+    _print_summary(store, store.methods(), run)
 
 
 @cli.command()
