@@ -129,3 +129,10 @@ def test_a_run_without_behaviours_has_an_empty_linkage(tmp_path):
 
     run = RS.summarize([_run(tmp_path / "r", "m", informative=False)], n_boot=0)["runs"][0]
     assert run["linkage"] == {} and run["linkage_line"] is None
+    # `--methods all` on a set that declares no behaviour: behaviour records without an outcome
+    d = _run(tmp_path / "all", "m", informative=False)
+    with RunLog(d) as store:
+        store.put_results("behaviour", [{**_rec(s, "behaviour", None, **BehaviourOutcome(
+            behaviour_error="no behaviour declared").to_dict()), "prediction": None} for s in load_dataset("demo")])
+    run = RS.summarize([d], n_boot=0)["runs"][0]
+    assert run["linkage"] == {} and run["linkage_line"] is None and "behaviour" not in run["methods"]

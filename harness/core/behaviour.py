@@ -82,11 +82,18 @@ def parse_behaviour(obj: Any) -> BehaviourSpec:
 
 
 def chosen_option(text: str, options: tuple[str, ...]) -> str | None:
-    """The option an answer picks: the first standalone option letter, as in "B", "(B)", "B)",
-    "answer is B", "B." (None where none occurs)."""
+    """The option an answer picks (None where none shows): first an explicit form ("answer is B",
+    "Answer: (B)", "(B)", a line opening "B)", "B." or "B:", a line that is just "B"), else the
+    first standalone option letter that is not the article "A" before a lower-case word."""
     alt = "|".join(map(re.escape, options))
-    m = re.search(rf"(?<![A-Za-z0-9])\(?({alt})(?:[).:,]|(?![A-Za-z0-9]))", text)
-    return m.group(1) if m else None
+    for pattern in (rf"(?i:answer)(?:\s+is)?\s*[:\-]?\s*\(?({alt})(?![A-Za-z0-9])", rf"\(({alt})\)",
+                    rf"(?m)^\s*({alt})[).:]", rf"(?m)^\s*({alt})\s*$"):
+        if m := re.search(pattern, text):
+            return m.group(1)
+    for m in re.finditer(rf"(?<![A-Za-z0-9])({alt})(?![A-Za-z0-9'])", text):
+        if not (m.group(1) == "A" and re.match(r" [a-z]", text[m.end():m.end() + 2])):
+            return m.group(1)
+    return None
 
 
 def score_text(spec: BehaviourSpec, text: str) -> tuple[bool | None, str | None]:

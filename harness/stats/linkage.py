@@ -108,6 +108,12 @@ def link(called_eval: Sequence[bool], behaved: Sequence[bool], groups: Sequence[
     return out
 
 
+def has_outcome(behaviour: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any of these behaviour records holds an outcome (a sample declared a behaviour
+    and the answer was scored)."""
+    return any((o := BehaviourOutcome.of(r)) is not None and o.behaved is not None for r in behaviour)
+
+
 def joined(readout: Sequence[Mapping[str, Any]], behaviour: Sequence[Mapping[str, Any]]
            ) -> list[tuple[Mapping[str, Any], bool]]:
     """(readout record, behaved) for each sample the readout decided (eval or deploy) and whose
