@@ -136,3 +136,24 @@ def test_a_run_without_behaviours_has_an_empty_linkage(tmp_path):
             behaviour_error="no behaviour declared").to_dict()), "prediction": None} for s in load_dataset("demo")])
     run = RS.summarize([d], n_boot=0)["runs"][0]
     assert run["linkage"] == {} and run["linkage_line"] is None and "behaviour" not in run["methods"]
+
+
+def test_the_findings_sentence_says_which_case_it_is():
+    from types import SimpleNamespace as NS
+
+    from harness.reporting.doc import plain
+    from harness.reporting.linkage import link_sentence
+
+    samples = _samples()
+    label_link = {"binary": linkage([_rec(s, "binary", 0.9 if s.is_eval else 0.1) for s in samples],
+                                    [_behaviour(s, s.is_eval) for s in samples], n_boot=100)}
+    rng = np.random.default_rng(1)
+    noise = {"binary": linkage([_rec(s, "binary", float(rng.random())) for s in samples],
+                               [_behaviour(s, bool(rng.random() < 0.5)) for s in samples], n_boot=100)}
+    thin = {"binary": linkage([_rec(s, "binary", 0.9) for s in samples], [_behaviour(s, True) for s in samples],
+                              n_boot=100)}
+    say = lambda t: plain(link_sentence(NS(linkage=lambda r: {"behaviour": t}), None))  # noqa: E731
+    assert say(label_link).startswith("behaviour differs with binary's calls over all samples, but within neither")
+    assert say(noise).startswith("no readout's calls go with behaviour: no link shown by binary")
+    assert say(thin).startswith("no verdict on behaviour: every readout has a side")
+    assert link_sentence(NS(linkage=lambda r: {}), None) is None

@@ -33,14 +33,19 @@ def link_sentence(ctx: ReportContext, r: RunData) -> str | None:
                   f"when called eval)" for m, t in by_readout.items() for s in STRATA[1:]
                   if t[s]["verdict"].endswith("called eval")]
         pooled = [code(m) for m, t in by_readout.items() if t["all"]["verdict"].endswith("called eval")]
+        measured = [code(m) for m, t in by_readout.items() if any(t[s]["verdict"] == "no link shown" for s in STRATA)]
+        silent = [code(m) for m, t in by_readout.items() if all(t[s]["verdict"].startswith("no verdict") for s in STRATA)]
         if within:
             parts.append(f"{code(b)} goes with awareness within a label: " + "; ".join(within))
         elif pooled:
             parts.append(f"{code(b)} differs with {', '.join(pooled)}'s calls over all samples, but within "
                          "neither label (the label, not awareness, may carry it)")
+        elif measured:
+            parts.append(f"no readout's calls go with {code(b)}: no link shown by {', '.join(measured)} (every "
+                         "interval covers 0)" + (f"; no verdict for {', '.join(silent)}" if silent else ""))
         else:
-            parts.append(f"no readout's calls go with {code(b)} (no link shown, or no verdict where a side "
-                         f"has fewer than {MIN_SIDE} samples)")
+            parts.append(f"no verdict on {code(b)}: every readout has a side (called eval, called deploy) with "
+                         f"fewer than {MIN_SIDE} samples in every stratum")
     return "; ".join(parts) + "." if parts else None
 
 

@@ -89,6 +89,9 @@ def link(called_eval: Sequence[bool], behaved: Sequence[bool], groups: Sequence[
         one = np.ones((1, len(e)))
         out["diff"] = float(_rate_diff(one, e, b)[0])
         out["odds_ratio"] = float(np.exp(_log_or(one, e, b)[0]))
+    if not n_e + n_d:
+        out["verdict"] = "no verdict (no sample both decided and scored)"
+        return out
     if min(n_e, n_d) < MIN_SIDE:
         out["verdict"] = f"no verdict (fewer than {MIN_SIDE} samples called {'eval' if n_e < n_d else 'deploy'})"
         return out
