@@ -8,7 +8,9 @@ A record per sample, stored and resumed like every method's: no awareness decisi
 (``prediction`` None), ``score`` 1.0 where the answer behaved, 0.0 where not, None without an
 outcome (no option found, an unparseable judge reply, or no behaviour declared), and the typed
 outcome :class:`~harness.core.details.BehaviourOutcome`. A ``judge`` behaviour asks the run's
-judge (the model itself without ``--judge-model``) its yes/no question about the answer.
+judge its yes/no question about the answer: the model itself, unless a judged method of the same
+run (motivation, reasoning) opened a ``--judge-model`` (this method does not open one: most
+behaviours need no judge); the method's settings record which judge.
 """
 
 from __future__ import annotations
