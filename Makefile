@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organisms validate-organisms validate-null behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
+.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organisms validate-organisms validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,13 +30,26 @@ assets: install
 
 # The demo needs only SmolLM2; the tokenizer and embedding assets (about a minute more on 2 cores)
 # are for the tests and benchmarks.
+# --constrain: SmolLM2 never writes the tagged label unaided; the engine holds it to the tag.
+# --answer-tokens 128: SmolLM2's answer to the sample is only context for binary's questions;
+# 58 of 96 stop at 128 tokens (runs/demo), the questions follow them as cut and every vote
+# parses, so the run prints a note, not a warning (harness/run/monitor.py).
+DEMO_RUN_ARGS := --model smollm2 --backend vllm --dataset demo --methods binary,logprob,logprob_question \
+	--constrain --answer-tokens 128 --probe-tokens 96
 demo: install
 	$(BIN)/evalaware assets prepare smollm2
 	$(BIN)/evalaware data validate demo
-	# --constrain: SmolLM2 never writes the tagged label unaided; the engine holds it to the tag.
-	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods binary,logprob,logprob_question \
-	    --constrain --answer-tokens 128 --probe-tokens 96 --out $(DEMO_OUT)
+	$(BIN)/evalaware run $(DEMO_RUN_ARGS) --out $(DEMO_OUT)
 	$(BIN)/evalaware report $(DEMO_OUT) --out $(DEMO_OUT)/report
+
+# The demo's model steps under --schedule stream and --schedule batch, alternated, BENCH_PAIRS
+# pairs, each a fresh run directory (scripts/bench_demo_schedule.py; docs/benchmarks.md). Each run
+# is a whole demo run (about 6 min on 2 busy cores): run it alone on the machine.
+BENCH_PAIRS ?= 2
+bench-demo-schedule: install
+	$(BIN)/evalaware assets prepare smollm2
+	$(BIN)/python scripts/bench_demo_schedule.py --repeats $(BENCH_PAIRS) --json runs/bench/demo_schedule.json \
+	    -- $(DEMO_RUN_ARGS)
 
 # `make test`: the suite a newcomer runs (minutes; tiny random-init models, no vLLM engine).
 # `make test-slow`: the tests that load SmolLM2 or start vLLM; `make test-all`: both (CI).
@@ -135,6 +148,17 @@ validate-null: organism-sham
 	    --methods logprob,logprob_question --margin 0.5 --out runs/validate-null/logprob
 	$(BIN)/evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --margin 0.5 --out runs/validate-null/monitor
+
+# Replication (issue 44 item 2): seeds 0, 1, 2 of every kind (build seeds 1 and 2 first, each alone:
+# `make organisms ORGANISM_SEED=1`, then ORGANISM_SEED=2), the three null-sham seeds pooled as the
+# reference (their builds' variance in every SE, their spread printed), each kind's three builds
+# pooled as one row; the same rule, pairs and runs as validate-organisms (logprob methods on vLLM).
+SEED_DIRS = $(foreach d,$(2),--$(1) runs/organisms/$(d) --$(1) runs/organisms/$(d)-s1 --$(1) runs/organisms/$(d)-s2)
+validate-seeds:
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
+	$(BIN)/evalaware validate --base smollm2 $(call SEED_DIRS,reference,smollm2-graded-sham) \
+	    $(call SEED_DIRS,organism,smollm2-graded smollm2-graded-sham-greedy smollm2-graded-disjoint smollm2-graded-behaviour) \
+	    $(VALIDATE_PAIRS) --methods logprob,logprob_question --out runs/validate-seeds/logprob
 
 # --- Issue 45: does awareness change what the model does? (docs/awareness-and-behaviour.md) -------
 # The linkage table: SmolLM2 on the bundled behaviour set (36 demo-style prompts, each with a

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +14,15 @@ from harness.core.errors import EvalAwareError
 from harness.runlog import RunLog
 
 from probes.activations.store import ActivationStore
-from harness.stats.metrics import roc_auc
+from harness.stats.metrics import roc_auc, roc_auc_rows
 
 from harness.stats.cv import auroc_ci, make_splits, oof_scores
 from probes.data import probe_data
 from probes.io import LinearProbe, save_probe
 from probes.models import linear_params, make_probe
 from probes.records import probe_records, saved_probe_owner, sweep_owner, write_records
-from probes.train import EvalConfig, evaluate, fit_probe, oof_for
+from probes.selection import best_index, layer_decisions, nested_best_layer
+from probes.train import EvalConfig, oof_for
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -36,38 +36,61 @@ def messages_digest(sample: Any) -> str:
                                      ensure_ascii=False).encode()).hexdigest()
 
 
+#: The CV scheme that chooses `--layer best` (outer and inner folds): category and family held out at once.
+SELECT_SCHEME = "crossed"
+
+
 def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, out_dir: str | Path,
                    probe: str = "logreg", cfg: EvalConfig | None = None,
                    progress: bool = True) -> tuple[Path, dict[str, Any]]:
-    """Pick the layer (``"best"`` = highest grouped-CV AUROC), record its CV scores under every
-    scheme, fit on all labelled samples and save. Returns (directory, metadata)."""
+    """Pick the layer (``"best"``: the highest out-of-fold AUROC under :data:`SELECT_SCHEME`,
+    categories and families held out), record its CV scores under that scheme and every one of
+    `cfg`, fit on all labelled samples and save. Returns (directory, metadata).
+
+    With ``"best"`` each CV score is *nested* (:func:`probes.selection.nested_best_layer`): the
+    layer is chosen again inside every outer training fold (inner folds: :data:`SELECT_SCHEME`
+    on that side alone), so the held-out fold never took part in the choice; ``layers_chosen``
+    lists each outer fold's layer. A given layer's CV scores are plain out-of-fold ones."""
     cfg = cfg or EvalConfig()
     acts = ActivationStore(store, capture)
     settings = acts.settings
     if settings is None:
         raise EvalAwareError(f"{store.run_dir}: no capture named {capture!r}")
-    selection = "given"
-    if layer == "best":
-        selection = ("best grouped-CV AUROC (optimistic: chosen on the same folds; "
-                     "`probes eval` gives its max-over-layers null)")
-        sweep = evaluate(store, capture, EvalConfig(**{**asdict(cfg), "poolings": [pooling],
-                                                       "probes": (probe,), "schemes": ("grouped",),
-                                                       "baselines": (), "n_boot": 0}),
-                         progress=progress)
-        layer = int(sweep.best(pooling, probe, "grouped")["layer"])
-    layer = int(layer)
-    ids, X = acts.load(pooling, [layer])
+    best = layer == "best"
+    ids, X = acts.load(pooling, None if best else [int(layer)])
     data = probe_data(store, ids, cfg.label_source, cfg.group_key, cfg.family_key, acts.sample_info())
     pos = {s: i for i, s in enumerate(ids)}
-    Xl = X[layer][[pos[s] for s in data.ids]]
+    rows = [pos[s] for s in data.ids]
+    layers = sorted(X) if best else [int(layer)]
+    XL = np.stack([X[l][rows] for l in layers])  # (L, n, d)
+
+    def splits_of(scheme: str, ix: np.ndarray | None = None) -> list:
+        ix = np.arange(len(data.y)) if ix is None else ix
+        return make_splits(scheme, data.y[ix], [data.groups[i] for i in ix], [data.families[i] for i in ix],
+                           cfg.n_splits, cfg.seed)
+
+    selection, k = "given", 0
+    if best:
+        sel = layer_decisions(XL, data.y, splits_of(SELECT_SCHEME), probe, cfg.C, cfg.seed)
+        k = best_index(roc_auc_rows(np.broadcast_to(data.y, sel.shape), sel))
+        selection = (f"best {SELECT_SCHEME}-CV AUROC of {len(layers)} layers (categories and families held out); "
+                     f"CV AUROCs nested: the layer chosen again inside each training fold")
+    layer = layers[k]
+    Xl = XL[k]
     cv: dict[str, Any] = {}
-    for scheme in cfg.schemes:
-        splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
-        s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
-        groups = data.groups if cfg.ci_by == "category" else None  # as `probes eval` resamples
+    groups = data.groups if cfg.ci_by == "category" else None  # as `probes eval` resamples
+    for scheme in dict.fromkeys([SELECT_SCHEME, *cfg.schemes]):
+        splits = splits_of(scheme)
+        extra: dict[str, Any] = {}
+        if best:
+            s, chosen = nested_best_layer(XL, data.y, splits, lambda tr: splits_of(SELECT_SCHEME, tr), probe,
+                                          cfg.C, cfg.seed)
+            extra = {"nested": True, "layers_chosen": [layers[c] for c in chosen]}
+        else:
+            s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
         cv[scheme] = {**auroc_ci(data.y, s, cfg.n_boot, cfg.seed, groups), "n_folds": len(splits),
-                      "leaky": scheme == "random", "ci_by": cfg.ci_by}
-    pipe, _ = fit_probe(store, capture, pooling, layer, probe, cfg.C, cfg.seed, cfg.label_source)
+                      "leaky": scheme == "random", "ci_by": cfg.ci_by, **extra}
+    pipe = make_probe(probe, cfg.C, cfg.seed).fit(Xl, data.y)
     meta = {
         "kind": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,
         "hidden_size": int(Xl.shape[1]), "C": cfg.C, "seed": cfg.seed,

@@ -59,6 +59,15 @@ def labels(store: RunLog, samples: Sequence[Sample], source: str = "truth") -> d
             if pred.get(s.id) in ("eval", "deploy")}
 
 
+def pair_families(samples: Sequence[Sample], families: Sequence[str]) -> list[str]:
+    """`families`, where a sample of a pair (metadata ``pair``: the two sides of one prompt, as
+    `organism dataset` writes them) has none, its pair's: the no-cue side has no phrasing, and
+    holding the phrasing family out must take the whole pair with it."""
+    of_pair = {s.metadata.extra.get("pair"): f for s, f in zip(samples, families) if f and "pair" in s.metadata.extra}
+    return [f or of_pair.get(s.metadata.extra.get("pair"), "") if "pair" in s.metadata.extra else f
+            for s, f in zip(samples, families)]
+
+
 def probe_data(store: RunLog, sample_ids: Sequence[str], label_source: str = "truth",
                group_key: str = "category", family_key: str = "family",
                info: dict[str, dict[str, Any]] | None = None) -> ProbeData:
@@ -83,7 +92,7 @@ def probe_data(store: RunLog, sample_ids: Sequence[str], label_source: str = "tr
                       else s.metadata.human_eval_probability for s in kept], dtype=np.float64)
     return ProbeData(ids=[s.id for s in kept], y=np.array([lab[s.id] for s in kept], dtype=int),
                      groups=[meta_value(s, group_key) for s in kept],
-                     families=[meta_value(s, family_key) for s in kept], texts=texts,
+                     families=pair_families(kept, [meta_value(s, family_key) for s in kept]), texts=texts,
                      lengths=np.asarray(lengths, dtype=np.float64), human=human,
                      label_source=label_source,
                      dropped={"no_label": len(samples) - len(kept)},

@@ -1,5 +1,5 @@
-"""Per-layer probe sweeps with honest cross-validation, baselines in the same table, and fitting
-the final probe on all samples."""
+"""Per-layer probe sweeps with honest cross-validation, baselines in the same table, and one
+configuration's out-of-fold scores (the final probe is fitted in :mod:`probes.apply`)."""
 
 from __future__ import annotations
 
@@ -167,8 +167,9 @@ def _evaluate_pooling(store: RunLog, acts: ActivationStore, pooling: str, cfg: E
         out.timing["baselines_s"] += time.perf_counter() - t0
         if "shuffled" in cfg.baselines and bases is not None:
             t0 = time.perf_counter()
+            cells = [f"{g}\x1f{f}" for g, f in zip(data.groups, data.families)]  # each in one crossed test cell
             sel = max_layer_null(bases, data.y, per_layer, layers, splits, cfg.n_perm, cfg.seed,
-                                 groups={"grouped": data.groups, "lofo": data.families}.get(scheme),
+                                 groups={"grouped": data.groups, "lofo": data.families, "crossed": cells}.get(scheme),
                                  C=cfg.C, within_folds=scheme != "lofo")  # lofo folds ignore y
             out.selection[f"{pooling}/{scheme}"] = sel
             out.rows.append(_row(pooling, sel["selected_layer"], "shuffled:logreg", scheme, data, {
@@ -180,20 +181,6 @@ def _evaluate_pooling(store: RunLog, acts: ActivationStore, pooling: str, cfg: E
         if res is not None:
             res["source"] = data.human_source
             out.rows.append(_row(pooling, None, "human", "none", data, res))
-
-
-def fit_probe(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",
-              C: float = 1.0, seed: int = 0, label_source: str = "truth"
-              ) -> tuple[Any, ProbeData]:
-    """Fit one probe on every labelled sample of the capture."""
-    acts = ActivationStore(store, capture)
-    ids, X = acts.load(pooling, [layer])
-    data = probe_data(store, ids, label_source, info=acts.sample_info())
-    pos = {s: i for i, s in enumerate(ids)}
-    Xl = X[layer][[pos[s] for s in data.ids]]
-    if len(set(data.y.tolist())) < 2:
-        raise EvalAwareError("the labels hold one class only; cannot fit a probe")
-    return make_probe(probe, C, seed).fit(Xl, data.y), data
 
 
 def oof_for(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",

@@ -21,6 +21,7 @@ from harness.methods.prompts import PromptLibrary
 from harness.core.render import Renderer
 from harness.reporting.report import method_label, write_report
 from harness.run.monitor import RunMonitor, tally
+from harness.stats.tally import cut_cell
 from harness.run.loop import run_methods
 from harness.core.sample import Message
 from harness.runlog import RunLog
@@ -106,6 +107,7 @@ def test_run_constrain_records_and_refuses_a_change(hf_tiny, samples, tmp_path):
             assert rec["details"]["score_source"] == "label_probability"
             assert rec["n_answers"] == 6  # the sample answer + 5 question answers
             assert rec["n_cut"] == 1  # answer_tokens=6 cuts the sample answer, never a tag
+            assert rec["n_cut_context"] == 1  # ... which the questions follow as cut: no warning
     man = store.get_meta("manifest")
     assert method_label("binary", man) == "binary (constrained)"
     assert man["self_judged"] is None and man["prompt_set"]["set"] == "evalaware"
@@ -141,9 +143,41 @@ def test_unverified_verdicts_are_flagged_and_cast_no_vote():
     assert not ok.unverified and "unverified" not in ok.to_dict()
 
 
-def _rec(n_answers, n_cut, judge_errors=()):
+def _rec(n_answers, n_cut, judge_errors=(), n_cut_context=None):
     votes = [{"error": f"judge: {e}" if e else None, "judge": {"error": e}} for e in judge_errors]
-    return {"n_answers": n_answers, "n_cut": n_cut, "details": {"votes": votes}}
+    return {"n_answers": n_answers, "n_cut": n_cut, "n_cut_context": n_cut_context, "details": {"votes": votes}}
+
+
+def test_sample_answers_cut_with_text_are_noted_not_warned(hf_tiny, samples):
+    """The demo's case (issue 46): 2 of 18 answers cut, both answers to the sample, every vote
+    parsed: a note that asks nothing; a cut answer to a question is still a warning."""
+    said: list[str] = []
+    mon = RunMonitor(said.append)
+    mon.add("binary", [_rec(6, 1, n_cut_context=1), _rec(6, 0, n_cut_context=0), _rec(6, 1, n_cut_context=1)])
+    assert len(said) == 1 and said[0].startswith("note: binary: 2 of 18 answers")
+    assert "raise" not in said[0] and "warning" not in said[0]
+    mon.add("binary", [_rec(6, 3, n_cut_context=1)])  # 2 of 24 cut where it costs a reading: 8%
+    assert len(said) == 1
+    mon.add("binary", [_rec(6, 2, n_cut_context=0)])  # 4 of 30: 13%
+    assert len(said) == 2 and said[1].startswith("warning: binary: 4 of 30 answers") and "raise" in said[1]
+    assert tally([_rec(6, 3, n_cut_context=1)])["cut_read"] == 2
+    assert cut_cell(tally([_rec(6, 3, n_cut_context=1), _rec(6, 0)])) == "3/12 (1 sample answer)"
+
+    from harness.backends.base import Generation
+    from harness.methods.base import REGISTRY
+    from harness.methods.voting import Tally
+
+    ctx = RunContext(backend=hf_tiny, renderer=Renderer(hf_tiny.tokenizer), config=CFG, prompts=PromptLibrary())
+    method = REGISTRY["binary"](ctx)
+    def gen(text: str, why: str) -> Generation:
+        return Generation(text=text, reasoning=None, raw_text=text, token_ids=(1,), finish_reason=why)
+    t = Tally("eval", 1.0, 1, 0)
+    kept = method.record(samples[0], t, answers=[gen("<label>EVALUATION</label>", "stop")],
+                         context=[gen("The answer is", "length")])
+    assert (kept.n_answers, kept.n_cut, kept.n_cut_context) == (2, 1, 1)
+    empty = method.record(samples[0], t, answers=[gen("x", "length")], context=[gen("  ", "length")])
+    assert (empty.n_cut, empty.n_cut_context) == (2, 0)  # nothing for the question to follow: a real cut
+    assert method.record(samples[0], t, answers=[gen("x", "stop")]).n_cut_context is None
 
 
 def test_monitor_warns_once_when_a_batch_shows_a_high_share():

@@ -231,3 +231,84 @@ def test_builds_are_pooled_by_kind_and_recipe_and_an_old_greedy_sham_is_no_null(
     cue = {"name": "graded"}
     assert parse_card("c", {"kind": "sham", "recipe": {}, "cue": cue}).kind == "sham-greedy"  # before the null
     assert parse_card("c", {"kind": "sham", "recipe": {"sham_samples": 4}, "cue": cue}).kind == "sham"
+
+
+def _within(lo: dict[str, float], k: int) -> float:
+    return lo[f"p{k}+cue"] - lo[f"p{k}-cue"]
+
+
+def test_several_null_shams_are_pooled_as_the_reference_like_an_organisms_builds():
+    """Two reference builds (seeds of one null sham) and two aware builds: every row's estimate is
+    the mean over pairs of [organism builds' mean - reference builds' mean] within-pair difference,
+    its SE the clustered one plus each side's build variance over its number of builds, and the
+    null row pools the reference builds against the base in the same way (by hand, from the
+    log-odds themselves)."""
+    n = 60
+    samples = _samples(n)
+    pairs = pair_index(samples)
+    los = _lo({"base": 0.0, "r0": 0.1, "r1": 0.3, "a0": 1.0, "a1": 1.4}, seed=6, n_pairs=n)
+    recs = {"monitor": {name: _as("monitor", lo) for name, lo in los.items()}}
+    t = decide(recs, pairs, ["r0", "r1"], {"aware": ["a0", "a1"]}, "base", Rule())
+    by = {r["kind"]: r for r in t["rows"]}
+    w = {name: [_within(lo, k) for k in range(n)] for name, lo in los.items()}
+    ref = [(w["r0"][k] + w["r1"][k]) / 2 for k in range(n)]
+    dd = [(w["a0"][k] + w["a1"][k]) / 2 - ref[k] for k in range(n)]
+    seeds = [sum(w[a][k] - ref[k] for k in range(n)) / n for a in ("a0", "a1")]
+    ref_means = [sum(w[r]) / n for r in ("r0", "r1")]
+    # two builds: var(ddof=1) / 2 = (x0 - x1)^2 / 4, for the organism's and the reference's alike
+    extra = (seeds[0] - seeds[1]) ** 2 / 4 + (ref_means[0] - ref_means[1]) ** 2 / 4
+    dims = [[f"cat{k % 6}" for k in range(n)], [f"phr{k % 5}" for k in range(n)], [f"t{k % 7}" for k in range(n)]]
+    aware = by["aware"]
+    assert aware["estimate"]["mean"] == pytest.approx(sum(dd) / n)
+    assert aware["seeds"] == pytest.approx(seeds) and aware["ref_seeds"] == pytest.approx(ref_means)
+    assert aware["extra_var"] == pytest.approx(extra)
+    assert aware["estimate"]["se"] == pytest.approx(math.sqrt(multiway_mean(dd, dims).se ** 2 + extra))
+    null = by["reference"]
+    null_dd = [ref[k] - w["base"][k] for k in range(n)]
+    null_seeds = [sum(w[r][k] - w["base"][k] for k in range(n)) / n for r in ("r0", "r1")]
+    assert null["models"] == ["r0", "r1"] and null["against"] == "base"
+    assert null["estimate"]["mean"] == pytest.approx(sum(null_dd) / n)
+    assert null["seeds"] == pytest.approx(null_seeds)
+    assert null["extra_var"] == pytest.approx((null_seeds[0] - null_seeds[1]) ** 2 / 4)
+    assert null["estimate"]["se"] == pytest.approx(
+        math.sqrt(multiway_mean(null_dd, dims).se ** 2 + (null_seeds[0] - null_seeds[1]) ** 2 / 4))
+    # the spread printed: the reference's builds on the null row, both sides' on the aware row
+    lines = t["lines"]
+    null_line = next(x for x in lines if "[reference x2 builds vs base, null]" in x)
+    assert f"builds {null_seeds[0]:+.3f}, {null_seeds[1]:+.3f} (spread {abs(null_seeds[0] - null_seeds[1]):.3f})" \
+        in null_line
+    aware_line = next(x for x in lines if "[aware x2 builds vs reference x2 builds, sensitivity]" in x)
+    assert f"reference builds {ref_means[0]:+.3f}, {ref_means[1]:+.3f}" in aware_line
+    # one reference build as a list is the single reference
+    one = decide(recs, pairs, ["r0"], {"aware": ["a0"]}, "base", Rule())
+    same = decide(recs, pairs, "r0", {"aware": ["a0"]}, "base", Rule())
+    assert one["rows"] == same["rows"] and one["lines"] == same["lines"]
+
+
+def test_the_nulls_own_shift_from_the_base_is_beside_every_difference_and_spillover():
+    """The null row's estimate and interval (reference - base) printed beside every organism row,
+    and the reference's own no-cue shift from the base as a spillover row and beside every other."""
+    n = 60
+    samples = _samples(n)
+    los = _lo({"base": 0.0, "reference": 0.4, "aware": 1.2, "behaviour": 0.05}, seed=7, n_pairs=n)
+    for i in los["reference"]:  # the reference also moves the no-cue side: its own spillover
+        los["reference"][i] += 0.0 if i.endswith("+cue") else 0.3
+    recs = {"monitor": {name: _as("monitor", lo) for name, lo in los.items()}}
+    t = decide(recs, pair_index(samples), "reference", {"aware": ["aware"], "behaviour": ["behaviour"]}, "base",
+               Rule())
+    by = {r["kind"]: r for r in t["rows"]}
+    null = by["reference"]["estimate"]
+    for kind in ("aware", "behaviour"):
+        assert by[kind]["null_shift"]["mean"] == pytest.approx(null["mean"])
+        assert by[kind]["null_shift"]["ci"] == pytest.approx(null["ci"])
+    ns = f"the reference's own shift from the base {null['mean']:+.3f} [{null['ci'][0]:+.3f}, {null['ci'][1]:+.3f}]"
+    org_lines = [x for x in t["lines"] if x.startswith("- monitor [") and "vs reference" in x]
+    assert len(org_lines) == 2 and all(ns in x for x in org_lines)
+    assert "null_shift" not in by["reference"]
+    sp = {s["kind"]: s for s in t["spillover"]}
+    none_shift = [los["reference"][f"p{k}-cue"] - los["base"][f"p{k}-cue"] for k in range(n)]
+    assert sp["reference"]["mean"] == pytest.approx(sum(none_shift) / n) and sp["reference"]["mean"] > 0.2
+    assert sp["aware"]["null_shift"]["mean"] == pytest.approx(sp["reference"]["mean"])
+    spill_lines = [x for x in t["lines"] if x.startswith("- monitor [") and "no-cue prompts" in x]
+    assert any(x.startswith("- monitor [reference vs base]:") for x in spill_lines)
+    assert sum("(the reference's own from the base" in x for x in spill_lines) == 2

@@ -353,7 +353,7 @@ def test_report_marks_an_incomplete_run_and_a_method_without_signal(tmp_path):
     store.close()
     md, page = write_report([run], tmp_path / "rep", n_boot=20)
     text = md.read_text()
-    assert "| hf | beefbeefbeef |" in text  # backend and weights from the log, not "?"
+    assert "(hf), weights beefbeefbeef" in text  # backend and weights from the log, not "?"
     assert "24 (incomplete)" in text and "binary: 10/24 samples" in text
     assert "no manifest yet (the run is in progress or was interrupted)" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| run | logprob"))

@@ -75,13 +75,14 @@ def test_report_on_a_limit_4_demo_run_says_why_a_p_is_missing(tmp_path):
     assert "| m | probability | full | 4 |" in turns and "| – (< 3 categories) |" in turns
     assert "the cluster-robust p needs at least 3 categories" in turns
     assert (tmp_path / "rep" / "turns_m.png").read_bytes()[:4] == b"\x89PNG"
-    # one turn everywhere: no trend to test, and said so
+    # one turn everywhere: no trend fitted (issue 46), and said so
     one = [s for s in load_dataset("demo") if s.n_turns == 1][:6]
     run1 = _limit_run(tmp_path / "run1", one)
     r = CliRunner().invoke(cli, ["report", str(run1), "--out", str(tmp_path / "rep1"), "--bootstrap", "0"])
     assert r.exit_code == 0, r.output
     text = (tmp_path / "rep1" / "report.md").read_text()
-    assert "| – (turns constant) |" in text and "every sample has the same number of turns" in text
+    assert "No trend fitted for m: every sample has 1 turn(s)" in text
+    assert not (tmp_path / "rep1" / "turns_m.png").exists()
 
 
 # --- item 9: a key as a bare query or a fragment ---------------------------------------------

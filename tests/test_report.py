@@ -27,9 +27,10 @@ def _record(s, method, vote, votes, **details):
 
 
 def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples: int = 40,
-             human_source: str | None = None, human: bool = False) -> Path:
+             human_source: str | None = None, human: bool = False, view: str = "first_turn") -> Path:
     """`human`: records carry a human_eval_probability, with `human_source` as its named source
-    (None: unsourced, as runs of the first demo set carried the author's guess)."""
+    (None: unsourced, as runs of the first demo set carried the author's guess); `view`: the
+    recorded view (`full`: the report fits error against turns)."""
     rng = np.random.default_rng(seed)
     samples = load_dataset("demo")[::96 // n_samples][:n_samples]
     store = RunLog(run_dir)
@@ -74,7 +75,7 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
     manifest = {"model": {"model": model, "weights_sha256": f"{seed:02d}" + "ab" * 31,
                           "identity": {"backend": "vllm", "weights_sha256": "x"}},
                 "git_revision": "0123456789abcdef", "judge": None,
-                "methods": {"binary": {"config": {"view": "first_turn", "person": "first"}}}}
+                "methods": {"binary": {"config": {"view": view, "person": "first"}}}}
     store.set_meta("manifest", manifest)
     store.close()
     return run_dir
@@ -83,8 +84,8 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
-    return [make_run(base / "a", "model-a", 1, human=True, human_source="two test raters"),
-            make_run(base / "b", "model-b", 2, n_votes=5, human=True)]
+    return [make_run(base / "a", "model-a", 1, human=True, human_source="two test raters", view="full"),
+            make_run(base / "b", "model-b", 2, n_votes=5, human=True, view="full")]
 
 
 def test_report_two_runs(two_runs, tmp_path):
@@ -98,6 +99,7 @@ def test_report_two_runs(two_runs, tmp_path):
     # every referenced figure exists and is a PNG; every figure caption names its run(s)
     figs = re.findall(r"!\[.*?\]\((.*?)\)\n\n\*(.*?)\*\n", text)
     assert len(figs) == text.count("![") >= 6 + 2 + 1 + 2 + 1
+    assert "turns_model-a.png" in text and "turns_model-b.png" in text  # view full, turns vary
     for name, caption in figs:
         assert (tmp_path / "rep" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "Source:" in caption and "git 0123456789ab" in caption

@@ -58,7 +58,8 @@ def test_stats_read_the_declared_details_the_same_from_records_and_dicts():
         assert answer_errors(form) == {NO_SIGNAL: 1, "judge_failed": 1}
         lm = label_mass(form)
         assert (lm["n_votes"], lm["withheld"], lm["min_label_mass"], lm["max"]) == (3, 1, 0.01, 0.5)
-        assert tally(form) == {"answers": 12, "cut": 4, "verdicts": 2, "unjudged": 1, "unverified": 0}
+        assert tally(form) == {"answers": 12, "cut": 4, "cut_context": 0, "cut_read": 4, "verdicts": 2,
+                               "unjudged": 1, "unverified": 0}
     assert votes_by_sample([r.to_dict() for r in recs])["d"] == [None, "eval", None]
 
 

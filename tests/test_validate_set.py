@@ -362,17 +362,36 @@ def test_validate_on_a_set_with_a_sham_reference_and_a_frozen_probe(tiny_set, ti
     assert md.startswith("Verdicts under the declared rule") and "Spillover" in md and "specificity" in md
 
 
-def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_base, frozen_probe, tmp_path):
-    """An organism that trains only its top block (of 2) changes hidden states 2.. only: a frozen probe
-    at hidden state 0 reads the base's activations on every model, and validate refuses it up front."""
-    from harness.organisms.reach import check_reaches, first_reached
-    from harness.runlog import RunLog
-    from probes.apply import train_and_save
-
-    org = tmp_path / "top1"
+@pytest.fixture(scope="module")
+def top1(tmp_path_factory, tiny_base) -> Path:
+    """An organism that trains only the top block (of 2): hidden states 2.. only."""
+    org = tmp_path_factory.mktemp("top1") / "top1"
     res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE[:4], "--layers", "1",
                                    *RECIPE[6:], "--out", str(org)])
     assert res.exit_code == 0, res.output + repr(res.exception)
+    return org
+
+
+@pytest.fixture(scope="module")
+def low_probe(frozen_probe, tmp_path_factory) -> Path:
+    """The frozen probe's training run, a probe at hidden state 0 (below every trained block of top1)."""
+    from harness.runlog import RunLog
+    from probes.apply import train_and_save
+
+    probe_dir, _ = frozen_probe
+    with RunLog(probe_dir.parent / "train", create=False) as st:
+        low, meta = train_and_save(st, "default", "last_prompt", 0, tmp_path_factory.mktemp("low") / "probe0",
+                                   progress=False)
+    assert meta["layer"] == 0
+    return low
+
+
+def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_base, top1, low_probe, tmp_path):
+    """An organism that trains only its top block (of 2) changes hidden states 2.. only: a frozen probe
+    at hidden state 0 reads the base's activations on every model, and validate refuses it up front."""
+    from harness.organisms.reach import check_reaches, first_reached
+
+    org = top1
     card = json.loads((org / "organism.json").read_text())
     assert first_reached(card, org) == 2
     check_reaches(2, {"o": (card, org)}, "a probe")  # at the trained block's output: fine
@@ -383,15 +402,48 @@ def test_a_probe_below_the_trained_blocks_is_refused_before_any_model_runs(tiny_
     assert reachable([0, 1], organism_card(tiny_base), 2, "x") == [0, 1]  # not an organism: unchanged
     with pytest.raises(EvalAwareError, match="below the blocks this organism trained"):
         reachable([0, 1], organism_card(org), 2, "steer build")
-    probe_dir, _ = frozen_probe
-    with RunLog(probe_dir.parent / "train", create=False) as st:
-        low, meta = train_and_save(st, "default", "last_prompt", 0, tmp_path / "probe0", progress=False)
-    assert meta["layer"] == 0
+    low = low_probe
     out = tmp_path / "v"
     res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--organism", str(org), "--probe", str(low),
                                    "--methods", "logprob_question", "--no-progress", "--out", str(out)])
     assert res.exit_code != 0 and "blind by construction" in str(res.exception)
     assert not out.exists() or not any(p.is_dir() for p in out.iterdir())  # no model ran
+
+
+def test_cues_and_steer_build_on_an_organism_keep_to_the_trained_blocks(tiny_base, top1, low_probe, tmp_path):
+    """`cues --probe` with a probe below the organism's trained blocks is refused before the model
+    loads; `steer build --run` on an organism's run reads the card from the run's manifest and keeps
+    only the layers its training reached (none here: refused), nor takes a --probe below them; the
+    base's own run keeps its steerable layer."""
+    from harness.backends.hf.backend import HFBackend
+    from probes.activations.capture import run_capture
+    from tests.helpers.probe_runs import answer_run, random_samples
+
+    out = tmp_path / "cues"
+    res = CliRunner().invoke(cli, ["cues", "--model", str(top1), "--backend", "hf", "--dataset", "demo",
+                                   "--methods", "logprob_question", "--probe", str(low_probe), "--no-progress",
+                                   "--out", str(out)])
+    assert res.exit_code != 0 and "blind by construction" in str(res.exception), res.output
+    assert not out.exists() or not any(out.iterdir())  # refused before any model ran
+    runs = {}
+    for name, model in (("organism", top1), ("base", tiny_base)):
+        b = HFBackend(str(model), batch_size=4)
+        try:
+            answer_run(tmp_path / name, random_samples(n_groups=4, per_group=4, seed=5), b, answers=False).close()
+            run_capture(tmp_path / name, layers="all", poolings="last_prompt", backend=b, include_answer=False,
+                        progress=False)
+        finally:
+            b.close()
+        runs[name] = tmp_path / name
+    res = CliRunner().invoke(cli, ["steer", "build", "--run", str(runs["organism"]), "--out", str(tmp_path / "v")])
+    assert res.exit_code != 0 and "below the blocks this organism trained (hidden states 2..)" in str(res.exception)
+    res = CliRunner().invoke(cli, ["steer", "build", "--run", str(runs["organism"]), "--probe", str(low_probe),
+                                   "--out", str(tmp_path / "vp")])
+    assert res.exit_code != 0 and "steer build --probe" in str(res.exception)
+    assert not (tmp_path / "v").exists() and not (tmp_path / "vp").exists()
+    res = CliRunner().invoke(cli, ["steer", "build", "--run", str(runs["base"]), "--out", str(tmp_path / "vb")])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert json.loads((tmp_path / "vb" / "vector.json").read_text())["layers"] == [1]
 
 
 def test_probe_layers_is_refused_and_points_to_probe(tiny_set, tiny_base, tmp_path):
@@ -402,3 +454,92 @@ def test_probe_layers_is_refused_and_points_to_probe(tiny_set, tiny_base, tmp_pa
     res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--reference", str(tiny_set["aware"]),
                                    "--organism", str(tiny_set["behaviour"]), "--out", str(tmp_path / "w")])
     assert res.exit_code != 0 and "sham" in str(res.exception)
+
+
+def _card_dir(root: Path, name: str, kind: str = "sham", seed: int = 0, **recipe) -> str:
+    d = root / name
+    d.mkdir()
+    card = {"kind": kind, "cue": {"name": "graded"}, "weights_sha256": f"w-{name}", "base_weights_sha256": "b",
+            "recipe": {"kind": kind, "seed": seed, "sham_samples": 4, "strength": 1.0, **recipe}}
+    (d / "organism.json").write_text(json.dumps(card))
+    return str(d)
+
+
+def test_several_reference_builds_are_one_recipe_of_the_null_and_refused_otherwise(tmp_path):
+    """--reference is repeatable: null-sham builds of one recipe (seed aside) become the pooled
+    reference, each its own sub-run; builds of different recipes, a non-null kind or the same seed
+    twice are refused before any model loads, naming the directories."""
+    from harness.cli.organism import _validate_models
+
+    r0, r1 = _card_dir(tmp_path, "sham-s0"), _card_dir(tmp_path, "sham-s1", seed=1)
+    org = _card_dir(tmp_path, "aware", kind="aware")
+    organisms, refs, base, cue = _validate_models("smollm2", [org], [r0, r1])
+    assert [r.name for r in refs] == ["reference-sham-s0", "reference-sham-s1"] and cue == "graded"
+    assert {r.kind for r in refs} == {"sham"} and len({r.group for r in refs}) == 1
+    _, (one,), _, _ = _validate_models("smollm2", [org], [r0])
+    assert one.name == "reference"
+    _, (b,), base_alone, _ = _validate_models("smollm2", [org], [])
+    assert b is base_alone and base.name == "base"  # no reference: the base
+    half = _card_dir(tmp_path, "sham-half", seed=2, strength=0.5)
+    greedy = _card_dir(tmp_path, "sham-greedy", kind="sham-greedy", seed=3)
+    again = _card_dir(tmp_path, "sham-again", seed=1)
+    for refs_, want in (([r0, half], "different recipes"), ([r0, greedy], "kind is 'sham-greedy'"),
+                        ([r1, again], "the same recipe and the same seed 1")):
+        out = tmp_path / f"v-{len(want)}"
+        args = ["validate", "--base", "smollm2", "--organism", org, "--out", str(out)]
+        for r in refs_:
+            args += ["--reference", r]
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code != 0 and want in str(res.exception), (want, res.output, res.exception)
+        assert not out.exists()  # refused before anything ran
+
+
+def test_validate_pools_two_null_sham_builds_as_the_reference(tiny_set, tiny_base, tmp_path):
+    """Two seeds of one null-sham recipe: each its own sub-run, the verdicts' rows pool them (the
+    null row's builds are the two shams against the base, each aware row's estimate is against
+    their mean), the secondary rows compare with the first build and say so."""
+    from harness.organisms.verdicts import lo_table
+    from harness.runlog import RunLog
+
+    seed1 = tmp_path / "sham-seed1"
+    res = CliRunner().invoke(cli, ["organism", "build", "--base", str(tiny_base), *RECIPE, "--kind", "sham",
+                                   "--seed", "1", "--out", str(seed1)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    pairs = tmp_path / "pairs.jsonl"
+    assert CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo", "--out",
+                                    str(pairs)]).exit_code == 0
+    out = tmp_path / "v"
+    res = CliRunner().invoke(cli, ["validate", "--base", str(tiny_base), "--reference", str(tiny_set["sham"]),
+                                   "--reference", str(seed1), "--organism", str(tiny_set["aware"]),
+                                   "--pairs", str(pairs), "--methods", "logprob_question", "--limit", "4",
+                                   "--min-coverage", "0", "--answer-tokens", "4", "--bootstrap", "50",
+                                   "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    refs = ["reference-sham", "reference-sham-seed1"]
+    assert {p.name for p in out.iterdir() if p.is_dir()} == {"base", "organism", *refs}
+    table = json.loads((out / "sensitivity.json").read_text())
+    assert [r["name"] for r in table["references"]] == refs and table["reference"]["name"] == refs[0]
+    rows = {r["kind"]: r for r in table["decision"]["rows"]}
+    assert rows["reference"]["models"] == refs and rows["aware"]["references"] == refs
+
+    def lo(run: str) -> dict:
+        with RunLog(out / run, create=False) as st:
+            return lo_table({r["sample_id"]: r for r in st.result_dicts("logprob_question")}, "logprob_question",
+                            None)
+
+    los = {n: lo(n) for n in ["base", "organism", *refs]}
+    with RunLog(out / "base", create=False) as st:
+        pair_of = {s.id: s.metadata.extra["pair"] for s in st.samples()}
+    by_pair: dict = {}
+    for i, p in pair_of.items():
+        by_pair.setdefault(p, {})["cue" if i.endswith("+cue") else "none"] = i
+    ps = sorted(p for p, d in by_pair.items() if all(d.get(k) in v for v in los.values() for k in ("cue", "none")))
+    assert len(ps) == rows["aware"]["n_pairs"] > 1, table["decision"]["lines"]
+    w = {n: {p: v[by_pair[p]["cue"]] - v[by_pair[p]["none"]] for p in ps} for n, v in los.items()}
+    want = sum(w["organism"][p] - (w[refs[0]][p] + w[refs[1]][p]) / 2 for p in ps) / len(ps)
+    assert rows["aware"]["estimate"]["mean"] == pytest.approx(want)
+    null = sum((w[refs[0]][p] + w[refs[1]][p]) / 2 - w["base"][p] for p in ps) / len(ps)
+    assert rows["reference"]["estimate"]["mean"] == pytest.approx(null)
+    md = (out / "sensitivity.md").read_text()
+    assert "[reference x2 builds vs base, null]" in md and "[aware vs reference x2 builds, sensitivity]" in md
+    assert "the first of the reference's 2 builds" in md

@@ -331,7 +331,8 @@ def _engine_option(o: BackendOption) -> Callable[[F], F]:
 
 def run_options(*, model_required: bool = False, dataset: str | None = "required",
                 judge: bool = True, needs: Sequence[str] = (), default_backend: str = "vllm",
-                model_help: str = "Asset name (smollm2), local path, or hub id in the local HF cache.",
+                model_help: str = ("Asset name (smollm2), local path, or hub id (org/name: downloaded on first "
+                                   "use, or from the local HF cache only with --offline / HF_HUB_OFFLINE=1)."),
                 engine_alias: bool = False) -> Callable[[F], F]:
     """--model, --backend (one with the capabilities `needs`), the engine settings, -M,
     (`judge`) --judge-model/--judge-backend/--judge-base-url and (`dataset`: "required",

@@ -277,9 +277,10 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
               help="An organism directory (repeatable); its card's kind gives its rows' role: aware and "
                    "disjoint -> sensitivity, behaviour and sham-greedy -> specificity, sham -> null; "
                    "several of one kind (seeds) are pooled, their spread shown.")
-@click.option("--reference", "reference_dir", type=click.Path(exists=True, file_okay=False),
-              help="The reference of every difference: a sham organism (same recipe, nothing planted). "
-                   "Default: the base model.")
+@click.option("--reference", "reference_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="The reference of every difference: a null sham organism (same recipe, nothing planted). "
+                   "Repeatable: builds of one sham recipe (seeds) are pooled as an organism kind's are, "
+                   "their spread shown. Default: the base model.")
 @methods_option(DEFAULT_METHODS, "The methods run on every model.")
 @click.option("--backend", type=BackendKind(("local_weights",)), default="hf", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
@@ -304,16 +305,18 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @method_options()
 @progress_option
 @verbose_option
-def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | None, methods: list[str], backend: str,
-             dtype: str, pairs_path: str | None, limit: int | None, judge_model: str | None, probe_dir: str | None,
-             probe_layers: str | None, margin: float | None, bootstrap: int, seed: int, out: str,
+def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[str, ...], methods: list[str],
+             backend: str, dtype: str, pairs_path: str | None, limit: int | None, judge_model: str | None,
+             probe_dir: str | None, probe_layers: str | None, margin: float | None, bootstrap: int, seed: int, out: str,
              method_opts: MethodOptions, progress: bool) -> None:
     """Run methods on BASE, the reference (the null sham) and each organism over the paired set
     (label = cue present) and judge every readout by one declared rule (harness/stats/decision.py):
     the within-pair double difference on its log-odds scale, two-way clustered over category and
     phrasing, Holm over the table; sensitive (aware, disjoint), equivalent or moved (behaviour,
-    sham-greedy, the reference vs the base) within --margin; several organisms of one kind are
-    pooled as seeds. Secondary rows: AUROCs, the spillover on no-cue prompts; with the monitor, the
+    sham-greedy, the reference vs the base) within --margin; several organisms of one kind, and
+    several --reference builds of one null-sham recipe, are pooled as seeds (their spread printed,
+    their variance in the SE); the reference's own shift from the base beside every difference.
+    Secondary rows (against the first --reference build): AUROCs, the spillover on no-cue prompts; with the monitor, the
     reference's monitor over each organism's answers and back (cross-READER-reads-WRITER), position
     0 apart (docs/organisms.md). A --probe below the organisms' trained blocks is refused. With the
     behaviour method (on a set from `organism dataset --with-behaviour`): within cue prompts, each
@@ -329,6 +332,8 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
       evalaware validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \\
           --organism runs/organisms/smollm2-graded --organism runs/organisms/smollm2-graded-behaviour \\
           --methods logprob_question --limit 24 --out runs/validate-set
+      evalaware validate --base smollm2 --reference runs/organisms/sham-s0 --reference runs/organisms/sham-s1 \\
+          --organism runs/organisms/aware-s0 --organism runs/organisms/aware-s1 --out runs/validate-seeds
       evalaware validate --base smollm2 --organism runs/organisms/smollm2-graded --backend vllm \\
           --methods binary,probability,logprob,logprob_question,motivation --probe runs/probes/demo \\
           --limit 24 --out runs/validate-all
@@ -342,13 +347,14 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
     if "monitor" in method_list and method_opts.values.get("monitor_source") == "elicited":
         raise EvalAwareError("validate: --monitor-source elicited: the monitor's cross reads give one model's "
                              "answers to another; run validate with --monitor-source answer")
-    organisms, reference, base_model, cue = _validate_models(base, organism_dirs, reference_dir)
+    organisms, references, base_model, cue = _validate_models(base, organism_dirs, reference_dirs)
+    reference = references[0]  # the secondary rows' and the monitor's cross reads' reference
     if probe_dir:  # a frozen probe below the trained blocks would read the base's activations everywhere
         from probes.io import load_probe
 
         check_reaches(load_probe(probe_dir).layer,
-                      {m.name: (load_card(m.model).raw, m.model) for m in [reference, *organisms] if m.kind != "base"},
-                      f"--probe {probe_dir}")
+                      {m.name: (load_card(m.model).raw, m.model) for m in [*references, *organisms]
+                       if m.kind != "base"}, f"--probe {probe_dir}")
     behaves = [m for m in method_list if not report_specs()(m).readout]
     samples, path = _read_pairs(pairs_path, cue, PLANTED_BEHAVIOUR if behaves else None)
     if behaves and not any("behaviour" in s.metadata.extra for s in samples):
@@ -364,7 +370,7 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
         _write_jsonl(paired_dataset(get_cue(cue), behaviour=PLANTED_BEHAVIOUR if behaves else None), path)
     prompts = method_opts.prompts()
     judge_of = judge_model or base
-    models = [base_model, *([reference] if reference is not base_model else []), *organisms]
+    models = [base_model, *(r for r in references if r is not base_model), *organisms]
     # the monitor's cross reads (validate_monitor): each run by its reader once the writer has run
     pending = cross_reads(reference, organisms) if "monitor" in method_list else []
     readouts = {}
@@ -382,6 +388,7 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
                         progress=progress,
                         extra_manifest={"validate": {"role": m.name, "kind": m.kind, "organism": m.model,
                                                      "reference": reference.model,
+                                                     "references": [r.model for r in references],
                                                      "judge": judge_of if judge else None}})
             ran = {n.name for n in models[:models.index(m) + 1]}
             now = [c for c in pending if c.reader is m and c.writer.name in ran]
@@ -398,7 +405,7 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dir: str | Non
         method_list = [*method_list, "probe"]
     kl = {o.name: measured_kl(o.model, load_card(o.model).raw) for o in organisms}
     table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl,
-                        Rule(margin_nats=margin))
+                        Rule(margin_nats=margin), references)
     if "monitor" in method_list:
         add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed)
     if probe_dir:
@@ -427,45 +434,57 @@ def _cross_read(reads: Sequence[CrossRead], eng: Backend, config: MethodConfig, 
                                                  "writer": c.writer.model, "reference": reference.model}})
 
 
-def _validate_models(base: str, organism_dirs: Sequence[str], reference_dir: str | None
-                     ) -> tuple[list[Model], Model, Model, str]:
-    """(organisms, reference, base, cue) of a validate run; every organism and the reference share
-    one cue, the reference is a sham, sub-run names are distinct."""
+def _validate_models(base: str, organism_dirs: Sequence[str], reference_dirs: Sequence[str]
+                     ) -> tuple[list[Model], list[Model], Model, str]:
+    """(organisms, reference builds, base, cue) of a validate run; every organism and reference
+    share one cue, every reference is a null sham of one recipe (seed aside), sub-run names are
+    distinct; without a reference, the base is it."""
     base_model = Model("base", base, "base")
-    cards = {d: load_card(d) for d in [*organism_dirs, *([reference_dir] if reference_dir else [])]}
+    cards = {d: load_card(d) for d in [*organism_dirs, *reference_dirs]}
     cues = {d: c.cue for d, c in cards.items()}
     if len(set(cues.values())) > 1:
         raise EvalAwareError("validate: the organisms and reference plant different cues ("
                              + ", ".join(f"{d}: {c}" for d, c in cues.items()) + "); one paired set needs one cue")
-    reference = base_model
-    if reference_dir:
-        kind = cards[reference_dir].kind
-        if kind == "sham-greedy" and cards[reference_dir].raw.get("kind") == "sham":
-            raise EvalAwareError(f"--reference {reference_dir}: a sham built before the null existed (the base's "
+    for d in reference_dirs:
+        kind = cards[d].kind
+        if kind == "sham-greedy" and cards[d].raw.get("kind") == "sham":
+            raise EvalAwareError(f"--reference {d}: a sham built before the null existed (the base's "
                                  "greedy answers: it sharpens the cue side, not a null); rebuild it with "
                                  "`organism build --kind sham`, or pass it as an --organism of kind sham-greedy")
         if kind != "sham":
-            raise EvalAwareError(f"--reference {reference_dir}: its card's kind is {kind!r}; the reference is the "
+            raise EvalAwareError(f"--reference {d}: its card's kind is {kind!r}; the reference is the "
                                  "null sham (`organism build --kind sham`: temperature-1 samples of the base), or "
                                  "leave it out for the base; a sham-greedy build is an --organism (specificity)")
-        reference = Model("reference", reference_dir, "sham", _card_sha(reference_dir))
+    ref_names = (["reference"] if len(reference_dirs) == 1 else
+                 [f"reference-{Path(d.rstrip('/')).name}" for d in reference_dirs])
+    references = [Model(n, d, "sham", _card_sha(d), _recipe_group(cards[d].raw))
+                  for n, d in zip(ref_names, reference_dirs)] or [base_model]
+    if len({r.group for r in references}) > 1:
+        raise EvalAwareError("--reference: " + ", ".join(reference_dirs) + ": builds of different recipes (seed "
+                             "aside); the pooled reference is seeds of one null-sham recipe")
     names = (["organism"] if len(organism_dirs) == 1 else
              [f"organism-{Path(d.rstrip('/')).name}" for d in organism_dirs])
-    if len(set(names)) < len(names):
-        raise EvalAwareError(f"--organism: two directories share a name ({', '.join(organism_dirs)}); "
-                             "give them distinct directory names")
+    if len(set([*names, *ref_names])) < len(names) + len(ref_names):
+        raise EvalAwareError(f"--organism/--reference: two directories share a name "
+                             f"({', '.join([*organism_dirs, *reference_dirs])}); give them distinct directory names")
     organisms = [Model(n, d, cards[d].kind, _card_sha(d), _recipe_group(cards[d].raw))
                  for n, d in zip(names, organism_dirs)]
+    _distinct_builds(organisms, cards, "--organism")
+    _distinct_builds([r for r in references if r is not base_model], cards, "--reference")
+    return organisms, references, base_model, next(iter(cues.values()))
+
+
+def _distinct_builds(models: Sequence[Model], cards: dict[str, Any], flag: str) -> None:
+    """Builds pooled as seeds of one row (one kind, one recipe) must differ in seed and in weights."""
     seen: dict[tuple[str, str], dict[str, str]] = {}
-    for o in organisms:  # builds pooled as seeds must differ in seed and in weights
+    for o in models:
         c = cards[o.model].raw
         mine = seen.setdefault((o.kind, o.group), {})
         for what in (f"seed {(c.get('recipe') or {}).get('seed')}", f"weights {c.get('weights_sha256')}"):
             if what in mine:
-                raise EvalAwareError(f"--organism {o.model} and {mine[what]}: the same recipe and the same {what}; "
+                raise EvalAwareError(f"{flag} {o.model} and {mine[what]}: the same recipe and the same {what}; "
                                      "builds pooled as seeds of one row must differ in seed")
             mine[what] = o.model
-    return organisms, reference, base_model, next(iter(cues.values()))
 
 
 def _recipe_group(card: dict[str, Any]) -> str:

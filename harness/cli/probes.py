@@ -164,7 +164,8 @@ def _eval_options(f):
                      help="truth, or a method whose predictions are the labels (e.g. reasoning: "
                           "the judge's verbalised awareness)."),
         click.option("--cv", "schemes", default="grouped,lofo,random", show_default=True,
-                     help="CV schemes: grouped (by category), lofo (leave one family out), random (leaky)."),
+                     help="CV schemes: grouped (by category), crossed (category and family held out at once), lofo "
+                          "(leave one family out), random (leaky)."),
         click.option("--group-key", default="category", show_default=True),
         click.option("--family-key", default="family", show_default=True,
                      help="Metadata field for leave-one-family-out (falls back to --group-key)."),
@@ -339,7 +340,8 @@ def summary_lines(res) -> list[str]:
 @_NAME
 @click.option("--pooling", default="last_prompt", show_default=True)
 @click.option("--layer", default="best", show_default=True,
-              help="Layer id, or `best` (highest grouped-CV AUROC).")
+              help="Layer id, or `best` (highest AUROC with categories and families held out; its CV "
+                   "AUROCs nested: the layer chosen again inside each training fold).")
 @click.option("--probe", "probe_kind", type=click.Choice(["logreg", "diffmean"]), default="logreg",
               show_default=True)
 @_eval_options
@@ -366,9 +368,11 @@ def train_cmd(run_dir, name, pooling, layer, probe_kind, out_dir, no_progress, *
                                 eval_config(**cv), progress=not no_progress)
     click.echo(f"saved {meta['kind']} probe (layer {meta['layer']}, {meta['pooling']}, labels "
                f"{meta['label_source']}, n={meta['train']['n']}) to {path}")
+    click.echo(f"  layer: {meta['layer_selection']}")
     for scheme, r in meta["cv"].items():
         click.echo(f"  {scheme:<8} AUROC {_fmt(r['auroc'])} [{_fmt(r['ci_lo'])},{_fmt(r['ci_hi'])}]"
-                   + ("  LEAKY" if r["leaky"] else ""))
+                   + ("  LEAKY" if r["leaky"] else "")
+                   + (f"  nested; layers chosen per fold: {r['layers_chosen']}" if r.get("nested") else ""))
 
 
 @probes.command("apply")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from contextlib import ExitStack
 from pathlib import Path
@@ -103,13 +102,19 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         finally:
             backend.close()
     else:
-        st = RunLog(run_dir, create=False)
-        settings = ActivationStore(st, capture_name).settings or {}
-        name = model or ((st.get_meta("manifest") or {}).get("model") or {}).get("model")
-        st.close()
+        with RunLog(run_dir, create=False) as st:
+            settings = ActivationStore(st, capture_name).settings or {}
+            manifest_model = st.manifest().get("model") or {}
+        card = manifest_model.get("organism")  # the run's model, if an organism
+        name = model or manifest_model.get("model")
         n = int(settings.get("num_hidden_layers") or 0)
         ids = steerable_layers(settings, parse_layers(layers, n) if n else None)
-        ids = reachable(ids, _run_organism(run_dir), n, f"steer build --run {run_dir}")
+        if probe:  # the direction lives at the probe's layer (--layers aside): below the trained blocks, the base's
+            from probes.io import load_probe
+
+            reachable([load_probe(probe).layer], card, n, f"steer build --probe {probe}")
+        else:
+            ids = reachable(ids, card, n, f"steer build --run {run_dir}")
         if sets and not name:
             raise EvalAwareError(f"{run_dir}: the run names no model to build the contrast controls on; "
                                  "pass --model (or --no-contrast-controls)")
@@ -133,14 +138,6 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         click.echo(f"layer {best} chosen by {vec.meta.get('layer_selection') or 'in-sample AUROC'}; "
                    f"{kind} AUROC of its projection {au.get(str(best)) or float('nan'):.3f}; "
                    f"train/held-out: {vec.meta.get('n_train')} / {vec.meta.get('n_heldout')}")
-
-
-def _run_organism(run_dir: str) -> dict | None:
-    """The organism card a run's manifest records for its model (None: not an organism)."""
-    try:
-        return (json.loads((Path(run_dir) / "manifest.json").read_text()).get("model") or {}).get("organism")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 @steer.command("run")

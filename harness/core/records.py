@@ -8,7 +8,9 @@ A :class:`Record` is stored in the run log as JSON (:meth:`Record.to_dict`), one
 - the decision: ``prediction`` ("eval"/"deploy"/None = undecided), ``score`` (P(eval)-like, for
   AUROC; None without signal), ``n_valid``/``n_invalid`` votes;
 - ``n_answers``/``n_cut``: the model generations behind the record, and how many stopped at the
-  token limit (absent for records without generations, e.g. probes);
+  token limit (absent for records without generations, e.g. probes); ``n_cut_context``: of those
+  cut, the model's answers to the sample that the questions follow as cut, text kept (nothing a
+  vote parses is lost: :meth:`harness.methods.base.Method.record`; absent in older records);
 - ``details``: method-specific fields; its ``votes`` list holds one :class:`Vote` per question
   asked (typed here as :attr:`Record.votes`), a judged vote carries a :class:`Verdict`.
 
@@ -175,7 +177,7 @@ class ModelCall:
                    tuple(d["output_ids"]), d.get("text", ""), d.get("reasoning"))
 
 
-_OPTIONAL = ("n_answers", "n_cut")  # absent from the JSON when None (records without generations)
+_OPTIONAL = ("n_answers", "n_cut", "n_cut_context")  # absent from the JSON when None (records without generations)
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,7 @@ class Record:
     human_eval_source: str | None = None
     n_answers: int | None = None
     n_cut: int | None = None
+    n_cut_context: int | None = None
     task: str | None = None
     votes: tuple[Vote, ...] | None = None
     details: dict[str, Any] = field(default_factory=dict)

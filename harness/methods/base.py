@@ -105,15 +105,25 @@ class Method(ABC):
         return recorded_options(self.ctx, self.name, self.options)
 
     def record(self, sample: Sample, tally: Tally, answers: Sequence[Generation | None] = (),
-               votes: Sequence[Vote] | None = None, **details: Any) -> Record:
+               votes: Sequence[Vote] | None = None, context: Sequence[Generation | None] = (),
+               **details: Any) -> Record:
         """The standard record: prediction ("eval"/"deploy"/None), score (P(eval)-like, for AUROC),
         vote counts, `n_answers`/`n_cut` (the model's generations behind the record, judge calls
         included, and how many of them stopped at the token limit), the sample's slicing
-        metadata, the votes and method-specific details."""
-        cuts = [g.finish_reason == "length" for g in answers if g is not None]
-        cuts += [v.cut for v in judged(votes or ())]
+        metadata, the votes and method-specific details.
+
+        `context`: generations the questions follow but nothing parses (the model's answer to
+        the sample). They count in `n_answers`/`n_cut`; one cut with its text kept also in
+        `n_cut_context`: the question reads the answer as far as it went, no vote is lost to the cut,
+        so a run does not warn about it (:mod:`harness.run.monitor`). One cut with no text (a
+        reasoning model that spent the limit thinking) leaves the question following an empty
+        answer and counts as an ordinary cut."""
+        given = [g for g in (*context, *answers) if g is not None]
+        cuts = [g.finish_reason == "length" for g in given] + [v.cut for v in judged(votes or ())]
+        kept = sum(g.finish_reason == "length" and bool(g.text.strip()) for g in context if g is not None)
         return Record.for_sample(sample, self.name, tally.prediction, tally.score, tally.n_valid,
                                  tally.n_invalid, n_answers=len(cuts), n_cut=sum(cuts),
+                                 n_cut_context=kept if context else None,
                                  votes=None if votes is None else tuple(votes), details=details)
 
 
@@ -266,6 +276,6 @@ class QuestionVoteMethod(Method):
                 kept = [lv.label_score for lv in map(LabelVote.of_vote, votes) if lv and not lv.label_withheld]
                 more = LabelGate(cfg.min_label_mass, len(votes) - len(kept), tally.score).to_dict()
                 tally = replace(tally, score=sum(kept) / len(kept) if kept else None)
-            records.append(self.record(s, tally, answers=[a, *gens[block]], votes=votes,
+            records.append(self.record(s, tally, answers=gens[block], votes=votes, context=[a],
                                        sample_answer=a.text if a else None, **more))
         return records

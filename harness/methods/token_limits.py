@@ -10,8 +10,10 @@ thousands of tokens thinking before the answer.
 
 A limit given on the command line always wins. Whatever the limits, every record counts the
 answers that stopped at the limit (`n_cut`), reports show the count and a run warns when more
-than 10% of a method's answers were cut (:mod:`harness.run.monitor`): a cut answer is an empty
-or unparseable vote for a thinking model, and a cut trace lowers the reasoning judge's hit rate.
+than 10% of a method's answers were cut where it costs a reading (:mod:`harness.run.monitor`): a
+cut answer is an empty or unparseable vote for a thinking model, and a cut trace lowers the
+reasoning judge's hit rate. An answer to the sample cut with its text kept (`n_cut_context`) is
+only context: the questions follow it as far as it went, so it gets a note, not a warning.
 """
 
 from __future__ import annotations

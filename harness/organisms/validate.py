@@ -341,11 +341,16 @@ def method_rows(m: str, recs: Recs, pairs: Mapping[str, str], organisms: Sequenc
 
 def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], reference: Model,
                 base: Model | None, n_boot: int, seed: int,
-                kl: Mapping[str, dict[str, Any] | None] | None = None, rule: Rule = Rule()) -> dict[str, Any]:
+                kl: Mapping[str, dict[str, Any] | None] | None = None, rule: Rule = Rule(),
+                references: Sequence[Model] = ()) -> dict[str, Any]:
     """The verdicts under the declared rule (``decision``: :func:`harness.organisms.verdicts.decide`,
     every readout alike) and, as secondary columns, every method's AUROC rows (per organism; plus a
     ``within variant`` row where the method has a variant gate) and the spillover of the logprob
     methods on the clipped-logit scale, from the sub-runs under `out`.
+
+    `references`: every build of the reference (seeds of one null-sham recipe, `reference` the
+    first; default: `reference` alone): the verdicts pool them all, the secondary rows compare
+    with `reference`, the first build.
 
     ``rows``: every AUROC row; ``methods``: the first organism's plain row per method (the
     one-organism view); ``spillover``: per organism and logprob method; ``coupling``: per behaviour
@@ -353,11 +358,13 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
     specs = report_specs()
     behaviours = [m for m in methods if not specs(m).readout]
     methods = [m for m in methods if m not in behaviours]
-    models = [*([base] if base is not None and base.name != reference.name else []), reference, *organisms]
+    refs = list(references) or [reference]
+    models = [*([base] if base is not None and base.name != reference.name else []), *refs, *organisms]
     stores = {m.name: RunLog(out / m.name, create=False) for m in models}
     res: dict[str, Any] = {
         "reference": {"name": reference.name, "model": reference.model, "kind": reference.kind,
                       "card_sha256": reference.card_sha256},
+        "references": [{"name": r.name, "model": r.model, "card_sha256": r.card_sha256} for r in refs],
         "base": None if base is None else {"name": base.name, "model": base.model},
         "organisms": {o.name: {"model": o.model, "kind": o.kind, "role": o.role, "card_sha256": o.card_sha256}
                       for o in organisms},
@@ -369,7 +376,7 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
         pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in samples}
         recs_by_method = {m: {n: _records(st, m) for n, st in stores.items()} for m in methods}
         kinds, roles = row_groups(organisms)
-        res["decision"] = decide(recs_by_method, pair_index(samples), reference.name, kinds,
+        res["decision"] = decide(recs_by_method, pair_index(samples), [r.name for r in refs], kinds,
                                  base.name if base is not None and base.name != reference.name else None, rule,
                                  roles)
         for m in methods:
@@ -417,14 +424,25 @@ def _log_odds_dd(r: Mapping[str, Any]) -> str:
     return "" if lo.get("mean") is None else f"; log-odds {_f(lo['mean'])} {fmt_ci(lo.get('ci'))} nats"
 
 
+def _first_build(table: Mapping[str, Any]) -> str:
+    refs = table.get("references") or []
+    return "" if len(refs) < 2 else (f"; {ref_name(table)} is the first of the reference's {len(refs)} builds "
+                                     f"(the verdicts above pool all of them)")
+
+
+def ref_name(table: Mapping[str, Any]) -> str:
+    """The secondary rows' reference: its sub-run name (``base`` without a sham)."""
+    return (table.get("reference") or {}).get("name", "base")
+
+
 def sensitivity_lines(table: dict[str, Any]) -> list[str]:
     """sensitivity.md: the verdicts first, then the table, the spillover and the interval rules."""
     rows = table.get("rows") or [{**r, "method": m} for m, r in table["methods"].items()]
-    ref = (table.get("reference") or {}).get("name", "base")
+    ref = ref_name(table)
     split = any("read" in r for r in rows)
     out = [*(table.get("decision") or {}).get("lines", ["Verdicts: none (no decision table)"]), "",
            f"Secondary: AUROC (cue vs no cue) and the score's within-pair differences, organism vs {ref}, "
-           f"on the pairs every model scored (no verdict rests on them)",
+           f"on the pairs every model scored (no verdict rests on them)" + _first_build(table),
            f"| method | organism | role | pairs | n scored | AUROC {ref} | AUROC organism | difference | "
            f"within-pair diff {ref} | within-pair diff organism | double difference | AUROC base |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]

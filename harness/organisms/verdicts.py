@@ -5,14 +5,17 @@ judged alike from the sub-runs' records:
 
 - **rows**: per readout, the reference against the base (role ``null``: does the sham itself mark
   the cue?) where the reference is a sham, and per organism *kind* (all seeds of that kind
-  together) against the reference (its role from the card's kind);
+  together) against the reference (its role from the card's kind); the reference may be several
+  builds of one null-sham recipe (seeds), pooled as a kind's builds are (:func:`builds_var`);
 - **pairs**: a row stands on the pairs whose two sides every model *of that row* scored on the
   log-odds scale (another organism in the run never moves a row);
 - **statistic**: the within-pair double difference on the readout's declared log-odds scale
-  (:func:`harness.methods.scale.log_odds`), averaged over a kind's seeds, with the seed-to-seed
-  spread beside it; the reference's own shift from the base beside every row;
+  (:func:`harness.methods.scale.log_odds`), averaged over a kind's seeds and the reference's, with
+  the seed-to-seed spread of each beside it; the reference's own shift from the base (the null
+  row's estimate and interval) beside every row;
 - **spillover**: per readout and kind, the no-cue shift organism - reference on the same scale,
-  with a category-clustered t interval (descriptive: not in the family).
+  with a category-clustered t interval (descriptive: not in the family); the reference's own
+  no-cue shift from the base as a row and beside every other.
 
 The AUROC table of :mod:`harness.organisms.validate` stays as secondary columns; no verdict is
 written anywhere else.
@@ -69,18 +72,36 @@ def _within(lo: Mapping[str, float], d: Mapping[str, Any]) -> float | None:
 
 
 def double_differences(los: Mapping[str, Mapping[str, float]], pairs: Mapping[str, Mapping[str, Any]],
-                       reference: str, models: Sequence[str]) -> tuple[list[str], list[list[float]]]:
-    """(pairs, per pair the double difference of each model in `models` against `reference`) on
-    the pairs every one of them scored on both sides."""
-    keep, rows = [], []
+                       references: Sequence[str], models: Sequence[str]
+                       ) -> tuple[list[str], list[list[float]], list[list[float]]]:
+    """(pairs, per pair the double difference of each model in `models` against the mean of the
+    `references`' within-pair differences, per pair each reference's within-pair difference) on the
+    pairs every model and every reference scored on both sides."""
+    keep, rows, refs = [], [], []
     for p, d in pairs.items():
-        r = _within(los[reference], d)
+        rs = [_within(los[r], d) for r in references]
         ws = [_within(los[m], d) for m in models]
-        if r is None or any(w is None for w in ws):
+        if any(x is None for x in [*rs, *ws]):
             continue
+        r = sum(rs) / len(rs)  # type: ignore[arg-type]
         keep.append(p)
         rows.append([w - r for w in ws])  # type: ignore[operator]
-    return keep, rows
+        refs.append(rs)
+    return keep, rows, refs  # type: ignore[return-value]
+
+
+def build_means(per_pair: Sequence[Sequence[float]]) -> list[float]:
+    """Each build's (column's) mean over the pairs (rows); none for a single build."""
+    if not per_pair or len(per_pair[0]) < 2:
+        return []
+    return [sum(r[j] for r in per_pair) / len(per_pair) for j in range(len(per_pair[0]))]
+
+
+def builds_var(means: Sequence[float]) -> float:
+    """The builds' variance over their number (0 for fewer than two builds): added to a row's SE,
+    for an organism kind's builds and the reference's alike (module docstring of
+    :mod:`harness.stats.decision`, step 2)."""
+    return float(np.var(means, ddof=1)) / len(means) if len(means) > 1 else 0.0
 
 
 def _dims(pids: Sequence[str], pairs: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
@@ -103,13 +124,14 @@ def pair_index(samples: Sequence[Any]) -> dict[str, dict[str, Any]]:
     return {p: d for p, d in out.items() if "cue" in d and "none" in d}
 
 
-def spillover(los: Mapping[str, Mapping[str, float]], pairs: Mapping[str, Mapping[str, Any]], reference: str,
-              models: Sequence[str], alpha: float) -> dict[str, Any]:
-    """The no-cue shift organism - reference (averaged over `models`, a kind's builds) with a
-    category-clustered t interval (no phrasing on the no-cue side)."""
-    ids = [d for d in pairs.values() if los[reference].get(d["none"]) is not None
-           and all(los[m].get(d["none"]) is not None for m in models)]
-    vals = [sum(los[m][d["none"]] for m in models) / len(models) - los[reference][d["none"]] for d in ids]
+def spillover(los: Mapping[str, Mapping[str, float]], pairs: Mapping[str, Mapping[str, Any]],
+              references: Sequence[str], models: Sequence[str], alpha: float) -> dict[str, Any]:
+    """The no-cue shift organism - reference (each side averaged over its builds: a kind's
+    `models`, the `references`) with a category-clustered t interval (no phrasing on the no-cue side)."""
+    both = [*references, *models]
+    ids = [d for d in pairs.values() if all(los[x].get(d["none"]) is not None for x in both)]
+    vals = [sum(los[m][d["none"]] for m in models) / len(models)
+            - sum(los[r][d["none"]] for r in references) / len(references) for d in ids]
     est = multiway_mean(vals, [[d["category"] for d in ids]])
     return _summary(est, alpha)
 
@@ -122,20 +144,22 @@ def _summary(est: Estimate | None, level: float) -> dict[str, Any]:
             "units": list(est.units)}
 
 
-def _row(m: str, kind: str, role: str, models: list[str], ref: str, los: Mapping[str, Mapping[str, float]],
-         pairs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """One row: its pairs, each pair's pooled double difference, the builds' estimates, the estimate."""
-    row: dict[str, Any] = {"readout": m, "kind": kind, "role": role, "models": models, "against": ref,
-                           "n_pairs_all": len(pairs), "seeds": [], "dd": {}, "est": None, "n_pairs": 0}
-    missing = [x for x in [ref, *models] if not los.get(x)]
+def _row(m: str, kind: str, role: str, models: list[str], refs: list[str], los: Mapping[str, Mapping[str, float]],
+         pairs: Mapping[str, Mapping[str, Any]], against: str) -> dict[str, Any]:
+    """One row: its pairs, each pair's pooled double difference, the builds' estimates (the
+    organism's, and the reference's where it has several), the estimate."""
+    row: dict[str, Any] = {"readout": m, "kind": kind, "role": role, "models": models, "against": against,
+                           "references": refs, "n_pairs_all": len(pairs), "seeds": [], "ref_seeds": [], "dd": {},
+                           "est": None, "n_pairs": 0}
+    missing = [x for x in [*refs, *models] if not los.get(x)]
     if missing:
         row["missing"] = missing
         return row
-    pids, dd = double_differences(los, pairs, ref, models)
+    pids, dd, ref_w = double_differences(los, pairs, refs, models)
     pooled = [sum(r) / len(r) for r in dd]
-    seeds = [sum(r[j] for r in dd) / len(dd) for j in range(len(models))] if dd and len(models) > 1 else []
-    extra = float(np.var(seeds, ddof=1)) / len(seeds) if len(seeds) > 1 else 0.0
-    row.update(n_pairs=len(pids), seeds=seeds, dd=dict(zip(pids, pooled)),
+    seeds, ref_seeds = build_means(dd), build_means(ref_w)
+    extra = builds_var(seeds) + builds_var(ref_seeds)
+    row.update(n_pairs=len(pids), seeds=seeds, ref_seeds=ref_seeds, dd=dict(zip(pids, pooled)),
                est=multiway_mean(pooled, _dims(pids, pairs), extra), extra_var=extra)
     return row
 
@@ -173,49 +197,62 @@ def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping
     r["seeds_inside"] = all(abs(s) < abs(margin) for s in r["seeds"])
 
 
-def decide(recs_by_method: Mapping[str, Recs], pairs: Mapping[str, Mapping[str, Any]], reference: str,
+def decide(recs_by_method: Mapping[str, Recs], pairs: Mapping[str, Mapping[str, Any]], reference: str | Sequence[str],
            kinds: Mapping[str, Sequence[str]], base: str | None, rule: Rule,
            roles: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The rule's table: ``rows`` (one per readout x comparison) with each row's adjusted p-values
     and verdict, the families' sizes, the spillover per readout and kind, and ``lines``.
 
-    `recs_by_method`: readout -> model name -> sample id -> record; `kinds`: a row label (the
-    organism kind, or kind@recipe where one kind has several recipes) -> the sub-run names of its
-    builds (seeds); `roles`: each label's role (default: :func:`role_of` the label); `base`: the
-    base's sub-run where the reference is a sham (None where the base is the reference)."""
+    `recs_by_method`: readout -> model name -> sample id -> record; `reference`: the reference's
+    sub-run, or the sub-runs of its builds (seeds of one null-sham recipe: pooled as an organism
+    kind's builds are, their variance in every row's SE); `kinds`: a row label (the organism kind,
+    or kind@recipe where one kind has several recipes) -> the sub-run names of its builds (seeds);
+    `roles`: each label's role (default: :func:`role_of` the label); `base`: the base's sub-run
+    where the reference is a sham (None where the base is the reference)."""
     roles = roles or {k: role_of(k) for k in kinds}
+    refs = [reference] if isinstance(reference, str) else list(reference)
+    ref_label = refs[0] if len(refs) == 1 else "reference"
+    with_null = base is not None and base not in refs
     rows: list[dict[str, Any]] = []
     spill: list[dict[str, Any]] = []
     for m, recs in recs_by_method.items():
         n_share = _n_share(recs)
         los = {name: lo_table(by, m, n_share) for name, by in recs.items()}
         null = None
-        if base is not None and base != reference:
-            null = _row(m, "reference", "null", [reference], base, los, pairs)
+        if with_null:
+            null = _row(m, "reference", "null", refs, [base], los, pairs, base)  # type: ignore[list-item]
             rows.append(null)
-        mine = [_row(m, k, roles[k], list(names), reference, los, pairs) for k, names in kinds.items()]
+        mine = [_row(m, k, roles[k], list(names), refs, los, pairs, ref_label) for k, names in kinds.items()]
         rows += mine
         aware = next((r for r in mine if r["kind"].split("@")[0] == "aware"), None)
         for r in [*([null] if null else []), *mine]:
             if r["role"] != "sensitivity" and r["est"] is not None:
                 _equivalence(r, aware, pairs, rule)
-        spill += [{"readout": m, "kind": k, **spillover(los, pairs, reference, list(names), rule.alpha)}
-                  for k, names in kinds.items() if reference in los and all(x in los for x in names)]
+        sides = [*([("reference", [base], refs)] if with_null else []),
+                 *((k, refs, list(names)) for k, names in kinds.items())]
+        spill += [{"readout": m, "kind": k, **spillover(los, pairs, against, names, rule.alpha)}
+                  for k, against, names in sides if all(x in los for x in [*against, *names])]
     _correct(rows, rule)
     null_of = {r["readout"]: r for r in rows if r["kind"] == "reference"}
+    null_spill = {s["readout"]: s for s in spill if s["kind"] == "reference"}
     for r in rows:
         r["verdict"] = verdict(r["role"], r["est"] if _decidable(r, rule) else None, r.get("p_diff_adj"),
                                r.get("p_equiv_adj"), rule, r["seeds"], r.get("seeds_inside", True))
         n = null_of.get(r["readout"])
         if n is not None and n is not r and n["est"] is not None:
-            r["null_shift"] = n["est"].mean
+            r["null_shift"] = _summary(n["est"], rule.alpha)
+    for s in spill:
+        n = null_spill.get(s["readout"])
+        if n is not None and n is not s:
+            s["null_shift"] = {k: n.get(k) for k in ("mean", "ci", "n")}
     m_primary = sum(1 for r in rows if "primary" in r)
     joint = rule.alpha / max(m_primary, 1)
     out_rows = [{**{k: v for k, v in r.items() if k not in ("est", "dd")},
                  "estimate": _summary(r["est"], rule.alpha), "estimate_joint": _summary(r["est"], joint)}
                 for r in rows]
     table = {"rule": {**rule.to_dict(), "text": rule.describe()}, "family": m_primary,
-             "secondary_family": sum(1 for r in rows if "secondary" in r), "rows": out_rows, "spillover": spill}
+             "secondary_family": sum(1 for r in rows if "secondary" in r), "rows": out_rows, "spillover": spill,
+             "references": refs}
     table["lines"] = verdict_lines(table)
     return table
 
@@ -256,9 +293,10 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
     level = f"{100 * (1 - rule['alpha']):g}%"
     out = [f"Verdicts under the declared rule ({rule['text']}); primary family: {table['family']} tests, "
            f"secondary: {table.get('secondary_family', 0)}"]
+    n_refs = len(table.get("references") or [None])
     for r in table["rows"]:
-        seeds = "" if len(r["models"]) == 1 else f" x{len(r['models'])} builds"
-        who = "reference vs base" if r["kind"] == "reference" else f"{r['kind']}{seeds} vs {r['against']}"
+        who = (f"reference{_builds(n_refs)} vs base" if r["kind"] == "reference" else
+               f"{r['kind']}{_builds(len(r['models']))} vs {r['against']}{_builds(n_refs)}")
         head = f"- {r['readout']} [{who}, {r['role']}]: {r['verdict']}"
         if r.get("missing"):
             out.append(f"{head} (no records of this readout from {', '.join(r['missing'])})")
@@ -275,15 +313,33 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
                 line += ", no equivalence margin (no aware row of this readout, no --margin)"
         units = "/".join(str(u) for u in e.get("units") or []) or "-"
         line += f"; {r['n_pairs']} of {r['n_pairs_all']} pairs, categories/phrasings/templates {units}"
-        if r["seeds"]:
-            spread = max(r["seeds"]) - min(r["seeds"])
-            line += f"; builds {', '.join(f'{s:+.3f}' for s in r['seeds'])} (spread {spread:.3f})"
+        line += _spread("builds", r["seeds"])
+        if r["kind"] != "reference":
+            line += _spread("reference builds", r.get("ref_seeds") or [])
         if "null_shift" in r:
-            line += f"; the reference's own shift from the base {r['null_shift']:+.3f}"
+            ns = r["null_shift"]
+            line += f"; the reference's own shift from the base {_n(ns.get('mean'))} {_ci(ns.get('ci'))}"
         out.append(line + ")")
     sp = table.get("spillover") or []
     if sp:
         out.append(f"Spillover (no-cue shift, organism - reference, nats, {level} category-clustered t; descriptive):")
-        out += [f"- {s['readout']} [{s['kind']}]: {_n(s.get('mean'))} {_ci(s.get('ci'))} over {s.get('n', 0)} "
-                f"no-cue prompts" for s in sp]
+        for s in sp:
+            who = "reference vs base" if s["kind"] == "reference" else s["kind"]
+            line = (f"- {s['readout']} [{who}]: {_n(s.get('mean'))} {_ci(s.get('ci'))} over {s.get('n', 0)} "
+                    f"no-cue prompts")
+            if s.get("null_shift"):
+                ns = s["null_shift"]
+                line += f" (the reference's own from the base {_n(ns.get('mean'))} {_ci(ns.get('ci'))})"
+            out.append(line)
     return out
+
+
+def _builds(n: int) -> str:
+    return "" if n <= 1 else f" x{n} builds"
+
+
+def _spread(what: str, means: Sequence[float]) -> str:
+    """A row's builds (each build's estimate) and their spread; nothing for one build."""
+    if not means:
+        return ""
+    return f"; {what} {', '.join(f'{v:+.3f}' for v in means)} (spread {max(means) - min(means):.3f})"

@@ -60,6 +60,12 @@ class ReportContext:
                 self._audits[key] = str(e)
         return self._audits[key]
 
+    def best_surface(self, r: RunData) -> Any:
+        """The best surface predictor of the run's samples (the audit's ``best()``: name, AUROC,
+        interval and its rule), or None where there is no audit or no valid predictor."""
+        res = self.audit(r)
+        return None if isinstance(res, str) else res.best()
+
     def versus(self, method: str, r: RunData) -> dict[str, Any] | None:
         """The method's (or the run's human row's) AUROC minus the best surface predictor's on
         the samples it scored (:func:`versus_surface`); None where

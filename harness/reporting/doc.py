@@ -68,7 +68,8 @@ class Doc:
 
         out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
                "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;"
-               "padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:90%}"
+               "padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:90%;"
+               "display:block;overflow-x:auto;max-width:100%}"
                "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f3f3f3}"
                "figure{margin:1.5em 0}img{max-width:100%}figcaption{font-size:85%;color:#555}"
                "code{background:#f5f5f5;padding:0 3px}</style></head><body>"]

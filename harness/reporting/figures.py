@@ -10,7 +10,8 @@ import numpy as np
 from harness.stats import metrics as M
 from harness.stats import summaries as S
 from harness.reporting.context import MIN_AUROC_PER_CLASS, ReportContext
-from harness.reporting.doc import code, lit, slug
+from harness.reporting.runs import RunData
+from harness.reporting.doc import ci, code, lit, slug
 
 
 def bars_section(ctx: ReportContext) -> None:
@@ -34,29 +35,63 @@ def bars_section(ctx: ReportContext) -> None:
                                 f"samples called deploy (blue)", runs))
     vals = {(m, r.label): (ctx.summ[(m, r.label)]["auroc"], ctx.summ[(m, r.label)]["auroc_ci"])
             for r in ctx.runs for m in r.records}
-    path = ctx.plots.auroc_bars(ctx.out / "auroc.png", ctx.methods, models, vals)
+    surface, same = surface_baselines(ctx)
+    path = ctx.plots.auroc_bars(ctx.out / "auroc.png", ctx.methods, models, vals, surface=surface,
+                                same_prompts=same)
     gated = [lit(f"{m} on {r.label}") for r in ctx.runs for m in r.records
              if ctx.summ[(m, r.label)].get("auroc_gate")]
     rules = sorted({ctx.summ[(m, r.label)].get("auroc_ci_method") for r in ctx.runs for m in r.records} - {None})
     d.fig(path, ctx.caption("AUROC per method and model with 95% intervals (" + (
         "; ".join(rules) if rules else "none drawn") + ")" + (
         f"; no bar for {', '.join(gated)}: fewer than {MIN_AUROC_PER_CLASS} scored samples per "
-        "class" if gated else "") + ctx.label_mass_note([(m, r) for r in ctx.runs for m in ctx.present(r)]),
-        ctx.runs))
+        "class" if gated else "") + surface_note(ctx, same) +
+        ctx.label_mass_note([(m, r) for r in ctx.runs for m in ctx.present(r)]), ctx.runs))
+
+
+def surface_baselines(ctx: ReportContext) -> tuple[dict[str, tuple[float, tuple[float, float] | None]],
+                                                   dict[tuple[str, str], float]]:
+    """What the AUROC figure draws of the prompts' surface: per model, the best surface
+    predictor's AUROC and interval on the run's samples (the Findings headline's, summary.json's
+    ``surface``); per (method, model), the best predictor's AUROC on the samples the method
+    scored (what its Findings sentence compares with, ``vs_surface.best_auroc``)."""
+    surface = {r.label: (b.auroc, None if b.ci_lo is None else (b.ci_lo, b.ci_hi))
+               for r in ctx.runs for b in [ctx.best_surface(r)] if b is not None}
+    same = {(m, r.label): v["best_auroc"] for r in ctx.runs for m in ctx.present(r)
+            for v in [ctx.versus(m, r)] if v is not None and v.get("diff") is not None}
+    return surface, same
+
+
+def surface_note(ctx: ReportContext, same: dict[tuple[str, str], float]) -> str:
+    """The AUROC caption's clause on the surface baselines it draws (or that none is drawn, and why)."""
+    best = [(r, b) for r in ctx.runs for b in [ctx.best_surface(r)] if b is not None]
+    if not best:
+        return "; no surface baseline drawn (no valid surface predictor)"
+    runs = "; ".join(f"{lit(r.label)}: {lit(b.name)} {ci(b.auroc, None if b.ci_lo is None else (b.ci_lo, b.ci_hi))}"
+                     + (f" ({b.ci_method})" if b.ci_method else "") for r, b in best)
+    return ("; dashed line and band: the best surface predictor of each model's prompts, AUROC "
+            f"[95% CI] ({runs})" + ("; black tick: the best surface predictor on the samples the "
+                                   "method scored, which its Findings sentence compares with" if same else ""))
 
 
 def turns_section(ctx: ReportContext) -> None:
+    """Error against the number of turns the model saw, for the runs where that varies (view
+    `full` and samples of more than one length); the others are named with the reason."""
     d = ctx.doc
     d.h(2, "Error vs number of turns")
+    shown = [r for r in ctx.runs if not turns_fixed(r)]
+    if left := [f"{lit(r.label)}: {turns_fixed(r)}" for r in ctx.runs if turns_fixed(r)]:
+        d.p("No trend fitted for " + "; ".join(left) + " (the number of turns the model saw does "
+            "not vary).")
+    if not shown:
+        return
     d.p("Per sample: |truth − P(eval)| (the paper's footnote calls it Brier) and the squared "
         "error (the standard Brier score), against the number of user turns, with Pearson r, "
-        "a least-squares trend line and a two-sided p for its slope. Only informative for runs "
-        "on full transcripts (view `full`); with view `first_turn` the model saw one turn only. "
+        "a least-squares trend line and a two-sided p for its slope. "
         "p test: named in the last column; with categories it is cluster-robust by category "
         "(samples of one source are not independent evidence).")
     rows: list[list[Any]] = []
     trends: list[dict[str, Any]] = []
-    for r in ctx.runs:
+    for r in shown:
         panels = []
         for m in ctx.present(r):
             if ctx.summ[(m, r.label)]["brier"] is None:
@@ -74,6 +109,16 @@ def turns_section(ctx: ReportContext) -> None:
              "p (squared)", "p test"], rows)
     if why := dict.fromkeys(missing_p(x) for x in trends if missing_p(x)):
         d.p("No p: " + "; ".join(f"`{k}`: {P_MISSING[k]}" for k in why) + ".")
+
+
+def turns_fixed(r: RunData) -> str | None:
+    """Why the model saw the same number of turns on every sample of run `r` (view
+    `first_turn`, or samples all of one length), or None where it varies."""
+    view = r.config().get("view", "first_turn")
+    if view != "full":
+        return f"view {view}, the model saw the first user turn only"
+    turns = {x.get("n_turns") for recs in r.records.values() for x in recs} - {None}
+    return None if len(turns) > 1 else f"every sample has {next(iter(turns), '?')} turn(s)"
 
 
 #: Why a trend's p is missing (the cell's note) -> the sentence under the table.
@@ -122,8 +167,21 @@ def calibration_section(ctx: ReportContext) -> None:
             panels.append((r.label, curves, eces))
     if panels:
         path = ctx.plots.calibration(ctx.out / "calibration.png", panels)
-        d.fig(path, ctx.caption("Reliability diagrams (10 equal-width bins of the score; dotted: "
-                                "perfect calibration)" + ctx.label_mass_note(drawn), ctx.runs))
+        d.fig(path, ctx.caption("Reliability diagrams (10 equal-width bins of the score, each point "
+                                "labelled with its bin's sample count; dotted: perfect calibration)"
+                                + ctx.label_mass_note(drawn), ctx.runs))
+        d.p("Samples per bin of the score (a point drawn from few samples says little):")
+        d.table(["model", "method"] + [f"{k / 10:.1f}–{(k + 1) / 10:.1f}" for k in range(10)],
+                [[label, m] + bin_counts(bins) for label, curves, _ in panels for m, bins in curves.items()])
+
+
+def bin_counts(bins: Sequence[dict[str, Any]], n_bins: int = 10) -> list[int]:
+    """The sample count of each of `n_bins` equal-width bins (0 for an empty one) from
+    :func:`harness.stats.metrics.calibration_bins`."""
+    counts = [0] * n_bins
+    for b in bins:
+        counts[min(int(round(b["lo"] * n_bins)), n_bins - 1)] = b["n"]
+    return counts
 
 
 def binned_curve(records: Sequence[dict[str, Any]], x: str, y: str, n_bins: int = 10

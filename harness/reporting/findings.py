@@ -45,11 +45,13 @@ def _chance(s: dict[str, Any]) -> str | None:
 
 
 def _calls_eval(records: Sequence[dict[str, Any]]) -> str:
+    """How the method's decisions split, e.g. "; of the 96 samples it decided, it called 93%
+    eval" ("" when it decided none)."""
     decided = [r for r in records if r.get("prediction") in ("eval", "deploy")]
     if not decided:
         return ""
     share = sum(r["prediction"] == "eval" for r in decided) / len(decided)
-    return f"; calls {100 * share:.0f}% of the {len(decided)} samples it decided eval"
+    return f"; of the {len(decided)} samples it decided, it called {100 * share:.0f}% eval"
 
 
 def verdict(ctx: ReportContext, m: str, r: RunData) -> Verdict:
@@ -106,8 +108,7 @@ def headline(ctx: ReportContext, r: RunData, verdicts: Sequence[Verdict]) -> str
 
 def finding(ctx: ReportContext, r: RunData, verdicts: Sequence[Verdict]) -> str:
     """Who beats the prompts' surface, or that none does; who was withheld; the largest cue."""
-    res = ctx.audit(r)
-    best = None if isinstance(res, str) else res.best()
+    res, best = ctx.audit(r), ctx.best_surface(r)
     beat = [v.method for v in verdicts if v.kind == "beats_surface"]
     compared = [v for v in verdicts if v.kind in ("beats_surface", "below_surface", "like_surface")]
     if beat:

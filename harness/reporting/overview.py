@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from harness.stats.tally import tally
+from harness.stats.tally import cut_cell, tally
 from harness.stats import metrics as M
 from harness.stats import summaries as S
 from harness.reporting.context import ReportContext
@@ -41,14 +41,13 @@ def runs_section(ctx: ReportContext) -> None:
     rows = []
     for r in ctx.runs:
         cfg = r.config()
-        rows.append([r.label, code(r.run_dir), r.backend, r.weights, r.git,
-                     cfg.get("view", "?"), cfg.get("person", "?"),
+        rows.append([r.label, r.backend, cfg.get("view", "?"), cfg.get("person", "?"),
                      f"{len(r.samples)} (incomplete)" if r.incomplete() else len(r.samples),
-                     ", ".join(ctx.specs.order(r.records)),
-                     r.judge_name(), prompt_set_text(r.manifest),
+                     ", ".join(ctx.specs.order(r.records)), r.judge_name(),
                      "yes" if cfg.get("constrain") else "no"])
-    d.table(["model", "run", "backend", "weights", "git", "view", "person", "samples",
-             "methods", "judge", "prompt set", "constrained"], rows)
+    d.table(["model", "backend", "view", "person", "samples", "methods", "judge", "constrained"], rows)
+    # the long provenance (paths, hashes, prompt set) as one line per run, so the table stays narrow
+    d.ul([f"{r.source()}, prompt set {prompt_set_text(r.manifest)}" for r in ctx.runs])
     for r in ctx.runs:
         if why := r.incomplete():
             d.p(f"**Warning:** run {code(r.run_dir)} is incomplete ({lit('; '.join(why))}): its figures "
@@ -77,7 +76,7 @@ def summary_section(ctx: ReportContext) -> None:
                          ctx.auroc_cell(m, r.records.get(m, []), s), ci(s["brier"], s["brier_ci"]),
                          ci(s["abs_brier"], s["abs_brier_ci"]), ci(s["ece"], s["ece_ci"]),
                          label_mass_cell(s.get("label_mass")), sum(s["errors"].values()),
-                         f"{t['cut']}/{t['answers']}" if t["answers"] else "–"])
+                         cut_cell(t)])
     d.table(["model", "method", "n", "eval→eval", "deploy→deploy", "undecided",
              "AUROC [95% CI]", "Brier", "abs Brier", "ECE", "label mass", "excluded answers",
              "cut answers"], rows)
@@ -87,7 +86,9 @@ def summary_section(ctx: ReportContext) -> None:
         " How each is chosen: Definitions and intervals, at the end.")
     notes = dict.fromkeys(n for m in ctx.methods for n in [ctx.spec(m).summary_note] if n)
     d.p(" ".join(["`cut answers`: the model's generations behind the records (sample answers, question "
-                  "answers, reasoning traces, judge verdicts) that stopped at the token limit.", *notes]))
+                  "answers, reasoning traces, judge verdicts) that stopped at the token limit; "
+                  "`(k sample answers)`: of those, answers to the sample the questions follow as far "
+                  "as they went (no vote is lost to the cut).", *notes]))
     if any(ctx.human.values()):
         d.p(f"`{HUMAN} (...)`: P(eval) from the human annotations the dataset carries, named "
             "by their source in the row, for reference (eval if >= 0.5; no model involved).")

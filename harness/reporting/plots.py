@@ -59,8 +59,14 @@ def class_bars(path: Path, method: str, models: Sequence[str],
 
 
 def auroc_bars(path: Path, methods: Sequence[str], models: Sequence[str],
-               values: Mapping[tuple[str, str], tuple[float | None, tuple[float, float] | None]]) -> Path:
-    """AUROC per method, one bar per model, with 95% intervals (their rules: the caption)."""
+               values: Mapping[tuple[str, str], tuple[float | None, tuple[float, float] | None]],
+               surface: Mapping[str, tuple[float, tuple[float, float] | None]] | None = None,
+               same_prompts: Mapping[tuple[str, str], float] | None = None) -> Path:
+    """AUROC per method, one bar per model, with 95% intervals (their rules: the caption).
+    `surface`: per model, the best surface predictor's AUROC and interval on the run's samples
+    (a dashed line and a band in the model's colour); `same_prompts`: per (method, model), the
+    best surface predictor's AUROC on the samples the method scored, the value its Findings
+    sentence compares with (a black tick across the bar)."""
     x = np.arange(len(methods))
     w = 0.8 / max(1, len(models))
     fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(methods) * max(1, len(models)) ** 0.5 + 2), 3.6))
@@ -69,13 +75,23 @@ def auroc_bars(path: Path, methods: Sequence[str], models: Sequence[str],
         h = [np.nan if v[0] is None else v[0] for v in vals]
         err = np.array([[v[0] - v[1][0], v[1][1] - v[0]] if v[0] is not None and v[1] else [0, 0]
                         for v in vals]).T
-        ax.bar(x - 0.4 + w * (j + 0.5), h, w, yerr=err, capsize=3, label=model)
+        pos = x - 0.4 + w * (j + 0.5)
+        ax.bar(pos, h, w, yerr=err, capsize=3, label=model, color=f"C{j}")
+        if (base := (surface or {}).get(model)) is not None:
+            ax.axhline(base[0], color=f"C{j}", lw=1, ls="--", label=f"{model}: best surface predictor")
+            if base[1]:
+                ax.axhspan(base[1][0], base[1][1], color=f"C{j}", alpha=0.12, lw=0)
+        ticks = [(p, (same_prompts or {}).get((m, model))) for p, m in zip(pos, methods)]
+        ticks = [(p, v) for p, v in ticks if v is not None]
+        if ticks:
+            ax.hlines([v for _, v in ticks], [p - w / 2 for p, _ in ticks], [p + w / 2 for p, _ in ticks],
+                      color="black", lw=2, label="surface on the method's samples" if j == 0 else None)
     ax.axhline(0.5, color="grey", lw=0.8, ls=":")
     ax.set_xticks(x, methods, rotation=20 if len(methods) > 4 else 0)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("AUROC (eval vs deploy)")
     ax.set_title("AUROC from each method's score (95% CI)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     return _save(fig, path)
 
 
@@ -141,7 +157,8 @@ def error_vs_turns(path: Path, panels: Sequence[tuple[str, Mapping[str, Any]]]) 
 
 def calibration(path: Path, panels: Sequence[tuple[str, Mapping[str, Sequence[Mapping[str, Any]]],
                                                     Mapping[str, float | None]]]) -> Path:
-    """Reliability diagrams: one panel per model, one curve per scored method."""
+    """Reliability diagrams: one panel per model, one curve per scored method, each point
+    labelled with its bin's sample count."""
     k = len(panels)
     cols = min(k, 3)
     rows = (k + cols - 1) // cols
@@ -152,8 +169,11 @@ def calibration(path: Path, panels: Sequence[tuple[str, Mapping[str, Sequence[Ma
             if not bins:
                 continue
             e = eces.get(method)
-            ax.plot([b["mean_p"] for b in bins], [b["frac_eval"] for b in bins], marker="o", ms=3,
-                    label=f"{method} (ECE {_num(e, '.2f')})")
+            line, = ax.plot([b["mean_p"] for b in bins], [b["frac_eval"] for b in bins], marker="o", ms=3,
+                            label=f"{method} (ECE {_num(e, '.2f')})")
+            for b in bins:  # each bin's sample count beside its point
+                ax.annotate(str(b["n"]), (b["mean_p"], b["frac_eval"]), textcoords="offset points",
+                            xytext=(3, 3), fontsize=6, color=line.get_color())
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_xlabel("mean predicted P(eval) in bin")

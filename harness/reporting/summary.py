@@ -75,8 +75,7 @@ def _method(ctx: ReportContext, r: RunData, m: str, v: Verdict) -> dict[str, Any
 
 def run_summary(ctx: ReportContext, r: RunData) -> dict[str, Any]:
     """One run's entry of ``runs`` (see the module docstring), from the report's own context."""
-    res = ctx.audit(r)
-    best = None if isinstance(res, str) else res.best()
+    res, best = ctx.audit(r), ctx.best_surface(r)
     verdicts = {m: verdict(ctx, m, r) for m in ctx.present(r)}
     model = r.manifest.get("model") or {}
     return {

@@ -2,9 +2,12 @@
 judge verdicts, per method, as soon as a committed batch shows the share is high (each warning
 once per method), and who judges.
 
-Thresholds: more than :data:`CUT_WARN` of a method's answers cut; more than
-:data:`UNJUDGED_WARN` of its judge verdicts unusable (``judge_failed``), or unverified (quoting
-nothing in the judged text).
+Thresholds: more than :data:`CUT_WARN` of a method's answers cut where it costs a reading (a
+question's answer, a trace, a verdict, an answer left empty: ``cut_read`` of
+:func:`harness.stats.tally.tally`); more than :data:`UNJUDGED_WARN` of its judge verdicts
+unusable (``judge_failed``), or unverified (quoting nothing in the judged text). Answers to the
+sample that the questions follow as cut (``cut_context``: no vote is lost to the cut, e.g. the
+demo's short ``--answer-tokens``) get a note, once, that asks nothing of the user.
 """
 
 from __future__ import annotations
@@ -39,14 +42,18 @@ class RunMonitor:
         for kind, of, what, limit, advice in _WARNINGS:
             if t[of] and t[kind] / t[of] > limit and (method, kind) not in self.warned:
                 self.warned.add((method, kind))
-                self.say(f"warning: {method}: {t[kind]} of {t[of]} {what[0]} so far "
-                         f"({t[kind] / t[of]:.1%}) {what[1]}; {advice}")
+                self.say(f"{'warning' if advice else 'note'}: {method}: {t[kind]} of {t[of]} {what[0]} "
+                         f"so far ({t[kind] / t[of]:.1%}) {what[1]}" + (f"; {advice}" if advice else ""))
 
 
-# (count, out of, (noun, what happened), threshold, advice)
+# (count, out of, (noun, what happened), threshold, advice; None: a note, nothing to act on)
 _WARNINGS = (
-    ("cut", "answers", ("answers", "stopped at the token limit"), CUT_WARN,
+    ("cut_read", "answers", ("answers", "stopped at the token limit (answers to the questions, "
+                             "reasoning traces, judge verdicts or answers left empty)"), CUT_WARN,
      "raise --answer-tokens/--probe-tokens/--judge-tokens (reasoning models need thousands)"),
+    ("cut_context", "answers", ("answers", "were answers to the sample cut at --answer-tokens; "
+                                "the questions follow each as far as it went, so no vote is lost "
+                                "to the cut (expected with a short limit, as in the demo)"), CUT_WARN, None),
     ("unjudged", "verdicts", ("judge verdicts", "are unusable (unjudged)"), UNJUDGED_WARN,
      "use --constrain (verdicts held to their JSON schema) or a stronger --judge-model"),
     ("unverified", "verdicts", ("judge verdicts", "quote nothing that is in the judged text, "

@@ -3,9 +3,10 @@
 Each source category of the Needham et al. data (and of our first demo set) holds one label, so a
 random split puts samples of the same source on both sides and a probe can score well by
 recognising the source. The honest default is ``grouped`` (stratified, grouped by category);
-``lofo`` leaves one family out at a time; ``random`` is reported for comparison and labelled
-leaky. AUROC is computed on the pooled out-of-fold scores (held-out folds may hold one class)
-with harness.stats.metrics (one AUROC and one bootstrap for the whole project).
+``lofo`` leaves one family out at a time; ``crossed`` holds out a category fold and a family fold
+at once (a cue's phrasing family and a topic both unseen: :func:`crossed_splits`); ``random`` is
+reported for comparison and labelled leaky. AUROC is computed on the pooled out-of-fold scores
+(held-out folds may hold one class) with harness.stats.metrics (one AUROC and one bootstrap for the whole project).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from harness.stats.metrics import auroc_interval, roc_auc
 
 SCHEMES: dict[str, str] = {
     "grouped": "stratified k-fold grouped by category (default; honest)",
+    "crossed": "held out by category and family at once: each test cell is the categories of one fold x the "
+               "families of one fold, trained on neither (honest; grouped where the families are the categories)",
     "lofo": "leave one family out (honest)",
     "random": "stratified random k-fold (LEAKY: same source on both sides)",
 }
@@ -34,13 +37,9 @@ def make_splits(scheme: str, y: np.ndarray, groups: Sequence[str], families: Seq
     if len(set(y.tolist())) < 2:
         raise EvalAwareError("labels hold one class only; a probe needs eval and deploy samples")
     if scheme == "grouped":
-        n_groups = len(set(groups))
-        # sklearn refuses more folds than the larger class has samples: fewer folds instead
-        k = min(n_splits, n_groups, int(np.bincount(y.astype(int)).max()))
-        if k < 2:
-            raise EvalAwareError(f"grouped CV needs at least 2 groups, found {n_groups}")
-        splits = list(StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
-                      .split(idx, y, np.asarray(groups)))
+        splits = _grouped(y, groups, n_splits, seed)
+    elif scheme == "crossed":
+        splits = crossed_splits(y, groups, families, n_splits, seed)
     elif scheme == "lofo":
         if len(set(families)) < 2:
             raise EvalAwareError("leave-one-family-out needs at least 2 families")
@@ -54,10 +53,44 @@ def make_splits(scheme: str, y: np.ndarray, groups: Sequence[str], families: Seq
         raise EvalAwareError(f"unknown CV scheme {scheme!r}; use {', '.join(SCHEMES)}")
     for tr, te in splits:
         if len(set(y[tr].tolist())) < 2:
-            held = sorted(set(np.asarray(families if scheme == "lofo" else groups)[te].tolist()))
+            held = sorted(set(np.asarray(families if scheme in ("lofo", "crossed") else groups)[te].tolist()))
             raise EvalAwareError(f"{scheme} CV: holding out {held[:3]} leaves one class in "
                                  f"training; choose another family/group key")
     return splits
+
+
+def _grouped(y: np.ndarray, groups: Sequence[str], n_splits: int, seed: int, what: str = "groups") -> list[Split]:
+    """Stratified k-fold grouped by `groups` (fewer folds where there are fewer groups or samples)."""
+    n_groups = len(set(groups))
+    # sklearn refuses more folds than the larger class has samples: fewer folds instead
+    k = min(n_splits, n_groups, int(np.bincount(y.astype(int)).max()))
+    if k < 2:
+        raise EvalAwareError(f"grouped CV needs at least 2 {what}, found {n_groups}")
+    return list(StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+                .split(np.arange(len(y)), y, np.asarray(groups)))
+
+
+def crossed_splits(y: np.ndarray, groups: Sequence[str], families: Sequence[str], n_splits: int = 5,
+                   seed: int = 0) -> list[Split]:
+    """Train/test pairs held out by group (category) and family at once: categories and families
+    are each dealt into stratified grouped folds; test cell (i, j) is the samples of category fold
+    i and family fold j, trained on the samples of neither (so no test sample shares its category
+    or its family with a training sample). Every sample is tested once; where the families are
+    the groups (no family field), this is grouped CV."""
+    g, f = [str(x) for x in groups], [str(x) for x in families]
+    if len(set(zip(g, f))) == len(set(g)) == len(set(f)):  # one partition: nothing to cross
+        return _grouped(y, g, n_splits, seed)
+    fold_g, fold_f = np.zeros(len(y), int), np.zeros(len(y), int)
+    for fold, keys, what, s in ((fold_g, g, "categories", seed), (fold_f, f, "families", seed + 1)):
+        for k, (_, te) in enumerate(_grouped(y, keys, n_splits, s, what)):
+            fold[te] = k
+    out = []
+    for i in range(int(fold_g.max()) + 1):
+        for j in range(int(fold_f.max()) + 1):
+            te = np.flatnonzero((fold_g == i) & (fold_f == j))
+            if len(te):
+                out.append((np.flatnonzero((fold_g != i) & (fold_f != j)), te))
+    return out
 
 
 def oof_scores(make: Callable[[], Any], X: Any, y: np.ndarray, splits: Sequence[Split]

@@ -9,7 +9,9 @@ The rule, in order; every readout (a method, the monitor, a frozen probe) is jud
    2011: the inclusion-exclusion sum of the one-way variances of every intersection of the
    dimensions, each with its G/(G-1) factor; where that is not positive, the largest one-way
    variance), and a t reference with min(G) - 1 degrees of freedom. Where a kind has several
-   builds (seeds), the variance of their estimates over the number of builds is added.
+   builds (seeds), the variance of their estimates over the number of builds is added; where the
+   reference has several (seeds of one null sham, its side the mean of theirs), the variance of
+   theirs over their number too.
 3. **Primary family**: one test per row, corrected together with Holm's step-down at ``alpha``:
    a *sensitivity* row's difference from 0; a *specificity* or *null* row's equivalence (where it
    has a margin; else its difference). A specificity or null row's difference, where its
@@ -19,8 +21,8 @@ The rule, in order; every readout (a method, the monitor, a frozen probe) is jud
    (the equivalence's adjusted p < ``alpha``), ``moved`` (the difference's adjusted p <
    ``alpha``), ``equivalent, and moved`` (both: small but not zero), else ``inconclusive``.
    Fewer than ``min_units`` clusters in a dimension, or no variance: ``no verdict``. With seeds,
-   ``sensitive``/``inverted``/``moved`` also need every build's estimate on the pooled sign, and
-   ``equivalent`` every build's estimate inside the margin.
+   ``sensitive``/``inverted``/``moved`` also need every build's estimate (against the pooled
+   reference) on the pooled sign, and ``equivalent`` every build's estimate inside the margin.
 5. **Margin**: with a fixed ``margin_nats``, the two one-sided tests of |mean| < margin (TOST).
    Otherwise relative, ``margin_share`` (c) of the readout's own aware effect, tested on the
    per-pair contrasts so that the margin's own uncertainty counts: mean(dd - c dd_aware) < 0 and
