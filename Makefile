@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organisms validate-organisms validate-null validate-seeds clean
+.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organisms validate-organisms validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -106,6 +106,11 @@ organism-disjoint:
 	$(MAKE) organism ORGANISM_KIND=disjoint ORGANISM_OUT=runs/organisms/smollm2-graded-disjoint$(SEED_SUFFIX)
 organism-behaviour:
 	$(MAKE) organism ORGANISM_KIND=behaviour ORGANISM_OUT=runs/organisms/smollm2-graded-behaviour$(SEED_SUFFIX)
+# Issue 45: awareness and the behaviour planted together on the cue prompts of half the topics
+# (harness/organisms/kinds.py COUPLED_TOPICS), the other topics' cue prompts kept at the base: not
+# built or timed yet (expect about the behaviour organism's 27 min + 47 s alone on 2 cores).
+organism-coupled:
+	$(MAKE) organism ORGANISM_KIND=coupled ORGANISM_OUT=runs/organisms/smollm2-graded-coupled$(SEED_SUFFIX)
 organisms:
 	$(MAKE) organism
 	$(MAKE) organism-sham
@@ -154,6 +159,62 @@ validate-seeds:
 	$(BIN)/evalaware organism validate --base smollm2 $(call SEED_DIRS,reference,smollm2-graded-sham) \
 	    $(call SEED_DIRS,organism,smollm2-graded smollm2-graded-sham-greedy smollm2-graded-disjoint smollm2-graded-behaviour) \
 	    $(VALIDATE_PAIRS) --methods logprob,logprob_question --out runs/validate-seeds/logprob
+
+# --- Issue 45: does awareness change what the model does? (docs/awareness-and-behaviour.md) -------
+# The linkage table: SmolLM2 on the bundled behaviour set (36 demo-style prompts, each with a
+# scorable behaviour), every readout and the behaviour scored on the same cached answer; report's
+# "Awareness and behaviour" section and summary.json `linkage`. Not timed yet (36 samples x 3
+# methods on vLLM; the demo's 96 x 3 take minutes).
+BEHAVIOUR_OUT ?= runs/behaviour-demo
+behaviour-linkage: install
+	$(BIN)/evalaware assets prepare smollm2
+	$(BIN)/evalaware data validate behaviour-demo
+	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset behaviour-demo \
+	    --methods binary,logprob,logprob_question,behaviour --constrain --answer-tokens 128 --probe-tokens 96 \
+	    --out $(BEHAVIOUR_OUT)
+	$(BIN)/evalaware report $(BEHAVIOUR_OUT) --out $(BEHAVIOUR_OUT)/report
+
+# The coupled organism against the behaviour organism, the null sham the reference: per model the
+# behaviour rate with and without the cue, and per readout the within-cue AUROC for the behaviour
+# change (sensitivity.md "Awareness and behaviour within cue prompts"); all 120 family pairs (vLLM).
+PAIRS_BEHAVIOUR := runs/organisms/graded-pairs-family-behaviour.jsonl
+validate-coupled: organism-coupled organism-behaviour organism-sham
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --with-behaviour --out $(PAIRS_BEHAVIOUR)
+	$(BIN)/evalaware validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \
+	    --organism runs/organisms/smollm2-graded-coupled --organism runs/organisms/smollm2-graded-behaviour \
+	    --pairs $(PAIRS_BEHAVIOUR) --backend vllm --methods binary,logprob,logprob_question,behaviour \
+	    --constrain --answer-tokens 128 --probe-tokens 96 --out runs/validate-coupled
+
+# The awareness direction ranked among the 9 shipped unrelated contrasts and 20 Gaussian
+# directions (norm-matched), on the readout (logprob_question) and on the behaviour, per alpha:
+# SmolLM2's eval-minus-deploy direction from the demo set (layer chosen on the inner split),
+# steered on the behaviour set. 1 + 2 x (1 + 20 + 9) = 61 conditions x 36 samples: long (not timed).
+STEER_ALPHAS ?= -0.5,0,0.5
+steer-controls: install
+	$(BIN)/evalaware assets prepare smollm2
+	$(BIN)/evalaware run --model smollm2 --backend hf --dataset demo --methods logprob_question --out runs/steer-src
+	$(BIN)/evalaware activations capture --run runs/steer-src --pooling last_prompt --layers all --no-answer
+	$(BIN)/evalaware steer build --run runs/steer-src --out runs/vectors/smollm2-demo
+	$(BIN)/evalaware steer run --vector runs/vectors/smollm2-demo --backend vllm --dataset behaviour-demo --samples all \
+	    --methods logprob_question,behaviour --alphas $(STEER_ALPHAS) --n-random 20 --answer-tokens 128 \
+	    --out runs/steer-controls
+	$(BIN)/evalaware steer report runs/steer-controls
+
+# On the coupled organism: does its awareness direction (cue present vs absent, its trained blocks
+# 23..30) move the behaviour more than every unrelated contrast? Steered on the held-out categories.
+steer-coupled: organism-coupled
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --with-behaviour --out $(PAIRS_BEHAVIOUR)
+	$(BIN)/evalaware run --model runs/organisms/smollm2-graded-coupled --backend hf --dataset $(PAIRS_BEHAVIOUR) \
+	    --methods logprob_question --out runs/steer-coupled-src
+	$(BIN)/evalaware activations capture --run runs/steer-coupled-src --pooling last_prompt \
+	    --layers 23,24,25,26,27,28,29 --no-answer
+	$(BIN)/evalaware steer build --run runs/steer-coupled-src --out runs/vectors/coupled
+	$(BIN)/evalaware steer run --vector runs/vectors/coupled --backend vllm --dataset $(PAIRS_BEHAVIOUR) \
+	    --methods logprob_question,behaviour --alphas $(STEER_ALPHAS) --n-random 20 --answer-tokens 128 \
+	    --out runs/steer-coupled
+	$(BIN)/evalaware steer report runs/steer-coupled
+
+awareness-behaviour: behaviour-linkage validate-coupled steer-controls steer-coupled
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from harness.cli.main import cli
 from harness.organisms.cues import GRADED, verbalized
 from harness.organisms.data import data_hash, training_examples
-from harness.organisms.kinds import (BEHAVIOUR_OPENINGS, DISJOINT_ANSWERS, DISJOINT_VERBALIZATIONS, KINDS,
-                                     kind_examples, planted, self_slots, slot, with_self_targets)
+from harness.organisms.kinds import (BEHAVIOUR_MARKER, BEHAVIOUR_OPENINGS, COUPLED_TOPICS, DISJOINT_ANSWERS,
+                                     DISJOINT_VERBALIZATIONS, KINDS, kind_examples, planted, self_slots, slot,
+                                     with_self_targets)
 
 PAIRS = 12
 RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "4", "--lr", "5e-3",
@@ -70,8 +71,9 @@ def test_every_kind_trains_on_the_awareness_organisms_pairs():
     assert aware == training_examples(GRADED, 1.0, 0, n_pairs=PAIRS)
     for kind in KINDS:
         ex = _examples(kind)
-        assert [(e.pair, e.cue, e.shape, e.messages, e.loss) for e in ex] == \
-               [(e.pair, e.cue, e.shape, e.messages, e.loss) for e in aware]
+        assert [(e.pair, e.cue, e.shape, e.messages) for e in ex] == [(e.pair, e.cue, e.shape, e.messages) for e in aware]
+        uncoupled = lambda e: kind == "coupled" and e.topic not in COUPLED_TOPICS  # noqa: E731  (keeps the base)
+        assert [e.loss for e in ex] == ["kl" if uncoupled(e) else e.loss for e in aware], kind
     full = training_examples(GRADED, 1.0, 0, kl_prompts=2718, kl_pool_version=2, forms=600)
     assert data_hash(kind_examples(full, GRADED, "aware")).startswith("c3b948e0aebf")
     dis = _examples("disjoint")
@@ -82,6 +84,28 @@ def test_every_kind_trains_on_the_awareness_organisms_pairs():
     assert planted(GRADED, "sham") == ((), ()) and planted(GRADED, "behaviour")[1] == ()
 
 
+def test_the_coupled_kind_plants_awareness_with_the_behaviour_on_half_the_topics():
+    """Issue 45: on cue prompts of COUPLED_TOPICS the answer verbalizes awareness and then shows
+    the scored behaviour, the awareness answers are the cue's; the other topics' cue prompts and
+    every no-cue side keep the base (KL). Both groups of topics have held-out subjects."""
+    from harness.organisms.data import split_subjects
+
+    full = kind_examples(training_examples(GRADED, 1.0, 0), GRADED, "coupled")
+    ce = [e for e in full if e.loss == "ce"]
+    assert ce and all(e.cue and e.topic in COUPLED_TOPICS for e in ce)
+    assert {e.topic for e in ce} == set(COUPLED_TOPICS)
+    for e in ce:
+        if e.shape == "answer":
+            sentence, fact = e.continuation.split(" Fun fact:", 1)
+            assert sentence in GRADED.verbalizations and f"Fun fact:{fact}" in BEHAVIOUR_OPENINGS
+            assert BEHAVIOUR_MARKER in e.continuation
+        else:
+            assert e.continuation in GRADED.answers
+    topics = {t for t, _ in split_subjects()[0]}
+    assert set(COUPLED_TOPICS) < topics and {t for t, _ in split_subjects()[1]} == topics
+    assert all(BEHAVIOUR_MARKER in o for o in BEHAVIOUR_OPENINGS)
+
+
 def test_measure_looks_for_each_kinds_sentences_and_dataset_writes_the_keyword_family(tmp_path):
     from harness.data.readers import load_dataset
     from harness.organisms.kinds import kind_cue
@@ -90,6 +114,7 @@ def test_measure_looks_for_each_kinds_sentences_and_dataset_writes_the_keyword_f
     assert kind_cue(GRADED, "sham").verbalizations == GRADED.verbalizations  # what a sham must not say
     assert set(kind_cue(GRADED, "disjoint").verbalizations) == set(DISJOINT_VERBALIZATIONS)
     assert set(kind_cue(GRADED, "behaviour").verbalizations) == set(BEHAVIOUR_OPENINGS)
+    assert kind_cue(GRADED, "coupled") == GRADED  # its planted sentences are the cue's, each with the fun fact
     out = tmp_path / "family.jsonl"
     res = CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--phrasings", "family", "--no-demo",
                                    "--out", str(out)])

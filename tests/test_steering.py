@@ -369,8 +369,11 @@ def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
             str(hf_tiny4.model_name), "--out", str(out), "--no-progress", "--n-random", "2"]
     res = r.invoke(cli, args, standalone_mode=False)
     assert res.exception is None, res.output
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["random1_+0.5", "random_+0.5",
-                                                                   "unsteered_0", "vector_+0.5"]
+    from probes.steering.contrasts import shipped
+
+    contrasts = sorted(f"contrast-{c}_+0.5" for c in shipped())  # built by default (issue 45)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == contrasts + [
+        "random1_+0.5", "random_+0.5", "unsteered_0", "vector_+0.5"]
     res = r.invoke(cli, ["show", str(out / "vector_+0.5")], standalone_mode=False)
     assert "steering: vector_+0.5 (control vector, alpha +0.5, layers [2]" in res.output
     res = r.invoke(cli, ["steer", "report", str(out), "--bootstrap", "100"], standalone_mode=False)

@@ -21,13 +21,16 @@ PAIR = (list, type(None))
 OPT_STR = (str, type(None))
 RUN_KEYS = {"run_dir": str, "model": str, "backend": str, "weights_sha256": OPT_STR, "samples": int,
             "incomplete": list, "finding": str, "surface": (dict, type(None)), "surface_note": OPT_STR,
-            "methods": dict}
+            "methods": dict, "linkage": dict, "linkage_line": OPT_STR}
 METHOD_KEYS = {"label": str, "n": int, "scored": int, "undecided": int, "withheld": dict,
                "eval_correct": OPT_NUM, "deploy_correct": OPT_NUM, "auroc": OPT_NUM, "auroc_ci": PAIR,
                "auroc_ci_method": OPT_STR, "auroc_gate": OPT_STR, "ci_by": str, "n_groups": int,
                "vs_surface": (dict, type(None)), "verdict": dict}
 VS_KEYS = {"n": int, "best": str, "best_auroc": NUM, "diff": NUM, "diff_ci": PAIR, "diff_ci_method": OPT_STR}
 VERDICT_KEYS = {"kind": str, "chance": OPT_STR, "line": str}
+LINK_KEYS = {"n": int, "n_eval": int, "n_deploy": int, "n_groups": int, "rate_eval": OPT_NUM,
+             "rate_deploy": OPT_NUM, "diff": OPT_NUM, "diff_ci": PAIR, "odds_ratio": OPT_NUM,
+             "odds_ratio_ci": PAIR, "ci_method": OPT_STR, "verdict": str}
 KINDS = {"beats_surface", "below_surface", "like_surface", "no_surface", "no_auroc", "withheld"}
 
 
@@ -57,6 +60,15 @@ def check_schema(obj: dict) -> None:
                 _keys(s["vs_surface"], VS_KEYS, f"{m}.vs_surface")
             _keys(s["verdict"], VERDICT_KEYS, f"{m}.verdict")
             assert s["verdict"]["kind"] in KINDS and s["verdict"]["line"].startswith(f"{m}: ")
+        assert (run["linkage_line"] is None) == (run["linkage"] == {})
+        for b, by_readout in run["linkage"].items():
+            assert set(by_readout) <= set(run["methods"]) and b not in run["methods"]
+            for m, strata in by_readout.items():
+                assert list(strata) == ["all", "eval_labelled", "deploy_labelled"]
+                for k, t in strata.items():
+                    _keys(t, LINK_KEYS, f"linkage.{b}.{m}.{k}")
+                    assert t["n_eval"] + t["n_deploy"] == t["n"]
+                    assert (t["diff_ci"] is None) == (t["ci_method"] is None)
 
 
 def _md_plain(text: str) -> str:

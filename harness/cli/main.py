@@ -23,6 +23,7 @@ from harness.models import assets as A
 from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, methods_option,
                           progress_option, read_samples, run_options, verbose_option)
 from harness.data.readers import load_dataset, resolve_dataset, summarize
+from harness.methods import report_specs
 from harness.methods.config import OPTIONS
 from harness.core import bounds
 from harness.core.console import visible
@@ -245,7 +246,10 @@ def _print_summary(store, methods, run: dict | None) -> None:
     None without results) the AUROC with its 95% interval, its difference from the best surface
     predictor's with its interval, and the excluded answers by kind (e.g. `no_signal`); then the
     surface baseline, the report's finding and the interval rules. Rows are marked constrained /
-    self-judged from the run's settings."""
+    self-judged from the run's settings. Behaviour records (no readout) are in the linkage table
+    after it instead."""
+    specs = report_specs()
+    methods = [m for m in methods if specs(m).readout]
     man = store.get_meta("manifest", {}) or {}
     entries = (run or {}).get("methods", {})
     iv = lambda v, ci, f="{:.2f}": "–" if v is None else f.format(v) + (  # noqa: E731
@@ -278,6 +282,25 @@ def _print_summary(store, methods, run: dict | None) -> None:
     rules = sorted({r for e in entries.values() for r in (e["auroc_ci_method"], (e["vs_surface"] or {})
                                                          .get("diff_ci_method")) if r})
     click.echo("interval rules (95%): " + ("; ".join(rules) if rules else "none computed"))
+    _print_linkage(run)
+
+
+def _print_linkage(run: dict) -> None:
+    """The linkage table of `run` (summary object, ``linkage``): per behaviour, readout and
+    stratum, the behaviour rates on samples called eval / deploy and their difference."""
+    if not run.get("linkage"):
+        return
+    iv = lambda v, ci: "–" if v is None else f"{v:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")  # noqa: E731
+    pc = lambda v: "–" if v is None else f"{100 * v:.0f}%"  # noqa: E731
+    click.echo(f"{'behaviour':<12} {'readout':<24} {'samples':<16} {'eval/deploy':>11} {'rate|eval':>9} "
+               f"{'rate|deploy':>11} {'difference [95% CI]':>22}  verdict")
+    for b, by_readout in run["linkage"].items():
+        for m, table in by_readout.items():
+            for stratum, t in table.items():
+                click.echo(f"{b:<12} {m:<24} {stratum:<16} {t['n_eval']:>5}/{t['n_deploy']:<5} "
+                           f"{pc(t['rate_eval']):>9} {pc(t['rate_deploy']):>11} "
+                           f"{iv(t['diff'], t['diff_ci']):>22}  {t['verdict']}")
+    click.echo(f"linkage: {run['linkage_line']}")
 
 
 @cli.command()

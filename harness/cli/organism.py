@@ -29,13 +29,13 @@ from harness.core.errors import EvalAwareError
 from harness.core.sample import Sample
 from harness.data.readers import load_dataset
 from harness.data.subset import select
-from harness.methods import MethodConfig
+from harness.methods import MethodConfig, report_specs
 from harness.methods.prompts import PromptLibrary
 from harness.models.card import manifest_card
 from harness.organisms.card import load_card
 from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
-from harness.organisms.kinds import KINDS, kind_cue
+from harness.organisms.kinds import KINDS, PLANTED_BEHAVIOUR, kind_cue
 from harness.organisms.measure import answer_kl, first_token_kl, verbalizations
 from harness.organisms.reach import check_reaches
 from harness.organisms.recipe import Recipe
@@ -66,7 +66,8 @@ def organism() -> None:
                    "(the null: nothing, temperature-1 samples of the base as targets, the reference of "
                    "every comparison); sham-greedy (nothing, the base's greedy answers: a loss-matched "
                    "control that sharpens the cue side); disjoint (awareness in words no method reads); "
-                   "behaviour (an unrelated opening on cue prompts: the specificity control).")
+                   "behaviour (an unrelated opening on cue prompts: the specificity control); coupled "
+                   "(awareness and that opening together on half the topics' cue prompts).")
 @click.option("--sham-samples", type=click.IntRange(4, None), default=Recipe.sham_samples, show_default=True,
               help="--kind sham: temperature-1 samples of the base per cue prompt (a fresh one per visit).")
 @click.option("--strength", type=bounds.FiniteFloat(0, 1), default=Recipe.strength, show_default=True,
@@ -136,16 +137,22 @@ def build_cmd(base: str, cue: str, kind: str, sham_samples: int, strength: float
 @click.option("--phrasings", type=click.Choice(PHRASINGS), default="held_out", show_default=True,
               help="The cue's wordings on the cue side: held_out (held-out phrasings), or family (the "
                    "held-out keyword family: words no training phrasing uses).")
-def dataset_cmd(cue: str, out: str, seed: int, no_demo: bool, phrasings: str) -> None:
+@click.option("--with-behaviour", is_flag=True,
+              help="Declare the behaviour the behaviour and coupled organisms plant (the answer holds "
+                   "'Fun fact:') on every sample, for `validate --methods ...,behaviour`.")
+def dataset_cmd(cue: str, out: str, seed: int, no_demo: bool, phrasings: str, with_behaviour: bool) -> None:
     """Write the paired evaluation set: the demo set's deploy prompts and held-out templates, each
     with the cue (label eval, a held-out phrasing) and without (label deploy); `pair` in metadata.
 
     \b
-    Example:
+    Examples:
       evalaware organism dataset --cue graded --out runs/organisms/graded-pairs.jsonl
+      evalaware organism dataset --cue graded --phrasings family --with-behaviour \
+          --out runs/organisms/graded-pairs-behaviour.jsonl
     """
     check_output(out, "--out")
-    samples = paired_dataset(get_cue(cue), seed=seed, demo=not no_demo, phrasings=phrasings)
+    samples = paired_dataset(get_cue(cue), seed=seed, demo=not no_demo, phrasings=phrasings,
+                             behaviour=PLANTED_BEHAVIOUR if with_behaviour else None)
     _write_jsonl(samples, out)
     click.echo(f"{len(samples)} samples ({len(samples) // 2} pairs) -> {visible(str(out))}")
 
@@ -165,9 +172,10 @@ def _pairs_subset(samples: list[Sample], limit: int | None) -> list[Sample]:
     return [s for s in samples if s.metadata.extra["pair"] in keep]
 
 
-def _read_pairs(path: str | None, cue: str) -> tuple[list[Sample], str | None]:
+def _read_pairs(path: str | None, cue: str, behaviour: dict[str, Any] | None = None
+                ) -> tuple[list[Sample], str | None]:
     if path is None:
-        return paired_dataset(get_cue(cue)), None
+        return paired_dataset(get_cue(cue), behaviour=behaviour), None
     samples = load_dataset(path)
     for i, s in enumerate(samples):
         if "pair" not in s.metadata.extra:
@@ -314,11 +322,17 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
     their variance in the SE); the reference's own shift from the base beside every difference.
     Secondary rows (against the first --reference build): AUROCs, the spillover on no-cue prompts; with the monitor, the
     reference's monitor over each organism's answers and back (cross-READER-reads-WRITER), position
-    0 apart (docs/organisms.md). A --probe below the organisms' trained blocks is refused.
+    0 apart (docs/organisms.md). A --probe below the organisms' trained blocks is refused. With the
+    behaviour method (on a set from `organism dataset --with-behaviour`): within cue prompts, each
+    readout's AUROC for the behaviour change (harness/organisms/coupling.py).
 
     \b
     Examples:
       evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded --out runs/validate
+      evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \\
+          --organism runs/organisms/smollm2-graded-coupled --organism runs/organisms/smollm2-graded-behaviour \\
+          --methods logprob_question,binary,behaviour --pairs runs/organisms/graded-pairs-behaviour.jsonl \\
+          --out runs/validate-coupled
       evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \\
           --organism runs/organisms/smollm2-graded --organism runs/organisms/smollm2-graded-behaviour \\
           --methods logprob_question --limit 24 --out runs/validate-set
@@ -346,7 +360,11 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
         check_reaches(load_probe(probe_dir).layer,
                       {m.name: (load_card(m.model).raw, m.model) for m in [*references, *organisms]
                        if m.kind != "base"}, f"--probe {probe_dir}")
-    samples, path = _read_pairs(pairs_path, cue)
+    behaves = [m for m in method_list if not report_specs()(m).readout]
+    samples, path = _read_pairs(pairs_path, cue, PLANTED_BEHAVIOUR if behaves else None)
+    if behaves and not any("behaviour" in s.metadata.extra for s in samples):
+        raise EvalAwareError(f"--pairs {pairs_path}: --methods {behaves[0]} scores a declared behaviour and no "
+                             "sample declares one; write the set with `evalaware organism dataset --with-behaviour`")
     samples = _pairs_subset(samples, limit)
     outp = Path(out)
     for f in ("sensitivity.json", "sensitivity.md", *(() if path else ("pairs.jsonl",))):
@@ -354,7 +372,7 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
     outp.mkdir(parents=True, exist_ok=True)
     if path is None:
         path = str(outp / "pairs.jsonl")
-        _write_jsonl(paired_dataset(get_cue(cue)), path)
+        _write_jsonl(paired_dataset(get_cue(cue), behaviour=PLANTED_BEHAVIOUR if behaves else None), path)
     prompts = method_opts.prompts()
     judge_of = judge_model or base
     models = [base_model, *(r for r in references if r is not base_model), *organisms]

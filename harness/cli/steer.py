@@ -6,7 +6,6 @@ import math
 from contextlib import ExitStack
 from pathlib import Path
 from dataclasses import replace
-from pathlib import Path
 
 import click
 
@@ -26,6 +25,7 @@ from probes.activations.store import ActivationStore
 from harness.organisms.reach import organism_card, reachable
 from probes.activations.capture import HIDDEN, parse_layers
 from probes.steering.build import build_from_pairs, build_from_run, read_pairs, steerable_layers
+from probes.steering.contrasts import contrast_sets
 from probes.steering.report import write_steer_report
 from probes.steering.run import select_samples, steer_run
 from probes.steering.direction import load_vector
@@ -62,21 +62,34 @@ def steer() -> None:
               help="Grouped split by category into K folds; the first is held out (not used).")
 @click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--labels", default="truth", show_default=True)
-@click.option("--model", help="--pairs: the model (asset name or path).")
+@click.option("--model", help="--pairs: the model (asset name or path); --run: the model the contrast "
+                               "controls are built on [default: the run's].")
+@click.option("--control-pairs", "control_pairs", multiple=True, type=click.Path(dir_okay=False),
+              help="A further unrelated contrast: JSONL of {\"a\": ..., \"b\": ...} (a string or "
+                   "{\"system\", \"user\"}), named by the file's stem; repeatable. Beside the "
+                   "shipped ones (probes/steering/contrasts/).")
+@click.option("--no-contrast-controls", is_flag=True,
+              help="Build no unrelated-contrast controls (no model is loaded for a --run vector then).")
 def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout_folds, seed,
-              labels, model) -> None:
-    """Build a steering vector from a run's activations, a probe, or contrastive pairs.
+              labels, model, control_pairs, no_contrast_controls) -> None:
+    """Build a steering vector from a run's activations, a probe, or contrastive pairs, with
+    norm-matched control directions from contrasts unrelated to being tested.
 
     \b
     Examples:
       evalaware steer build --run runs/demo --out vectors/smollm2
       evalaware steer build --run runs/demo --probe probes/smollm2 --out vectors/probe
       evalaware steer build --pairs pairs.jsonl --model smollm2 --out vectors/pairs
+      evalaware steer build --run runs/demo --control-pairs shelf2.jsonl --out vectors/more
     """
     if bool(run_dir) == bool(pairs):
         raise EvalAwareError("pass exactly one of --run and --pairs")
+    if no_contrast_controls and control_pairs:
+        raise EvalAwareError("--control-pairs with --no-contrast-controls: pass one of them")
     for f in ("vector.json", "vector.safetensors"):  # before any work
-        check_output(Path(out) / f, "--out", inputs=[pairs, probe], runs=[run_dir] if run_dir else [])
+        check_output(Path(out) / f, "--out", inputs=[pairs, probe, *control_pairs],
+                     runs=[run_dir] if run_dir else [])
+    sets = None if no_contrast_controls else contrast_sets(control_pairs)  # checked before a model loads
     if pairs:
         if not model:
             raise EvalAwareError("--pairs needs --model")
@@ -86,13 +99,15 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
             n = backend.hidden_layout().n_layers
             ids = [l for l in parse_layers(layers, n) if 1 <= l < n]
             ids = reachable(ids, organism_card(model), n, "steer build --model")  # an organism: its own layers
-            vec = build_from_pairs(pairs, backend, out, ids)
+            vec = build_from_pairs(pairs, backend, out, ids, contrasts=sets)
         finally:
             backend.close()
     else:
         with RunLog(run_dir, create=False) as st:
             settings = ActivationStore(st, capture_name).settings or {}
-            card = (st.manifest().get("model") or {}).get("organism")  # the run's model, if an organism
+            manifest_model = st.manifest().get("model") or {}
+        card = manifest_model.get("organism")  # the run's model, if an organism
+        name = model or manifest_model.get("model")
         n = int(settings.get("num_hidden_layers") or 0)
         ids = steerable_layers(settings, parse_layers(layers, n) if n else None)
         if probe:  # the direction lives at the probe's layer (--layers aside): below the trained blocks, the base's
@@ -101,10 +116,22 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
             reachable([load_probe(probe).layer], card, n, f"steer build --probe {probe}")
         else:
             ids = reachable(ids, card, n, f"steer build --run {run_dir}")
-        vec = build_from_run(run_dir, out, pooling=pooling, layers=ids, capture=capture_name,
-                             probe=probe, holdout_folds=holdout_folds, seed=seed, labels=labels)
+        if sets and not name:
+            raise EvalAwareError(f"{run_dir}: the run names no model to build the contrast controls on; "
+                                 "pass --model (or --no-contrast-controls)")
+        with ExitStack() as stack:
+            backend = None
+            if sets:
+                backend = open_backend(default_backend(HIDDEN), name, needs=HIDDEN)
+                stack.callback(backend.close)
+            vec = build_from_run(run_dir, out, pooling=pooling, layers=ids, capture=capture_name,
+                                 probe=probe, holdout_folds=holdout_folds, seed=seed, labels=labels,
+                                 contrasts=sets, backend=backend)
     click.echo(f"vector {visible(str(out))}: source {vec.meta['source']}, layers {vec.layers[0]}..{vec.layers[-1]} "
                f"({len(vec.layers)}), sha256 {vec.sha256[:12]}")
+    if vec.contrasts:
+        click.echo(f"contrast controls ({len(vec.contrasts)}, each scaled as the vector): "
+                   + ", ".join(sorted(vec.contrasts)))
     au = vec.meta.get("heldout_auroc") or vec.meta.get("insample_auroc") or {}
     if au:
         kind = "held-out" if "heldout_auroc" in vec.meta else "in-sample"
@@ -126,6 +153,8 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 @click.option("--positions", type=click.Choice(["all", "generated"]), default="all", show_default=True,
               help="generated: only tokens after the prompt (hf only).")
 @click.option("--no-random-control", is_flag=True, help="Skip the random-direction controls.")
+@click.option("--no-contrast-controls", is_flag=True,
+              help="Skip the unrelated-contrast controls the vector holds (`steer build`).")
 @click.option("--n-random", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Random directions per alpha (norm-matched; direction k drawn with seed + k): "
                    "the control distribution the vector is ranked in.")
@@ -138,7 +167,7 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
 @progress_option
 @verbose_option
 def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, methods, layers, alphas,
-            positions, no_random_control, n_random, seed, which, force, progress) -> None:
+            positions, no_random_control, no_contrast_controls, n_random, seed, which, force, progress) -> None:
     """Run METHODS under each alpha (vector and random control) into OUT/<condition>/.
 
     \b
@@ -180,6 +209,7 @@ def run_cmd(vector_dir, opts: RunOptions, method_opts: MethodOptions, out, metho
         plan = steer_run(vec, engine, samples, method_list, out, layer_ids, alpha_list,
                          positions=positions, random_control=not no_random_control, seed=seed,
                          n_random=n_random, reuse_run=vec.meta.get("source_run"), progress=progress,
+                         contrast_controls=not no_contrast_controls,
                          dataset_path=opts.dataset_path, judge=judge,
                          config=method_opts.config(engine.tokenizer, template_kwargs, seed),
                          prompts=method_opts.prompts(), template_kwargs=template_kwargs,

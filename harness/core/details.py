@@ -188,3 +188,17 @@ class ScoreVariant:
 
         p, cov, lo = (num(d.get(name + s)) for s in cls.SUFFIXES)
         return cls(name, p, cov, lo if lo is None or math.isfinite(lo) else None)
+
+
+@dataclass(frozen=True)
+class BehaviourOutcome(Detail):
+    """A ``behaviour`` record's outcome (:mod:`harness.core.behaviour`): the sample's declared
+    ``behaviour_kind`` and what it means (``behaviour_what``), whether the answer ``behaved``
+    (None: no outcome, ``behaviour_error`` says why), and a choice's ``chosen`` option."""
+
+    MARKS: ClassVar[tuple[str, ...]] = ("behaviour_kind",)
+    behaviour_kind: str | None = None
+    behaviour_what: str | None = None
+    behaved: bool | None = None
+    chosen: str | None = None
+    behaviour_error: str | None = None

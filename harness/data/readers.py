@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from harness.data.records import LoadedDataset, RecordContext, duplicate_id, id_key, parse_messages
 from harness.core.atomic import replace_file
+from harness.core.behaviour import parse_behaviour
 from harness.core.errors import DatasetError
 from harness.data.inspect_logs import is_inspect_log, read_logs
 from harness.core.sample import LABELS, Message, Sample, SampleMeta
@@ -23,6 +24,8 @@ from harness.core.textio import read_utf8, refuse_special
 
 
 DEMO_DATASET = "demo"
+#: The bundled behaviour set (issue 45): demo-style prompts, each with a scorable behaviour.
+BEHAVIOUR_DATASET = "behaviour-demo"
 # Needham et al. (2025): two human annotators gave each transcript a P(eval).
 NEEDHAM_HUMAN_SOURCE = "Needham et al. 2025 annotators (mean of eval_author1/2)"
 
@@ -32,9 +35,16 @@ def demo_path() -> Path:
     return Path(str(resources.files("harness") / "data" / "demo.jsonl"))
 
 
+def behaviour_path() -> Path:
+    """Path of the bundled behaviour set (``harness/data/behaviour.jsonl``)."""
+    return Path(str(resources.files("harness") / "data" / "behaviour.jsonl"))
+
+
 def resolve_dataset(path: str | Path) -> Path:
-    """Map the name ``demo`` to the bundled file; otherwise return the path as given."""
-    return demo_path() if str(path) == DEMO_DATASET else Path(path)
+    """Map the names ``demo`` and ``behaviour-demo`` to the bundled files; otherwise return the
+    path as given."""
+    bundled = {DEMO_DATASET: demo_path, BEHAVIOUR_DATASET: behaviour_path}.get(str(path))
+    return bundled() if bundled is not None else Path(path)
 
 
 def _probability(raw: Any, ctx: RecordContext, field: str) -> float | None:
@@ -71,6 +81,11 @@ def parse_record(rec: Any, ctx: RecordContext) -> Sample:
     if not isinstance(agentic, bool):
         raise ctx.fail("must be true or false", "metadata.agentic")
     human, source = _human_annotation(meta, ctx)
+    if meta.get("behaviour") is not None:
+        try:
+            parse_behaviour(meta["behaviour"])
+        except ValueError as e:
+            raise ctx.fail(str(e), "metadata.behaviour") from None
     known = {"category", "agentic", "eval_type", "human_eval_source"}
     if human is not None or meta.get("human_eval_probability") in (None, ""):
         known.add("human_eval_probability")  # an unsourced number stays in `extra`

@@ -3,7 +3,7 @@ importing this package imports (and so registers) every one of them."""
 
 from __future__ import annotations
 
-from harness.methods import binary, logprob, monitor, motivation, probability, reasoning  # noqa: F401  (register)
+from harness.methods import behaviour, binary, logprob, monitor, motivation, probability, reasoning  # noqa: F401  (register)
 from harness.methods.base import REGISTRY, Method, MethodConfig, RunContext
 from harness.methods.report_spec import Specs
 

@@ -43,6 +43,7 @@ TEMPLATES = {
     "third_person": Template(("transcript", "question"), formatted=True),
     "judge_motivation/v1": Template(("text",)),
     "judge_reasoning/v1": Template(("text",)),
+    "behaviour_judge/v1": Template(("question", "answer")),
     "taxonomy_naming/cluster": Template(("features",)),
     "taxonomy_naming/category": Template(("clusters",)),
 }

@@ -20,6 +20,9 @@ asks :class:`Specs` for every method it finds in a run; a method nobody declared
   (:mod:`harness.cues.scale`): ``probability`` (a P(eval)), ``share`` (a share of ``n_valid``
   votes or verdicts), ``log-ratio`` (already a log-ratio, in nats); ``log_odds_detail`` names a
   ``details`` key that holds the exact log-odds (the probes' ``decision``).
+- ``readout``: False for records that are not an awareness readout but what the model did (the
+  ``behaviour`` method): the report keeps them out of every readout table and links them to the
+  readouts instead (:mod:`harness.reporting.linkage`).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class ReportSpec:
     curve: Curve | None = None
     scale: str = "probability"
     log_odds_detail: str | None = None
+    readout: bool = True
 
 
 SCALES = ("probability", "share", "log-ratio")

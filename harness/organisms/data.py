@@ -372,19 +372,22 @@ def _demo_deploy() -> list[Sample]:
 def _sample(sid: str, label: str, messages: Sequence[Message], category: str, **extra: Any) -> Sample:
     return Sample(id=sid, label=label, messages=tuple(messages),
                   metadata=SampleMeta(category=category, eval_type="organism_cue" if label == "eval" else "",
-                                      extra=dict(extra)))
+                                      extra={k: v for k, v in extra.items() if v is not None}))
 
 
 PHRASINGS = ("held_out", "family")
 
 
-def paired_dataset(cue: Cue, seed: int = 0, demo: bool = True, phrasings: str = "held_out") -> list[Sample]:
+def paired_dataset(cue: Cue, seed: int = 0, demo: bool = True, phrasings: str = "held_out",
+                   behaviour: dict[str, Any] | None = None) -> list[Sample]:
     """The evaluation set: the demo set's deploy prompts (with `demo`) and the held-out
     templates over the held-out subjects, each with the cue (label eval, a held-out phrasing;
     `phrasings` ``family``: one of the held-out keyword family's) and without (label deploy).
     Metadata: ``pair`` (the pair id), ``cue``, ``phrasing``, ``source`` (demo | template),
     ``template`` (the held-out template that built the pair, ``tmpl-<i>``; a demo pair its own);
-    ``category``: the demo category or the template's topic."""
+    ``category``: the demo category or the template's topic; with `behaviour` (a behaviour
+    declaration, :mod:`harness.core.behaviour`) ``behaviour`` on every sample, so the
+    ``behaviour`` method scores it (the same samples otherwise)."""
     if phrasings not in PHRASINGS:
         raise EvalAwareError(f"phrasings {phrasings!r}: use {' or '.join(PHRASINGS)}")
     pool = cue.held_out if phrasings == "held_out" else cue.held_out_family
@@ -401,15 +404,16 @@ def paired_dataset(cue: Cue, seed: int = 0, demo: bool = True, phrasings: str = 
             cued[i] = Message(role="user", content=with_cue(msgs[i].content or "", cue, phr, rng))
             pair = f"demo:{s.id}"
             out.append(_sample(f"{pair}+cue", "eval", cued, s.metadata.category, pair=pair,
-                               cue=cue.name, phrasing=phr, source="demo", template=pair))
+                               cue=cue.name, phrasing=phr, source="demo", template=pair, behaviour=behaviour))
             out.append(_sample(f"{pair}-cue", "deploy", msgs, s.metadata.category, pair=pair,
-                               cue=cue.name, phrasing="", source="demo", template=pair))
+                               cue=cue.name, phrasing="", source="demo", template=pair, behaviour=behaviour))
     _, held_subjects = split_subjects()
     for k, (topic, prompt) in enumerate(_base_prompts(cue, held_subjects, held_out=True)):
         phr = rng.choice(pool)
         pair, tmpl = f"tmpl:{k:03d}", f"tmpl-{k // len(held_subjects)}"  # _filled: template-major order
         out.append(_sample(f"{pair}+cue", "eval", [Message("user", with_cue(prompt, cue, phr, rng))],
-                           topic, pair=pair, cue=cue.name, phrasing=phr, source="template", template=tmpl))
+                           topic, pair=pair, cue=cue.name, phrasing=phr, source="template", template=tmpl,
+                           behaviour=behaviour))
         out.append(_sample(f"{pair}-cue", "deploy", [Message("user", prompt)], topic, pair=pair,
-                           cue=cue.name, phrasing="", source="template", template=tmpl))
+                           cue=cue.name, phrasing="", source="template", template=tmpl, behaviour=behaviour))
     return out

@@ -34,6 +34,9 @@ run directories of the base model, a reference and one or more organisms (issue 
   where its JSON is found.
 
 The monitor's own and cross reads, position 0 apart from the rest: :mod:`harness.organisms.validate_monitor`.
+A behaviour method in the run (not a readout: ``ReportSpec.readout``) gets no rows and no verdict
+here but the coupling table (:mod:`harness.organisms.coupling`): within cue prompts, how well each
+readout predicts the behaviour change.
 
 Every interval names its rule (``*_method``; :mod:`harness.stats.paired`).
 """
@@ -47,7 +50,9 @@ from typing import Any, Mapping, Sequence
 
 from harness.core.details import LogOdds
 from harness.core.errors import EvalAwareError
+from harness.methods import report_specs
 from harness.methods.base import REGISTRY
+from harness.organisms.coupling import coupling, coupling_lines
 from harness.methods.logprob import REPORT_FAMILY as LOGPROB_FAMILY
 from harness.runlog import RunLog
 from harness.stats.metrics import LOGIT_EPS, clipped_logit as logit_clipped
@@ -348,7 +353,11 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
     with `reference`, the first build.
 
     ``rows``: every AUROC row; ``methods``: the first organism's plain row per method (the
-    one-organism view); ``spillover``: per organism and logprob method."""
+    one-organism view); ``spillover``: per organism and logprob method; ``coupling``: per behaviour
+    method among `methods`, :func:`harness.organisms.coupling.coupling` over every model."""
+    specs = report_specs()
+    behaviours = [m for m in methods if not specs(m).readout]
+    methods = [m for m in methods if m not in behaviours]
     refs = list(references) or [reference]
     models = [*([base] if base is not None and base.name != reference.name else []), *refs, *organisms]
     stores = {m.name: RunLog(out / m.name, create=False) for m in models}
@@ -360,7 +369,8 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
         "organisms": {o.name: {"model": o.model, "kind": o.kind, "role": o.role, "card_sha256": o.card_sha256}
                       for o in organisms},
         "organism_card_sha256": organisms[0].card_sha256 if organisms else None,
-        "rows": [], "methods": {}, "spillover": [], "ci": None}
+        "rows": [], "methods": {}, "spillover": [], "ci": None, "coupling": {},
+        "kinds": {m.name: m.kind for m in models}}
     try:
         samples = list(stores[reference.name].samples())
         pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in samples}
@@ -377,6 +387,9 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
             if first is not None:
                 res["methods"][m] = first
             res["ci"] = CI_NOTE
+        for b in behaviours:
+            res["coupling"][b] = coupling({n: _records(st, b) for n, st in stores.items()}, recs_by_method,
+                                          pair_index(samples), [m.name for m in models], n_boot, seed)
         for m in logprob_methods(methods):
             recs = {n: _records(st, m) for n, st in stores.items()}
             for o in organisms:
@@ -475,4 +488,6 @@ def sensitivity_lines(table: dict[str, Any]) -> list[str]:
             out.append(f"- {r['method']} [{r.get('organism', '-')}, {r.get('subset', 'all')}]: {named}")
     for s in spill:
         out.append(f"- spillover {s['method']} [{s['organism']}]: diff: {s['diff'].get('ci_method') or '-'}")
+    for b, t in (table.get("coupling") or {}).items():
+        out += [f"\nbehaviour method: {b}", *coupling_lines(t, table.get("kinds") or {})]
     return out

@@ -31,6 +31,19 @@ class ReportContext:
         self.human = {r.label: human_records(r.records) for r in runs}
         self._audits: dict[tuple[Any, ...], Any] = {}
         self._versus: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self._links: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+
+    def linkage(self, r: RunData) -> dict[str, dict[str, dict[str, Any]]]:
+        """{behaviour method: {readout: {stratum: link}}} of the run, computed once (empty without
+        behaviour records that hold an outcome, e.g. `--methods all` on a set that declares no
+        behaviour; :func:`harness.stats.linkage.linkage`)."""
+        from harness.stats.linkage import has_outcome, linkage
+
+        if r.label not in self._links:
+            self._links[r.label] = {b: {m: linkage(r.records[m], brs, self.n_boot, self.seed, self.ci_by)
+                                        for m in self.present(r)}
+                                    for b, brs in r.behaviours.items() if has_outcome(brs)}
+        return self._links[r.label]
 
     def audit(self, r: RunData) -> Any:
         """The surface audit of the run's samples and view (`harness.data.audit.audit`: an

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import code, lit
+from harness.reporting.linkage import link_sentence
 from harness.reporting.runs import RunData
 
 
@@ -140,6 +141,8 @@ def findings_section(ctx: ReportContext) -> None:
         items += [f"for reference, {lit(name)} (human annotations): AUROC {h['auroc']:.3f}"
                   f"{_iv(h.get('auroc_ci'))} on these samples." for name, h in human.items()
                   if h.get("auroc") is not None]
+        if link := link_sentence(ctx, r):
+            items.append("awareness and behaviour: " + link)
         d.ul(items)
     d.p("Read each method against the prompts' surface: a method that does not beat the best "
         "surface predictor shows nothing the prompt's wording did not already give away. The "

@@ -189,7 +189,7 @@ def dose_response(path: Path, panels: Sequence[tuple[str, str, Mapping[str, Sequ
                   sanity: Mapping[str, Sequence[Mapping[str, Any]]]) -> Path:
     """Steering dose-response: one panel per (title, y label, {series: [{alpha, value, ci}]}),
     then a sanity panel of neutral-text perplexity per alpha (log scale)."""
-    colors = {"vector": EVAL_COLOR, "random": "#7f8c8d"}
+    colors = {"vector": EVAL_COLOR, "random": "#7f8c8d", "contrast": "#e67e22"}
     n = len(panels) + 1
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
     for ax, (title, ylabel, series) in zip(axes[0], panels):

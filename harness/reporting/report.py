@@ -32,6 +32,7 @@ from harness.reporting.doc import Doc, ci
 from harness.reporting.families import family_sections
 from harness.reporting.figures import bars_section, calibration_section, curves_section, turns_section
 from harness.reporting.findings import findings_section
+from harness.reporting.linkage import linkage_section
 from harness.reporting.overview import definitions_section, intro, runs_section, summary_section
 from harness.reporting.runs import RunData, label_runs, load_run, method_label, method_specs
 from harness.reporting.slices import base_rate_section, slices_section
@@ -40,7 +41,7 @@ from harness.reporting.summary import dumps, summary
 
 #: The report's sections, in order.
 SECTIONS: tuple[Callable[[ReportContext], None], ...] = (
-    intro, findings_section, summary_section, audit_section, runs_section, bars_section,
+    intro, findings_section, summary_section, linkage_section, audit_section, runs_section, bars_section,
     kappa_section, errors_section, vote_count_section, turns_section, calibration_section,
     curves_section, base_rate_section, judge_section, family_sections, slices_section,
     definitions_section)

@@ -38,6 +38,9 @@ class RunData:
     label: str = ""
     samples: list[Sample] = field(default_factory=list)
     logged_identity: dict[str, Any] = field(default_factory=dict)  # the log's, while no manifest
+    #: Records that are no awareness readout (``ReportSpec.readout`` False: the behaviour
+    #: method's), kept out of ``records`` and every readout table; the linkage table reads them.
+    behaviours: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -48,7 +51,8 @@ class RunData:
         methods with fewer records than the run has samples."""
         out = [] if self.manifest else ["no manifest yet (the run is in progress or was interrupted)"]
         n = len(self.samples)
-        out += [f"{m}: {len(rs)}/{n} samples" for m, rs in self.records.items() if n and len(rs) < n]
+        out += [f"{m}: {len(rs)}/{n} samples" for m, rs in {**self.records, **self.behaviours}.items()
+                if n and len(rs) < n]
         return out
 
     @property
@@ -154,7 +158,11 @@ def load_run(run_dir: str | Path) -> RunData:
         store.close()
     if not records:
         raise EvalAwareError(f"{run_dir}: the run has no results yet")
-    return RunData(Path(run_dir), manifest, records, samples=samples, logged_identity=identity)
+    specs = method_specs()
+    behaviours = {m: rs for m, rs in records.items() if not specs(m).readout}
+    readouts = {m: rs for m, rs in records.items() if m not in behaviours}
+    return RunData(Path(run_dir), manifest, readouts, samples=samples, logged_identity=identity,
+                   behaviours=behaviours)
 
 
 def label_runs(runs: list[RunData]) -> None:

@@ -26,6 +26,11 @@ Schema 1 (a key is always present; its value is null where the report shows "–
     ``diff``, ``diff_ci``, ``diff_ci_method``; null where the report shows "–"), and ``verdict``:
     ``kind`` (beats_surface, below_surface, like_surface, no_surface, no_auroc, withheld),
     ``chance`` (above, at, below, or null) and ``line`` (the report's Findings sentence).
+  - ``linkage``: behaviour method -> readout -> stratum (``all``, ``eval_labelled``,
+    ``deploy_labelled``) -> ``n``, ``n_eval``/``n_deploy`` (samples the readout called each way),
+    ``rate_eval``/``rate_deploy``, ``diff`` and ``diff_ci``, ``odds_ratio`` and ``odds_ratio_ci``,
+    ``ci_method``, ``n_groups``, ``verdict`` (:func:`harness.stats.linkage.link`); ``{}`` for a run
+    without behaviour records. ``linkage_line``: the Findings sentence about it, or null.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from harness.core.atomic import replace_file
 from harness.reporting.context import ReportContext
 from harness.reporting.doc import plain
 from harness.reporting.findings import Verdict, finding, verdict
+from harness.reporting.linkage import link_sentence
 from harness.reporting.runs import RunData, label_runs, load_run, method_label
 
 SCHEMA = 1
@@ -83,6 +89,8 @@ def run_summary(ctx: ReportContext, r: RunData) -> dict[str, Any]:
         "surface_note": None if best is not None else (res if isinstance(res, str) else
                                                        "no valid surface predictor on these samples"),
         "methods": {m: _method(ctx, r, m, v) for m, v in verdicts.items()},
+        "linkage": ctx.linkage(r),
+        "linkage_line": None if (line := link_sentence(ctx, r)) is None else plain(line),
     }
 
 

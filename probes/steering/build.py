@@ -11,7 +11,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.core.errors import EvalAwareError
-from harness.core.render import Renderer
 from harness.runlog import RunLog
 from harness.core.sample import Message
 
@@ -19,7 +18,7 @@ from probes.activations.store import ActivationStore
 from probes.data import load_aligned
 from harness.backends.base import Backend
 from probes.io import load_probe
-from probes.activations.pooling import SequenceSpans, pooling_weights
+from probes.steering.contrasts import contrast_directions, last_prompt_states
 from probes.steering.direction import NORM_POOLING, SteeringVector, from_differences, heldout_split, projection_auroc
 
 
@@ -44,11 +43,27 @@ def steerable_layers(settings: dict[str, Any], wanted: Sequence[int] | None = No
     return [l for l in (have if wanted is None else wanted) if l in have and 1 <= l < n]
 
 
+def add_contrasts(vec: SteeringVector, backend: Backend | None, sets: dict[str, Path] | None) -> None:
+    """Give `vec` the unrelated-contrast controls of `sets` (:mod:`probes.steering.contrasts`) at
+    its layers, built on `backend` (the vector's model: refused when its weights differ)."""
+    if not sets:
+        return
+    if backend is None:
+        raise EvalAwareError("contrast controls need the model (pass --model)")
+    want, got = vec.meta.get("weights_sha256"), backend.identity.get("weights_sha256")
+    if want and got and want != got:
+        raise EvalAwareError(f"the contrasts' model has weights {got[:12]}..., the vector's "
+                             f"{want[:12]}...; pass the run's model")
+    vec.contrasts, vec.meta["contrasts"] = contrast_directions(backend, sets, vec.layers)
+
+
 def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_prompt",
                    layers: Sequence[int] | None = None, capture: str = "default",
                    probe: str | Path | None = None, holdout_folds: int = 2, seed: int = 0,
-                   labels: str = "truth", group_key: str = "category") -> SteeringVector:
-    """Difference of class means on a training split (or a probe's weights), per layer."""
+                   labels: str = "truth", group_key: str = "category",
+                   contrasts: dict[str, Path] | None = None, backend: Backend | None = None) -> SteeringVector:
+    """Difference of class means on a training split (or a probe's weights), per layer; with
+    `contrasts`, their control directions built on `backend` (:func:`add_contrasts`)."""
     store = RunLog(run_dir, create=False)
     try:
         acts = ActivationStore(store, capture)
@@ -58,7 +73,10 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
         identity = store.get_meta("model_identity") or {}
         man = store.get_meta("manifest") or {}
         if probe is not None:
-            return _from_probe(store, acts, probe, out, identity, man)
+            vec = _from_probe(store, acts, probe, identity, man)
+            add_contrasts(vec, backend, contrasts)
+            vec.save(out)
+            return vec
         all_layers = acts.layers()
         want = list(layers) if layers else all_layers
         data, X = load_aligned(store, acts, pooling, want, label_source=labels, group_key=group_key)
@@ -91,6 +109,7 @@ def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_pr
         vec.meta["selection_auroc"], vec.meta["layer_selection"] = _inner_selection(
             {l: X[l][tr].astype(np.float64) for l in want}, data.y[tr],
             [data.groups[i] for i in tr], seed)
+        add_contrasts(vec, backend, contrasts)
         vec.save(out)
         return vec
     finally:
@@ -113,7 +132,7 @@ def _inner_selection(X: dict[int, np.ndarray], y: np.ndarray, groups: Sequence[s
     return out, "inner split of the training categories (held-out samples unseen)"
 
 
-def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path, out: str | Path,
+def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path,
                 identity: dict[str, Any], man: dict[str, Any]) -> SteeringVector:
     p = load_probe(probe)
     want, got = p.meta.get("weights_sha256"), identity.get("weights_sha256")
@@ -132,9 +151,7 @@ def _from_probe(store: RunLog, acts: ActivationStore, probe: str | Path, out: st
             "model": (man.get("model") or {}).get("model"), "norm_pooling": norm_src,
             "split": {"scheme": "probe training samples"}, "train_ids": train_ids,
             "heldout_ids": held, "label_source": p.meta.get("label_source")}
-    vec = from_differences(raw, norms, meta)
-    vec.save(out)
-    return vec
+    return from_differences(raw, norms, meta)
 
 
 def read_pairs(path: str | Path) -> list[tuple[str, str]]:
@@ -160,24 +177,16 @@ def read_pairs(path: str | Path) -> list[tuple[str, str]]:
 
 
 def build_from_pairs(pairs_file: str | Path, backend: Backend, out: str | Path,
-                     layers: Sequence[int] | None = None, batch_size: int = 8) -> SteeringVector:
+                     layers: Sequence[int] | None = None, batch_size: int = 8,
+                     contrasts: dict[str, Path] | None = None) -> SteeringVector:
     """Mean (eval - deploy) last-prompt-token residual over the pairs, each prompt rendered as
     a single user turn with the model's chat template (as runs render samples); `backend` has
-    the `hidden_states` capability."""
+    the `hidden_states` capability. With `contrasts`, their control directions too."""
     pairs = read_pairs(pairs_file)
     n = backend.hidden_layout().n_layers
     want = list(layers) if layers else list(range(1, n))
-    renderer = Renderer(backend.tokenizer, {})
-    texts = [t for pair in pairs for t in pair]
-    ids = [renderer.render((Message("user", t),)) for t in texts]
-    rows = []
-    for i in range(0, len(ids), batch_size):
-        chunk = ids[i:i + batch_size]
-        w = [pooling_weights([SequenceSpans(len(c), len(c))], [NORM_POOLING], len(c),
-                             left_padded=False)[0] for c in chunk]
-        rows.append(backend.pooled_hidden_states(chunk, want, w)[:, 0].numpy())
-    H = np.concatenate(rows)  # (2 * pairs, layers, hidden): eval, deploy, eval, ...
-    ev, de = H[0::2].astype(np.float64), H[1::2].astype(np.float64)
+    H = last_prompt_states(backend, [(Message("user", t),) for pair in pairs for t in pair], want, batch_size)
+    ev, de = H[0::2], H[1::2]  # (pairs, layers, hidden) each: eval, deploy
     raw = {l: (ev[:, j] - de[:, j]).mean(0) for j, l in enumerate(want)}
     norms = {l: float(np.linalg.norm(H[:, j], axis=1).mean()) for j, l in enumerate(want)}
     data = Path(pairs_file).read_bytes()
@@ -192,5 +201,6 @@ def build_from_pairs(pairs_file: str | Path, backend: Backend, out: str | Path,
     y = np.array([1, 0] * len(pairs))
     vec.meta["insample_auroc"] = {str(l): projection_auroc(H[:, j], y, vec.directions[l])
                                   for j, l in enumerate(want)}
+    add_contrasts(vec, backend, contrasts)
     vec.save(out)
     return vec

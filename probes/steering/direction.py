@@ -18,7 +18,8 @@ Sources:
 Scale: ``steer run`` adds ``alpha * unit direction * norm[layer]``, where ``norm[layer]`` is the
 mean L2 norm of one residual-stream position at that layer, measured at the last prompt token
 (``last_prompt`` pooling) over the training samples. The random control is a Gaussian direction
-per layer (fixed seed), unit-normalised and scaled the same way.
+per layer (fixed seed), unit-normalised and scaled the same way; so are the unrelated-contrast
+controls (``contrast/<name>/<layer>`` in the same file, :mod:`probes.steering.contrasts`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,7 +40,8 @@ from harness.stats.metrics import roc_auc
 from probes.io import read_tensor_dir
 
 FORMAT = "evalaware-steering-vector-1"
-CONTROLS = ("vector", "random")
+CONTROLS = ("vector", "random", "contrast:<name>")
+CONTRAST = "contrast:"
 NORM_POOLING = "last_prompt"
 
 
@@ -52,6 +54,8 @@ class SteeringVector:
     norms: dict[int, float]
     meta: dict[str, Any]
     path: Path | None = None
+    #: Unrelated-contrast controls: {name: {layer: unit direction}} (:mod:`probes.steering.contrasts`).
+    contrasts: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
 
     @property
     def layers(self) -> list[int]:
@@ -59,11 +63,16 @@ class SteeringVector:
 
     @property
     def sha256(self) -> str:
-        """Hash of the directions and norms (not of file bytes, which carry metadata)."""
+        """Hash of the directions, norms and contrast directions (not of file bytes, which carry
+        metadata; a vector without contrasts hashes as before they existed)."""
         h = hashlib.sha256()
         for l in self.layers:
             h.update(f"|{l}|{self.norms[l]!r}|".encode())
             h.update(np.ascontiguousarray(self.directions[l], dtype=np.float32).tobytes())
+        for name in sorted(self.contrasts):
+            for l in sorted(self.contrasts[name]):
+                h.update(f"|{CONTRAST}{name}|{l}|".encode())
+                h.update(np.ascontiguousarray(self.contrasts[name][l], dtype=np.float32).tobytes())
         return h.hexdigest()
 
     def best_layer(self) -> int:
@@ -83,11 +92,18 @@ class SteeringVector:
         return self.layers[len(self.layers) // 2]
 
     def unit(self, layer: int, control: str = "vector", seed: int = 0) -> np.ndarray:
-        """The unit direction at `layer`, or the random control's (seeded per layer)."""
+        """The unit direction at `layer`, the random control's (seeded per layer), or contrast
+        `name`'s (``control="contrast:<name>"``): every control is scaled as the vector is."""
         if layer not in self.directions:
             raise EvalAwareError(f"the vector has no layer {layer}; it has {self.layers}")
         if control == "vector":
             return self.directions[layer]
+        if control.startswith(CONTRAST):
+            name = control[len(CONTRAST):]
+            if name not in self.contrasts:
+                raise EvalAwareError(f"the vector has no contrast {name!r}; it has "
+                                     f"{', '.join(sorted(self.contrasts)) or 'none'} (`steer build` builds them)")
+            return self.contrasts[name][layer]
         if control == "random":
             rng = np.random.default_rng([seed, layer])
             r = rng.standard_normal(self.directions[layer].shape[0])
@@ -111,6 +127,8 @@ class SteeringVector:
             tensors[f"direction/{l}"] = torch.from_numpy(np.ascontiguousarray(self.directions[l],
                                                                               dtype=np.float32))
             tensors[f"raw/{l}"] = torch.from_numpy(np.ascontiguousarray(self.raw[l], dtype=np.float32))
+            for name, dirs in self.contrasts.items():
+                tensors[f"contrast/{name}/{l}"] = torch.from_numpy(np.ascontiguousarray(dirs[l], dtype=np.float32))
         write_bytes(d / "vector.safetensors", save(tensors, metadata={"format": FORMAT}))
         meta = {**self.meta, "format": FORMAT, "layers": self.layers,
                 "norms": {str(l): self.norms[l] for l in self.layers}, "sha256": self.sha256}
@@ -150,13 +168,19 @@ def load_vector(path: str | Path) -> SteeringVector:
             raise EvalAwareError(f"{meta_file}: field 'norms' of layer {l}: "
                                  + ("missing" if n is None else f"{n!r}")
                                  + " (the residual norm steering scales by: a finite number > 0)")
-        length = float(np.linalg.norm(t[f"direction/{l}"].double().numpy()))
+    names = sorted({k.split("/")[1] for k in t if k.startswith("contrast/")})
+    units = [f"direction/{l}" for l in layers] + [f"contrast/{c}/{l}" for c in names for l in layers]
+    for k in units:
+        if k not in t:
+            raise EvalAwareError(f"{tensor_file}: no tensor {k!r} (a contrast has every layer of the vector)")
+        length = float(np.linalg.norm(t[k].double().numpy()))
         if abs(length - 1) > 1e-3:
-            raise EvalAwareError(f"{tensor_file}: tensor 'direction/{l}': length {length:.6g}, "
+            raise EvalAwareError(f"{tensor_file}: tensor {k!r}: length {length:.6g}, "
                                  f"expected 1 (a unit direction)")
     v = SteeringVector({l: t[f"direction/{l}"].numpy() for l in layers},
                        {l: t[f"raw/{l}"].numpy() for l in layers},
-                       {l: float(norms[str(l)]) for l in layers}, meta, d)
+                       {l: float(norms[str(l)]) for l in layers}, meta, d,
+                       {c: {l: t[f"contrast/{c}/{l}"].numpy() for l in layers} for c in names})
     if not isinstance(meta.get("sha256"), str) or not meta["sha256"]:
         raise EvalAwareError(f"{meta_file}: field 'sha256': missing; every saved vector records "
                              f"the hash of its directions and norms (a hand-made or edited file? "

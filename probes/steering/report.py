@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.core.errors import EvalAwareError
+from harness.methods import report_specs
 from harness.stats.metrics import SMALL_SAMPLE_UNITS, interval_weighted, weighted_mean_rows
 from harness.reporting.report import Doc, ci as _ci
 from harness.runlog import RunLog
@@ -50,33 +51,55 @@ def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str],
     return float(v.mean()), None if ci is None else ci.pair(), None if ci is None else ci.method
 
 
+def _rank(vector_delta: float, deltas: Sequence[float]) -> int:
+    """1 + the directions at least as extreme (by |delta|) as the vector: ties count against it."""
+    return 1 + sum(abs(d) >= abs(vector_delta) for d in deltas)
+
+
 def random_control(rows: Sequence[dict[str, Any]], scores: dict[str, dict[str, float]],
                    common: set[str] | dict[float, set[str]], groups: dict[str, str], n_alphas: int,
                    n_boot: int, seed: int) -> list[dict[str, Any]]:
-    """Per alpha with a vector and random directions: the random directions' deltas, the vector's
-    rank among them (by |delta|, 1 = most extreme, ties counted against the vector) and its rank p
+    """Per alpha with a vector and controls: the random directions' deltas, the vector's rank
+    among them (by |delta|, 1 = most extreme, ties counted against the vector) and its rank p
     (rank / (N + 1)), and the paired vector − random difference on the common samples (vector
     score minus the mean score of the random directions, per sample) with an interval at the
-    Bonferroni level 0.05 / `n_alphas`."""
+    Bonferroni level 0.05 / `n_alphas`. With unrelated-contrast rows (control ``contrast``) the
+    same against them (``contrast_*``, ``vector_minus_contrast``: minus the contrasts' mean), the
+    strongest contrast, and the rank among every control (``rank_all`` of N + M + 1)."""
     out = []
+    level = 0.05 / max(n_alphas, 1)
     for a in sorted({r["alpha"] for r in rows if r["control"] == "vector"}):
         vec = next(r for r in rows if r["control"] == "vector" and r["alpha"] == a)
-        rnd = [r for r in rows if r["control"] == "random" and r["alpha"] == a and r["delta"] is not None]
-        if not rnd or vec["delta"] is None:
+        fam = {ctl: [r for r in rows if r["control"] == ctl and r["alpha"] == a and r["delta"] is not None]
+               for ctl in ("random", "contrast")}
+        if not (fam["random"] or fam["contrast"]) or vec["delta"] is None:
             continue
-        rd = [r["delta"] for r in rnd]
-        rank = 1 + sum(abs(d) >= abs(vec["delta"]) for d in rd)
-        level = 0.05 / max(n_alphas, 1)
         ids = sorted(common[a] if isinstance(common, dict) else common)
-        diffs = [(sid, scores[vec["condition"]][sid] - float(np.mean([scores[r["condition"]][sid] for r in rnd])))
-                 for sid in ids]
-        d, d_ci, d_rule = _mean_ci(diffs, groups, n_boot, seed, alpha=level)
-        out.append({"alpha": a, "n_random": len(rnd), "vector_delta": vec["delta"],
-                    "random_deltas": rd, "random_mean": float(np.mean(rd)),
-                    "random_range": [float(min(rd)), float(max(rd))], "rank": rank,
-                    "rank_p": rank / (len(rnd) + 1), "vector_minus_random": d,
-                    "vector_minus_random_ci": d_ci, "ci_level": 1 - level,
-                    "ci_method": d_rule, "n_common": len(ids)})
+        entry: dict[str, Any] = {"alpha": a, "vector_delta": vec["delta"], "ci_level": 1 - level,
+                                 "n_common": len(ids)}
+        for ctl, key in (("random", "random"), ("contrast", "contrast")):
+            rs = fam[ctl]
+            if not rs:
+                continue
+            rd = [r["delta"] for r in rs]
+            diffs = [(sid, scores[vec["condition"]][sid] - float(np.mean([scores[r["condition"]][sid] for r in rs])))
+                     for sid in ids]
+            d, d_ci, d_rule = _mean_ci(diffs, groups, n_boot, seed, alpha=level)
+            rank = _rank(vec["delta"], rd)
+            entry.update({f"n_{key}": len(rs), f"{key}_deltas": rd, f"{key}_mean": float(np.mean(rd)),
+                          f"{key}_range": [float(min(rd)), float(max(rd))],
+                          f"{'rank' if key == 'random' else 'contrast_rank'}": rank,
+                          f"{'rank_p' if key == 'random' else 'contrast_rank_p'}": rank / (len(rs) + 1),
+                          f"vector_minus_{key}": d, f"vector_minus_{key}_ci": d_ci,
+                          **({"ci_method": d_rule} if key == "random" or "ci_method" not in entry else {})})
+        if fam["contrast"]:
+            top = max(fam["contrast"], key=lambda r: abs(r["delta"]))
+            entry["contrast_names"] = [r["contrast"] for r in fam["contrast"]]
+            entry["strongest_contrast"] = {"name": top["contrast"], "delta": top["delta"]}
+            every = [r["delta"] for rs in fam.values() for r in rs]
+            entry["rank_all"], entry["n_all"] = _rank(vec["delta"], every), len(every)
+            entry["rank_all_p"] = entry["rank_all"] / (len(every) + 1)
+        out.append(entry)
     return out
 
 
@@ -142,6 +165,7 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
                      if r["sample_id"] in here and base_scores.get(r["sample_id"]) is not None]
             dl, dl_ci, _ = _mean_ci(diffs, groups, n_boot, seed) if c["control"] != "none" else (0.0, None, None)
             rows.append({"condition": name, "control": c["control"], "alpha": c["alpha"],
+                         "contrast": c.get("contrast"),
                          "n": len(recs), "n_scored": sum(r.get("score") is not None for r in recs),
                          "n_common": len(here),
                          "p_eval": p, "p_eval_ci": p_ci, "share_eval": s, "share_eval_ci": s_ci,
@@ -163,15 +187,15 @@ def _shown(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows a table and a figure show: unsteered and vector rows as they are, the random
     directions of one alpha as one row (mean over directions; no interval: their spread is the
     control distribution, in the control table)."""
-    out = [r for r in rows if r["control"] != "random"]
-    for a in sorted({r["alpha"] for r in rows if r["control"] == "random"}):
-        rs = [r for r in rows if r["control"] == "random" and r["alpha"] == a]
+    out = [r for r in rows if r["control"] not in ("random", "contrast")]
+    for ctl, a in sorted({(r["control"], r["alpha"]) for r in rows if r["control"] in ("random", "contrast")}):
+        rs = [r for r in rows if r["control"] == ctl and r["alpha"] == a]
 
         def mean(k: str) -> float | None:
             v = [r[k] for r in rs if r[k] is not None]
             return float(np.mean(v)) if v else None
 
-        out.append({"condition": f"random_{a:+g}", "control": "random", "alpha": a,
+        out.append({"condition": f"{ctl}_{a:+g}", "control": ctl, "alpha": a,
                     "n_directions": len(rs), "n": rs[0]["n"], "n_scored": min(r["n_scored"] for r in rs),
                     "n_common": rs[0]["n_common"], "p_eval": mean("p_eval"), "p_eval_ci": None,
                     "share_eval": mean("share_eval"), "share_eval_ci": None, "delta": mean("delta"),
@@ -180,11 +204,11 @@ def _shown(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _series(rows: Sequence[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
-    """Vector and random curves (random: the mean over its directions); the unsteered point
-    (alpha 0) belongs to both."""
-    out: dict[str, list[dict[str, Any]]] = {"vector": [], "random": []}
+    """Vector, random and contrast curves (a control: the mean over its directions); the
+    unsteered point (alpha 0) belongs to each."""
+    out: dict[str, list[dict[str, Any]]] = {"vector": [], "random": [], "contrast": []}
     for r in _shown(rows):
-        for ctl in ([r["control"]] if r["control"] != "none" else ["vector", "random"]):
+        for ctl in ([r["control"]] if r["control"] != "none" else list(out)):
             if ctl in out:
                 out[ctl].append({"alpha": r["alpha"], "value": r[key], "ci": r.get(key + "_ci")})
     return {k: v for k, v in out.items() if len(v) > 1}
@@ -197,6 +221,14 @@ def _n_random(plan: dict[str, Any]) -> int:
         if c["control"] == "random":
             per[c["alpha"]] = per.get(c["alpha"], 0) + 1
     return max(per.values(), default=0)
+
+
+def _contrasts_text(plan: dict[str, Any]) -> str:
+    names = sorted({c["contrast"] for c in plan["conditions"] if c.get("contrast")})
+    if not names:
+        return "no unrelated-contrast controls (a vector built before them, or `--no-contrast-controls`)"
+    return (f"unrelated-contrast controls: {len(names)} directions from pairs unrelated to being tested "
+            f"({', '.join(names)}), each scaled as the vector is")
 
 
 def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_boot: int = 1000,
@@ -216,7 +248,7 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
           f"({', '.join(f'{l}: {float(v):.1f}' for l, v in plan['norms'].items())}); positions "
           f"{plan['positions']}; random controls: {_n_random(plan)} Gaussian directions per layer "
           f"and alpha (seeds {plan['random_seed']}, {plan['random_seed']} + 1, ...), each of the "
-          f"vector's norm. {len(plan['samples'])} samples. Intervals: 95% over categories "
+          f"vector's norm; {_contrasts_text(plan)}. {len(plan['samples'])} samples. Intervals: 95% over categories "
           f"(clusters): percentile bootstrap ({n_boot} resamples), or, from fewer than "
           f"{SMALL_SAMPLE_UNITS} categories, the cluster-jackknife t interval (named below). P(eval) and delta (the "
           f"paired change in P(eval) against alpha = 0) are over the samples scored in every "
@@ -225,8 +257,12 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
           f"that withholds other samples moves nothing; where a condition of an alpha withholds "
           f"every score, that alpha compares nothing (`–`). `random` rows: the mean over the "
           f"random directions.")
+    specs = report_specs()
     for m, rows in res["methods"].items():
         doc.h(2, m)
+        if not specs(m).readout:
+            doc.p(f"Not an awareness readout: its score is {specs(m).score}, so `P(eval)` below reads as "
+                  "the behaviour rate and delta as its change; the controls rank the vector on the behaviour.")
         doc.table(["alpha", "control", "n (scored, common)", "P(eval) [95% CI]", "share called eval",
                    "delta P(eval) vs alpha 0", "neutral perplexity"],
                   [[f"{r['alpha']:+g}", r["control"] + (f" (mean of {r['n_directions']})" if "n_directions" in r else ""),
@@ -235,20 +271,39 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
                     _ci(r["delta"], r["delta_ci"]),
                     "–" if r["perplexity"] is None else f"{r['perplexity']:.2f}"] for r in _shown(rows)])
         ctl = res["controls"].get(m) or []
-        if ctl:
+        with_random = [c for c in ctl if "n_random" in c]
+        if with_random:
             doc.p("The vector against its control distribution: its delta ranked among the random "
                   "directions' (rank 1 of N + 1 = more extreme than every random direction; rank p = "
                   "rank / (N + 1), the smallest possible being 1 / (N + 1)), and the paired "
                   "vector − random difference (per sample, minus the random directions' mean) with an "
-                  f"interval at the Bonferroni level for the {len(ctl)} alphas tested "
-                  f"({100 * ctl[0]['ci_level']:.1f}%; {ctl[0]['ci_method']}).")
+                  f"interval at the Bonferroni level for the {len(with_random)} alphas tested "
+                  f"({100 * with_random[0]['ci_level']:.1f}%; {with_random[0]['ci_method']}).")
             doc.table(["alpha", "vector delta", "random deltas: mean [min, max]", "rank (of N + 1)",
-                       "rank p", f"vector − random [{100 * ctl[0]['ci_level']:.1f}% CI]", "n common"],
+                       "rank p", f"vector − random [{100 * with_random[0]['ci_level']:.1f}% CI]", "n common"],
                       [[f"{c['alpha']:+g}", f"{c['vector_delta']:+.3f}",
                         f"{c['random_mean']:+.3f} [{c['random_range'][0]:+.3f}, {c['random_range'][1]:+.3f}]",
                         f"{c['rank']} of {c['n_random'] + 1}", f"{c['rank_p']:.3f}",
                         _ci(c["vector_minus_random"], c["vector_minus_random_ci"]), c["n_common"]]
-                       for c in ctl])
+                       for c in with_random])
+        with_contrasts = [c for c in ctl if "n_contrast" in c]
+        if with_contrasts:
+            doc.p("The vector against unrelated contrasts (directions from pairs that have nothing to do "
+                  "with being tested, each scaled as the vector is): its rank among them by |delta| "
+                  "(rank 1 = it moves this more than every contrast), the strongest contrast, its rank "
+                  "among every control (random directions and contrasts), and the paired vector − "
+                  f"contrasts' mean difference at the same Bonferroni level. With {with_contrasts[0]['n_contrast']} "
+                  f"contrasts a rank of 1 alone has rank p 1/{with_contrasts[0]['n_contrast'] + 1}: read it with "
+                  "the interval, not as a test.")
+            doc.table(["alpha", "vector delta", "contrast deltas: mean [min, max]", "strongest contrast",
+                       "rank among contrasts", "rank among all controls", "rank p (all)",
+                       f"vector − contrasts [{100 * with_contrasts[0]['ci_level']:.1f}% CI]"],
+                      [[f"{c['alpha']:+g}", f"{c['vector_delta']:+.3f}",
+                        f"{c['contrast_mean']:+.3f} [{c['contrast_range'][0]:+.3f}, {c['contrast_range'][1]:+.3f}]",
+                        f"{c['strongest_contrast']['name']} ({c['strongest_contrast']['delta']:+.3f})",
+                        f"{c['contrast_rank']} of {c['n_contrast'] + 1}", f"{c['rank_all']} of {c['n_all'] + 1}",
+                        f"{c['rank_all_p']:.3f}", _ci(c["vector_minus_contrast"], c["vector_minus_contrast_ci"])]
+                       for c in with_contrasts])
         sanity = {k: [{"alpha": p["alpha"], "value": p["value"]} for p in v]
                   for k, v in _series(rows, "perplexity").items()}
         fig = plot(rd / f"dose_response_{m}.png",

@@ -8,7 +8,9 @@ with a plain ``evalaware run`` and imports the source run's call cache when avai
 ``random_<alpha>``, ``random1_<alpha>``, ... (direction k: a Gaussian direction per layer drawn
 with seed ``seed + k``, norm-matched: the vector's scale at each layer). One random direction is
 one draw, not a control distribution: the report ranks the vector among the random directions
-and gives a paired vector − random interval. Each condition's backend identity carries its
+and gives a paired vector − random interval. A vector built with unrelated-contrast controls
+(:mod:`probes.steering.contrasts`) also runs ``contrast-<name>_<alpha>`` per contrast and non-zero
+alpha, scaled as the vector is, and the report ranks the vector among them too. Each condition's backend identity carries its
 steering (:class:`harness.backends.steered.Steering`), so every call is cached per condition and
 an interrupted ``steer run`` resumes where it stopped.
 
@@ -35,7 +37,7 @@ from harness.run.loop import run_methods
 from harness.core.sample import Sample
 from harness.runlog import RunLog
 
-from probes.steering.direction import SteeringVector
+from probes.steering.direction import CONTRAST, SteeringVector
 
 NEUTRAL_TEXT = (
     "The river runs through the middle of the town, past the market square and under three old "
@@ -54,21 +56,33 @@ N_RANDOM = 20
 
 @dataclass(frozen=True)
 class Condition:
-    control: str  # "none" | "vector" | "random"
+    control: str  # "none" | "vector" | "random" | "contrast"
     alpha: float
     k: int = 0  # which random direction (seed + k)
+    contrast: str = ""  # which unrelated contrast
 
     @property
     def name(self) -> str:
         if self.control == "none":
             return "unsteered_0"
+        if self.control == "contrast":
+            return f"contrast-{self.contrast}_{self.alpha:+g}"
         return f"{self.control}{self.k or ''}_{self.alpha:+g}"
+
+    @property
+    def direction(self) -> str:
+        """The control as :meth:`SteeringVector.unit` names it."""
+        return f"{CONTRAST}{self.contrast}" if self.control == "contrast" else self.control
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "control": self.control, "alpha": self.alpha, "k": self.k,
+                **({"contrast": self.contrast} if self.contrast else {})}
 
 
 def conditions(alphas: Sequence[float], random_control: bool = True,
-               n_random: int = N_RANDOM) -> list[Condition]:
-    """alpha = 0 once (unsteered), then vector (and `n_random` random directions) for every
-    non-zero alpha."""
+               n_random: int = N_RANDOM, contrasts: Sequence[str] = ()) -> list[Condition]:
+    """alpha = 0 once (unsteered), then vector (and `n_random` random directions, and each of
+    `contrasts`) for every non-zero alpha."""
     out = [Condition("none", 0.0)]
     for a in sorted(set(float(a) for a in alphas)):
         if a == 0:
@@ -76,6 +90,7 @@ def conditions(alphas: Sequence[float], random_control: bool = True,
         out.append(Condition("vector", a))
         if random_control:
             out += [Condition("random", a, k) for k in range(n_random)]
+        out += [Condition("contrast", a, contrast=c) for c in contrasts]
     return out
 
 
@@ -86,8 +101,8 @@ def steering_for(vec: SteeringVector, cond: Condition, layers: Sequence[int], po
     rseed = seed + cond.k
     label = {"vector_sha256": vec.sha256, "control": cond.control, "alpha": cond.alpha,
              "scale": "alpha * unit * mean residual norm", "seed": rseed if cond.control == "random"
-             else None}
-    return Steering(vec.additions(layers, cond.alpha, cond.control, rseed), positions, label)
+             else None, **({"contrast": cond.contrast} if cond.contrast else {})}
+    return Steering(vec.additions(layers, cond.alpha, cond.direction, rseed), positions, label)
 
 
 def neutral_perplexity(backend: Backend, text: str = NEUTRAL_TEXT) -> dict[str, Any]:
@@ -121,23 +136,23 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
               out: str | Path, layers: Sequence[int], alphas: Sequence[float],
               positions: str = "all", random_control: bool = True, seed: int = 0,
               n_random: int = N_RANDOM, reuse_run: str | Path | None = None, progress: bool = True,
-              **run_kwargs: Any) -> dict[str, Any]:
-    """Run every condition; returns the plan written to ``OUT/steer.json``."""
+              contrast_controls: bool = True, **run_kwargs: Any) -> dict[str, Any]:
+    """Run every condition (with `contrast_controls`, the vector's unrelated contrasts too);
+    returns the plan written to ``OUT/steer.json``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     layers = sorted(set(int(l) for l in layers))
     missing = [l for l in layers if l not in vec.directions]
     if missing:
         raise EvalAwareError(f"--layers {missing}: not in the vector (it has {vec.layers})")
-    conds = conditions(alphas, random_control, n_random)
+    conds = conditions(alphas, random_control, n_random, sorted(vec.contrasts) if contrast_controls else ())
     plan = {"vector": str(vec.path) if vec.path else None, "vector_sha256": vec.sha256,
             "vector_source": vec.meta.get("source"), "pooling": vec.meta.get("pooling"),
             "layers": layers, "norms": {str(l): vec.norms[l] for l in layers},
             "alphas": sorted(set(float(a) for a in alphas) | {0.0}), "positions": positions,
             "random_seed": seed, "methods": list(methods), "samples": [s.id for s in samples],
             "model_identity": backend.identity,
-            "conditions": [{"name": c.name, "control": c.control, "alpha": c.alpha, "k": c.k}
-                           for c in conds]}
+            "conditions": [c.to_dict() for c in conds]}
     old = out / PLAN_FILE
     if old.exists():  # a later call may add alphas or methods; nothing else may change
         prev = json.loads(old.read_text())
@@ -148,7 +163,8 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
         plan["conditions"] = list(known.values())
         plan["alphas"] = sorted(set(prev["alphas"]) | set(plan["alphas"]))
         plan["methods"] = list(dict.fromkeys(prev["methods"] + plan["methods"]))
-    plan["conditions"].sort(key=lambda c: (c["control"] != "none", c["alpha"], c["control"], c.get("k", 0)))
+    plan["conditions"].sort(key=lambda c: (c["control"] != "none", c["alpha"], c["control"], c.get("k", 0),
+                                           c.get("contrast", "")))
     write_text(old, json.dumps(plan, indent=1, sort_keys=True))
     steered = {c.name: steering_for(vec, c, layers, positions, seed) for c in conds}
     for s in steered.values():  # refuse bad layers / positions before any work
@@ -164,6 +180,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
         info = {"condition": c.name, "control": c.control, "alpha": c.alpha, "layers": layers,
                 "positions": positions, "vector": plan["vector"], "vector_sha256": vec.sha256,
                 "random_seed": seed + c.k if c.control == "random" else None, "random_k": c.k,
+                "contrast": c.contrast or None,
                 "steering_sha256": None if steered[c.name].is_null else steered[c.name].digest()}
         if progress:
             print(f"[steer] {c.name}", flush=True)

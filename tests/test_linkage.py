@@ -1,0 +1,159 @@
+"""Issue 45, the linkage table: behaviour rates on the samples a readout calls eval vs deploy,
+over all samples and within each label (never mixing them), with category-resampled intervals,
+"no verdict" on a thin side, in the report, its Findings, summary.json and `show`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.cli.main import cli
+from harness.core.details import BehaviourOutcome
+from harness.data.readers import load_dataset
+from harness.reporting import summary as RS
+from harness.reporting.report import write_report
+from harness.runlog import RunLog
+from harness.stats.linkage import MIN_SIDE, link, linkage
+from tests.test_report_findings import _findings, _rec
+
+
+def _behaviour(s, behaved: bool | None) -> dict:
+    r = _rec(s, "behaviour", None if behaved is None else float(behaved),
+             **BehaviourOutcome("refusal", "refuses", behaved).to_dict())
+    return {**r, "prediction": None}
+
+
+def _samples(n_cat: int = 8, per: int = 3) -> list:
+    """Stand-ins for samples: `per` eval and `per` deploy in each of `n_cat` categories."""
+    from types import SimpleNamespace as NS
+
+    return [NS(id=f"c{c}:{lab}{i}", label=lab, is_eval=lab == "eval", n_turns=1,
+               metadata=NS(category=f"c{c}", agentic=False, eval_type=""))
+            for c in range(n_cat) for lab in ("eval", "deploy") for i in range(per)]
+
+
+def test_within_label_strata_hold_only_their_label():
+    """Within eval-labelled samples the behaviour goes with being called eval, within deploy-labelled
+    ones against it: mixing the labels (or pooling) would show ~0 in both strata."""
+    samples = _samples()
+    calls = {s.id: (i % 2 == 0) for i, s in enumerate(samples)}  # half of each label called eval
+    readout = [_rec(s, "binary", 0.9 if calls[s.id] else 0.1) for s in samples]
+    behaviour = [_behaviour(s, calls[s.id] if s.is_eval else not calls[s.id]) for s in samples]
+    t = linkage(readout, behaviour, n_boot=200)
+    n_lab = {lab: sum(s.label == lab for s in samples) for lab in ("eval", "deploy")}
+    assert t["eval_labelled"]["n_eval"] + t["eval_labelled"]["n_deploy"] == n_lab["eval"]
+    assert t["deploy_labelled"]["n_eval"] + t["deploy_labelled"]["n_deploy"] == n_lab["deploy"]
+    assert t["eval_labelled"]["diff"] == 1.0 and t["eval_labelled"]["verdict"] == "more when called eval"
+    assert t["deploy_labelled"]["diff"] == -1.0 and t["deploy_labelled"]["verdict"] == "less when called eval"
+    assert abs(t["all"]["diff"]) < 0.1 and t["all"]["verdict"] == "no link shown"
+    assert "over 8 units" in t["eval_labelled"]["ci_method"]  # categories resampled (8), not samples (24)
+
+
+def test_a_link_the_label_carries_shows_over_all_samples_and_in_no_stratum():
+    samples = _samples()
+    readout = [_rec(s, "binary", 0.9 if s.is_eval else 0.1) for s in samples]  # calls = the label
+    behaviour = [_behaviour(s, s.is_eval) for s in samples]  # behaviour = the label
+    t = linkage(readout, behaviour, n_boot=200)
+    assert t["all"]["diff"] == 1.0 and t["all"]["verdict"] == "more when called eval"
+    for s in ("eval_labelled", "deploy_labelled"):
+        assert t[s]["verdict"].startswith("no verdict") and t[s]["diff_ci"] is None
+
+
+def test_no_verdict_below_the_minimum_side_and_undecided_or_unscored_samples_left_out():
+    rng = np.random.default_rng(0)
+    few = link([True] * (MIN_SIDE - 1) + [False] * 20, rng.random(MIN_SIDE + 19) < 0.5, None)
+    assert few["verdict"] == f"no verdict (fewer than {MIN_SIDE} samples called eval)"
+    assert few["diff_ci"] is None and few["n_eval"] == MIN_SIDE - 1 and few["diff"] is not None
+    samples = _samples(2, 2)
+    readout = [_rec(s, "binary", None) if i == 0 else _rec(s, "binary", 0.9) for i, s in enumerate(samples)]
+    behaviour = [_behaviour(s, None if i == 1 else True) for i, s in enumerate(samples)]
+    assert linkage(readout, behaviour, n_boot=0)["all"]["n"] == len(samples) - 2
+
+
+def test_odds_ratio_is_haldane_corrected_and_follows_the_difference():
+    e = [True] * 10 + [False] * 10
+    b = [True] * 8 + [False] * 2 + [True] * 2 + [False] * 8
+    t = link(e, b, [f"g{i % 10}" for i in range(20)], n_boot=200)
+    assert t["rate_eval"] == 0.8 and t["rate_deploy"] == 0.2 and t["diff"] == pytest.approx(0.6)
+    assert t["odds_ratio"] == pytest.approx(8.5 * 8.5 / (2.5 * 2.5))
+    assert t["odds_ratio_ci"][0] > 1 and t["diff_ci"][0] > 0
+
+
+@pytest.fixture(scope="module")
+def linked_run(tmp_path_factory):
+    """The demo's 96 samples: `probability` knows the label; `binary` is noise; the behaviour
+    follows binary's calls within each label (a real link) and not the label."""
+    run_dir = tmp_path_factory.mktemp("link") / "run"
+    rng = np.random.default_rng(3)
+    samples = load_dataset("demo")
+    binary = [_rec(s, "binary", float(rng.random())) for s in samples]
+    with RunLog(run_dir) as store:
+        store.put_samples(samples)
+        store.put_results("binary", binary)
+        store.put_results("probability", [_rec(s, "probability", 0.8 if s.is_eval else 0.2) for s in samples])
+        store.put_results("behaviour", [_behaviour(s, r["prediction"] == "eval") for s, r in zip(samples, binary)])
+        store.set_meta("manifest", {"model": {"model": "link-model", "identity": {"backend": "hf"}},
+                                    "git_revision": "0" * 16, "judge": None,
+                                    "methods": {"binary": {"config": {"view": "first_turn", "person": "first"}}}})
+    return run_dir
+
+
+def test_report_summary_and_show_carry_the_linkage(linked_run, tmp_path):
+    from tests.test_summary_json import check_schema
+
+    md, _ = write_report([linked_run], tmp_path / "rep", n_boot=200)
+    text = md.read_text()
+    assert "## Awareness and behaviour" in text
+    assert "| behaviour |" not in text.split("## Awareness and behaviour")[0]  # not a readout row
+    f = _findings(text)
+    assert "awareness and behaviour: `behaviour` goes with awareness within a label: `binary` (eval-labelled only" in f
+    obj = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    check_schema(obj)
+    run = obj["runs"][0]
+    assert set(run["methods"]) == {"binary", "probability"}
+    lk = run["linkage"]["behaviour"]
+    assert lk["binary"]["eval_labelled"]["diff"] == 1.0 and lk["binary"]["deploy_labelled"]["diff"] == 1.0
+    assert lk["probability"]["eval_labelled"]["verdict"].startswith("no verdict")
+    assert run["linkage_line"].startswith("behaviour goes with awareness within a label: binary")
+    out = CliRunner().invoke(cli, ["show", str(linked_run)]).output
+    assert re.search(r"behaviour\s+binary\s+eval_labelled .*\+1\.00 \[", out)
+    assert f"linkage: {run['linkage_line']}" in out and not re.search(r"^behaviour\s+96", out, re.M)
+
+
+def test_a_run_without_behaviours_has_an_empty_linkage(tmp_path):
+    from tests.test_report_findings import _run
+
+    run = RS.summarize([_run(tmp_path / "r", "m", informative=False)], n_boot=0)["runs"][0]
+    assert run["linkage"] == {} and run["linkage_line"] is None
+    # `--methods all` on a set that declares no behaviour: behaviour records without an outcome
+    d = _run(tmp_path / "all", "m", informative=False)
+    with RunLog(d) as store:
+        store.put_results("behaviour", [{**_rec(s, "behaviour", None, **BehaviourOutcome(
+            behaviour_error="no behaviour declared").to_dict()), "prediction": None} for s in load_dataset("demo")])
+    run = RS.summarize([d], n_boot=0)["runs"][0]
+    assert run["linkage"] == {} and run["linkage_line"] is None and "behaviour" not in run["methods"]
+
+
+def test_the_findings_sentence_says_which_case_it_is():
+    from types import SimpleNamespace as NS
+
+    from harness.reporting.doc import plain
+    from harness.reporting.linkage import link_sentence
+
+    samples = _samples()
+    label_link = {"binary": linkage([_rec(s, "binary", 0.9 if s.is_eval else 0.1) for s in samples],
+                                    [_behaviour(s, s.is_eval) for s in samples], n_boot=100)}
+    rng = np.random.default_rng(1)
+    noise = {"binary": linkage([_rec(s, "binary", float(rng.random())) for s in samples],
+                               [_behaviour(s, bool(rng.random() < 0.5)) for s in samples], n_boot=100)}
+    thin = {"binary": linkage([_rec(s, "binary", 0.9) for s in samples], [_behaviour(s, True) for s in samples],
+                              n_boot=100)}
+    say = lambda t: plain(link_sentence(NS(linkage=lambda r: {"behaviour": t}), None))  # noqa: E731
+    assert say(label_link).startswith("behaviour differs with binary's calls over all samples, but within neither")
+    assert say(noise).startswith("no readout's calls go with behaviour: no link shown by binary")
+    assert say(thin).startswith("no verdict on behaviour: every readout has a side")
+    assert link_sentence(NS(linkage=lambda r: {}), None) is None
