@@ -15,9 +15,12 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
 def command_paths(group: click.Group, prefix: str = "") -> list[str]:
-    """Every leaf command of `group` as it is typed ("organism build", "run")."""
+    """Every leaf command of `group` as it is typed ("organism build", "run"); hidden ones (an old
+    spelling kept for a while) are not listed."""
     out = []
     for name, cmd in sorted(group.commands.items()):
+        if cmd.hidden:
+            continue
         if isinstance(cmd, click.Group):
             out += command_paths(cmd, f"{prefix}{name} ")
         else:

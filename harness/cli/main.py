@@ -59,7 +59,7 @@ def cli() -> None:
     \b
     Exit codes: 0 done, 1 the environment failed (disk full, out of memory, a missing package),
     2 bad input (an option, a file, an -M engine argument), 3 a bug, 130 interrupted.
-    `evalaware -v CMD ...` shows a failure's traceback.
+    `-v` (before or after the command) shows a failure's traceback.
     """
 
 
