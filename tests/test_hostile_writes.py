@@ -314,6 +314,11 @@ def test_capture_reopens_the_run_model_with_its_engine_arguments(shallow_run, tm
     assert settings["model_identity"]["engine_args"] == {"num_hidden_layers": 1}
 
 
+def _no_notes(err: str) -> str:
+    """stderr without its note lines (an allowed architecture change says it is recorded)."""
+    return "".join(x for x in err.splitlines(True) if not x.startswith("note: "))
+
+
 def test_capture_intervene_and_steer_refuse_other_engine_arguments_before_loading(shallow_run, tmp_path,
                                                                                   monkeypatch, capsys):
     from probes.steering.direction import from_differences
@@ -321,11 +326,11 @@ def test_capture_intervene_and_steer_refuse_other_engine_arguments_before_loadin
 
     with RunLog(shallow_run, readonly=True) as st:
         identity, model = st.get_meta("model_identity"), st.get_meta("manifest")["model"]["model"]
-    other = ["-M", "num_hidden_layers=2"]
+    other = ["-M", "num_hidden_layers=2", "--allow-architecture-change"]  # past the architecture check
     for args in (["activations", "capture", "--run", shallow_run, "--no-progress"],
                  ["intervene", "--run", shallow_run]):
         code, _, err = _cli([*args, *other], monkeypatch, capsys)
-        line = _one_line(code, err)
+        line = _one_line(code, _no_notes(err))
         assert f"{shallow_run}: its model was loaded with -M num_hidden_layers=1; -M num_hidden_layers=2 would " \
                f"load another model" in line, line
     rng = np.random.default_rng(0)
@@ -334,7 +339,7 @@ def test_capture_intervene_and_steer_refuse_other_engine_arguments_before_loadin
     d = vec.save(tmp_path / "vec")
     code, _, err = _cli(["steer", "run", "--vector", d, "--dataset", "demo", "--out", tmp_path / "steer", *other],
                         monkeypatch, capsys)
-    assert "would load another model" in _one_line(code, err) and not (tmp_path / "steer").exists()
+    assert "would load another model" in _one_line(code, _no_notes(err)) and not (tmp_path / "steer").exists()
 
 
 def test_the_same_weights_under_other_engine_arguments_are_refused_after_loading():

@@ -23,7 +23,7 @@ from tests.test_hostile_writes import _records_run
 
 SEED = 48
 FAST_BUDGET = 150
-SLOW_DEADLINE_S = 1500.0
+SLOW_DEADLINE_S = 600.0
 
 
 def _baselines(tmp: Path) -> dict[str, dict[str, object]]:
@@ -54,7 +54,8 @@ def _baselines(tmp: Path) -> dict[str, dict[str, object]]:
         "steer run": {**model, "vector_dir": missing, "methods": "binary", "limit": "2"},
         "taxonomy": {**model, "limit": "2"},
         "tokens inspect": {"tokenizers": ["gpt2"], "words": "eval"},
-        "validate": {"base": missing, "organism_dirs": [missing], "out": out},
+        "organism validate": {"base": missing, "organism_dirs": [missing], "out": out},
+        "validate": {"base": missing, "organism_dirs": [missing], "out": out},  # the old spelling (hidden)
     }
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import io
-import sqlite3
 import sys
 import traceback
 from typing import Sequence
@@ -35,6 +34,7 @@ from harness.core import console
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError, first_line, is_out_of_memory
 from harness.core.redact import redact_text
+from harness.runlog.connection import store_failure
 
 MAX_LINE = 2000  # characters of one error line (a 10,000-character value is cut, and said so)
 INTERRUPTED = 130
@@ -86,10 +86,8 @@ def classify(e: BaseException) -> tuple[int, str]:
         if e.errno in ENVIRONMENT_ERRNOS:
             return 1, f"{where}{what}; free space or memory, or write elsewhere, then re-run"
         return 2, f"{where}{what}"
-    if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
-        return 1, f"the run log: {first_line(e)}; free space, then re-run the same command to resume"
-    if isinstance(e, sqlite3.DatabaseError):
-        return 2, f"the run log: {first_line(e)} (not a run directory's intact store.sqlite?)"
+    if (store := store_failure(e)) is not None:
+        return store
     if isinstance(e, ValueError) and "null byte" in str(e):  # os.stat & co. on a path holding \x00
         return 2, "a path holds a NUL character (\\x00), which no file name can: give the path without it"
     if isinstance(e, UnicodeError):

@@ -154,3 +154,16 @@ class LogConnection:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def store_failure(e: BaseException) -> tuple[int, str] | None:
+    """(exit code, one line) for a SQLite failure of a run log (a full disk: 1, the environment;
+    a damaged or foreign file: 2, the input), else None: the CLI's error boundary asks here, so
+    SQLite stays inside the run log."""
+    from harness.core.errors import first_line
+
+    if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
+        return 1, f"the run log: {first_line(e)}; free space, then re-run the same command to resume"
+    if isinstance(e, sqlite3.DatabaseError):
+        return 2, f"the run log: {first_line(e)} (not a run directory's intact store.sqlite?)"
+    return None
