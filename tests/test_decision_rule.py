@@ -209,7 +209,7 @@ def test_missing_records_leave_a_row_that_says_so():
     recs = {"monitor": {"reference": _as("monitor", los["reference"]), "aware": {}}}
     t = decide(recs, pair_index(_samples(n)), "reference", {"aware": ["aware"]}, None, Rule())
     (row,) = t["rows"]
-    assert row["verdict"] == "no verdict" and row["missing"] == ["aware"] and "no records" in t["lines"][1]
+    assert row["verdict"] == "no verdict" and row["missing"] == ["aware"] and "from aware (not run)" in t["lines"][1]
 
 
 def test_builds_are_pooled_by_kind_and_recipe_and_an_old_greedy_sham_is_no_null():
@@ -312,3 +312,19 @@ def test_the_nulls_own_shift_from_the_base_is_beside_every_difference_and_spillo
     spill_lines = [x for x in t["lines"] if x.startswith("- monitor [") and "no-cue prompts" in x]
     assert any(x.startswith("- monitor [reference vs base]:") for x in spill_lines)
     assert sum("(the reference's own from the base" in x for x in spill_lines) == 2
+
+
+def test_a_readout_with_no_scored_record_says_why_it_has_no_verdict():
+    """Records that exist but are all withheld (a first-token readout with no signal) get no verdict,
+    and the line says how many were withheld and why, not that the readout was never run."""
+    n = 12
+    pairs = pair_index(_samples(n))
+    los = _lo({"base": 0.0, "reference": 0.0, "aware": 1.0}, seed=3, n_pairs=n)
+    recs = {"logprob_question": {name: _as("logprob_question", lo) for name, lo in los.items()}}
+    recs["logprob_question"]["aware"] = {i: {"score": None, "details": {"error": "no_signal"}}
+                                         for i in los["aware"]}
+    t = decide(recs, pairs, "reference", {"aware": ["aware"]}, "base", Rule())
+    row = next(r for r in t["rows"] if r["kind"] == "aware")
+    assert row["verdict"] == "no verdict" and row["withheld"] == {"aware": {"no_signal": 2 * n}}
+    line = next(x for x in t["lines"] if x.startswith("- logprob_question [aware"))
+    assert f"no scored record of this readout from aware ({2 * n} withheld: no_signal)" in line

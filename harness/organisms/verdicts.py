@@ -61,6 +61,20 @@ def lo_table(recs: Mapping[str, Mapping[str, Any]], method: str, n_share: int | 
     return out
 
 
+def withheld(recs: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """{why: count} of the records with no score (the method's own error, e.g. ``no_signal``)."""
+    out: dict[str, int] = {}
+    for r in recs.values():
+        if r.get("score") is None:
+            why = str((r.get("details") or {}).get("error") or r.get("error") or "unscored")
+            out[why] = out.get(why, 0) + 1
+    return out
+
+
+def _reasons(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} withheld: {w}" for w, n in sorted(counts.items(), key=lambda x: -x[1])) or "not run"
+
+
 def _n_share(recs: Recs) -> int | None:
     n = max((int(r.get("n_valid") or 0) for by in recs.values() for r in by.values()), default=0)
     return n or None
@@ -218,12 +232,16 @@ def decide(recs_by_method: Mapping[str, Recs], pairs: Mapping[str, Mapping[str, 
     for m, recs in recs_by_method.items():
         n_share = _n_share(recs)
         los = {name: lo_table(by, m, n_share) for name, by in recs.items()}
+        why = {name: withheld(by) for name, by in recs.items()}
         null = None
         if with_null:
             null = _row(m, "reference", "null", refs, [base], los, pairs, base)  # type: ignore[list-item]
             rows.append(null)
         mine = [_row(m, k, roles[k], list(names), refs, los, pairs, ref_label) for k, names in kinds.items()]
         rows += mine
+        for r in [*([null] if null else []), *mine]:
+            if r.get("missing"):
+                r["withheld"] = {x: why.get(x, {}) for x in r["missing"]}
         aware = next((r for r in mine if r["kind"].split("@")[0] == "aware"), None)
         for r in [*([null] if null else []), *mine]:
             if r["role"] != "sensitivity" and r["est"] is not None:
@@ -299,7 +317,8 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
                f"{r['kind']}{_builds(len(r['models']))} vs {r['against']}{_builds(n_refs)}")
         head = f"- {r['readout']} [{who}, {r['role']}]: {r['verdict']}"
         if r.get("missing"):
-            out.append(f"{head} (no records of this readout from {', '.join(r['missing'])})")
+            said = [f"{x} ({_reasons(r.get('withheld', {}).get(x, {}))})" for x in r["missing"]]
+            out.append(f"{head} (no scored record of this readout from {', '.join(said)})")
             continue
         e = r["estimate"]
         line = (f"{head} (double difference {_n(e.get('mean'))} nats, {level} {_ci(e.get('ci'))}, joint "
