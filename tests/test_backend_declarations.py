@@ -171,22 +171,25 @@ NOT_A_BACKEND = {
 }
 
 
+def outside_backends(root: Path) -> list[tuple[str, Path]]:
+    """("path", file) for each module of the packages under `root` outside harness/backends/."""
+    return [(f.relative_to(root).as_posix(), f) for package in ("harness", "probes", "tokenization")
+            for f in sorted((root / package).rglob("*.py"))
+            if not f.relative_to(root).as_posix().startswith("harness/backends/")]
+
+
 def backend_literals(root: Path, names: set[str]) -> list[str]:
     """Every string literal equal to one of `names` in the package modules under `root` outside
     harness/backends/ (docstrings, defaults, arguments, keys, f-string parts alike), as
     "path:line 'literal'"; the values of :data:`NOT_A_BACKEND`'s constants excepted."""
     found = []
-    for package in ("harness", "probes", "tokenization"):
-        for f in sorted((root / package).rglob("*.py")):
-            rel = f.relative_to(root).as_posix()
-            if rel.startswith("harness/backends/"):
-                continue
-            tree = ast.parse(f.read_text())
-            named = {id(n) for stmt in tree.body if isinstance(stmt, ast.Assign)
-                     for t in stmt.targets if isinstance(t, ast.Name) and (rel, t.id) in NOT_A_BACKEND
-                     for n in ast.walk(stmt.value)}
-            found += [f"{rel}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
-                      if isinstance(n, ast.Constant) and n.value in names and id(n) not in named]
+    for rel, f in outside_backends(root):
+        tree = ast.parse(f.read_text())
+        named = {id(n) for stmt in tree.body if isinstance(stmt, ast.Assign)
+                 for t in stmt.targets if isinstance(t, ast.Name) and (rel, t.id) in NOT_A_BACKEND
+                 for n in ast.walk(stmt.value)}
+        found += [f"{rel}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and n.value in names and id(n) not in named]
     return found
 
 
@@ -225,19 +228,15 @@ def engine_reach(root: Path) -> list[str]:
     engine module imported (to construct its class), a causal LM loaded to run it (the loaders of
     :data:`MODEL_LOADERS` where they convert an asset aside); "path:line what"."""
     found = []
-    for package in ("harness", "probes", "tokenization"):
-        for f in sorted((root / package).rglob("*.py")):
-            rel = f.relative_to(root).as_posix()
-            if rel.startswith("harness/backends/"):
-                continue
-            for n in ast.walk(ast.parse(f.read_text())):
-                if isinstance(n, ast.ClassDef) and any(ast.unparse(b).endswith("Backend") for b in n.bases):
-                    found.append(f"{rel}:{n.lineno} class {n.name}")
-                mods = [a.name for a in n.names] if isinstance(n, ast.Import) else \
-                    [n.module or ""] if isinstance(n, ast.ImportFrom) else []
-                found += [f"{rel}:{n.lineno} import {m}" for m in mods if m.startswith(ENGINE_MODULES)]
-                if isinstance(n, ast.Name) and n.id in MODEL_LOADERS and rel not in MODEL_LOADERS[n.id]:
-                    found.append(f"{rel}:{n.lineno} {n.id}")
+    for rel, f in outside_backends(root):
+        for n in ast.walk(ast.parse(f.read_text())):
+            if isinstance(n, ast.ClassDef) and any(ast.unparse(b).endswith("Backend") for b in n.bases):
+                found.append(f"{rel}:{n.lineno} class {n.name}")
+            mods = [a.name for a in n.names] if isinstance(n, ast.Import) else \
+                [n.module or ""] if isinstance(n, ast.ImportFrom) else []
+            found += [f"{rel}:{n.lineno} import {m}" for m in mods if m.startswith(ENGINE_MODULES)]
+            if isinstance(n, ast.Name) and n.id in MODEL_LOADERS and rel not in MODEL_LOADERS[n.id]:
+                found.append(f"{rel}:{n.lineno} {n.id}")
     return found
 
 

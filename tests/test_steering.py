@@ -25,6 +25,7 @@ from harness.backends.hooks import add_to_residual
 from probes.steering.build import build_from_pairs, build_from_run, read_pairs
 from probes.steering.direction import load_vector
 from tests.helpers.probe_runs import answer_run, random_samples
+from tests.helpers.tiny_model import tiny4_backend
 
 PROMPTS = [[1, 42, 7, 99, 5], [3, 8], [12, 13, 14, 15, 16, 17, 18]]
 
@@ -32,13 +33,8 @@ PROMPTS = [[1, 42, 7, 99, 5], [3, 8], [12, 13, 14, 15, 16, 17, 18]]
 @pytest.fixture(scope="module")
 def hf_tiny4(tmp_path_factory, smollm2_dir):
     """A 4-block tiny random Llama (steerable layers 1..3)."""
-    from harness.backends.hf.backend import HFBackend
-    from tests.helpers.tiny_model import build_tiny_model
-
-    d = build_tiny_model(tmp_path_factory.mktemp("tiny4") / "m", smollm2_dir, layers=4, seed=3)
-    b = HFBackend(str(d), batch_size=4)
-    yield b
-    b.close()
+    with tiny4_backend(tmp_path_factory, smollm2_dir, batch_size=4) as b:
+        yield b
 
 
 def _hidden(backend, ids):

@@ -18,17 +18,13 @@ from probes.steering.build import build_from_run
 from probes.steering.contrasts import contrast_sets, last_prompt_states, read_contrast, shipped
 from probes.steering.direction import load_vector
 from tests.helpers.probe_runs import answer_run, random_samples
+from tests.helpers.tiny_model import tiny4_backend
 
 
 @pytest.fixture(scope="module")
 def hf_tiny4(tmp_path_factory, smollm2_dir):
-    from harness.backends.hf.backend import HFBackend
-    from tests.helpers.tiny_model import build_tiny_model
-
-    d = build_tiny_model(tmp_path_factory.mktemp("tiny4") / "m", smollm2_dir, layers=4, seed=3)
-    b = HFBackend(str(d), batch_size=8)
-    yield b
-    b.close()
+    with tiny4_backend(tmp_path_factory, smollm2_dir, batch_size=8) as b:
+        yield b
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from harness.core.details import BehaviourOutcome
-from harness.stats.metrics import interval_weighted, roc_auc, roc_auc_weighted_rows
+from harness.stats.metrics import interval_verdict, interval_weighted, roc_auc, roc_auc_weighted_rows
 from harness.stats.paired import mean_with_ci
 
 MIN_CLASS = 5
@@ -43,11 +43,7 @@ def _auroc_row(y: list[int], s: list[float], cats: list[Any], n_boot: int, seed:
     iv = interval_weighted(lambda W: roc_auc_weighted_rows(y, s, W), len(y), n_boot, seed, cats, strata=y,
                            bounds=(0.0, 1.0)) if n_boot else None
     out["auroc_ci"], out["auroc_ci_method"] = (None, None) if iv is None else ([iv.lo, iv.hi], iv.method)
-    if iv is None:
-        out["verdict"] = "no verdict (no interval)"
-    else:
-        out["verdict"] = ("predicts the change" if iv.lo > 0.5 else "predicts the opposite" if iv.hi < 0.5
-                          else "no prediction shown")
+    out["verdict"] = interval_verdict(iv, 0.5, "predicts the change", "predicts the opposite", "no prediction shown")
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.core.details import BehaviourOutcome
-from harness.stats.metrics import Interval, interval_weighted, weighted_mean_rows
+from harness.stats.metrics import Interval, interval_verdict, interval_weighted, weighted_mean_rows
 from harness.stats.summaries import groups_for, resolve_ci_by
 
 MIN_SIDE = 5
@@ -103,11 +103,7 @@ def link(called_eval: Sequence[bool], behaved: Sequence[bool], groups: Sequence[
     out["diff_ci"] = _ci(diff)
     out["odds_ratio_ci"] = None if lor is None else [math.exp(lor.lo), math.exp(lor.hi)]
     out["ci_method"] = None if diff is None else diff.method
-    if diff is None:
-        out["verdict"] = "no verdict (no interval)"
-    else:
-        out["verdict"] = ("more when called eval" if diff.lo > 0 else "less when called eval" if diff.hi < 0
-                          else "no link shown")
+    out["verdict"] = interval_verdict(diff, 0.0, "more when called eval", "less when called eval", "no link shown")
     return out
 
 

@@ -403,6 +403,15 @@ class Interval:
         return self.lo, self.hi
 
 
+def interval_verdict(iv: Interval | None, null: float, above: str, below: str, neither: str) -> str:
+    """A row's verdict from its interval against the `null` value: `above` where the whole
+    interval lies above it, `below` where it lies below, `neither` where it covers it;
+    "no verdict (no interval)" where there is none."""
+    if iv is None:
+        return "no verdict (no interval)"
+    return above if iv.lo > null else below if iv.hi < null else neither
+
+
 def exact_share_interval(q: float, n: float, alpha: float = 0.05) -> tuple[float, float]:
     """Clopper-Pearson interval of a share `q` seen over `n` trials; `n` may be fractional (an
     effective sample size, as in Korn & Graubard 1998 for clustered shares). Never zero-width:

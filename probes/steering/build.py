@@ -4,7 +4,6 @@ or explicit contrastive pairs (see :mod:`probes.steering.direction` for the defi
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,7 +17,7 @@ from probes.activations.store import ActivationStore
 from probes.data import load_aligned
 from harness.backends.base import Backend
 from probes.io import load_probe
-from probes.steering.contrasts import contrast_directions, last_prompt_states
+from probes.steering.contrasts import contrast_directions, jsonl_records, last_prompt_states
 from probes.steering.direction import NORM_POOLING, SteeringVector, from_differences, heldout_split, projection_auroc
 
 
@@ -160,13 +159,7 @@ def read_pairs(path: str | Path) -> list[tuple[str, str]]:
     p = Path(path)
     if not p.exists():
         raise EvalAwareError(f"{p}: no such file")
-    for n, line in enumerate(p.read_text(encoding="utf-8-sig").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise EvalAwareError(f"{p}:{n}: invalid JSON ({e.msg})") from None
+    for n, rec in jsonl_records(p):
         for k in ("eval", "deploy"):
             if not isinstance(rec, dict) or not isinstance(rec.get(k), str) or not rec[k].strip():
                 raise EvalAwareError(f"{p}:{n}: field {k!r} must be a non-empty string")

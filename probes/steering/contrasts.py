@@ -21,7 +21,7 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -54,19 +54,25 @@ def _side(value: Any, where: str) -> Conversation:
     raise EvalAwareError(f"{where}: must be a non-empty string or {{\"system\": ..., \"user\": ...}}")
 
 
+def jsonl_records(p: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for each non-blank line of the JSONL file `p` (a BOM
+    allowed); a line that is not JSON is refused as ``{p}:{n}: invalid JSON (...)``."""
+    for n, line in enumerate(p.read_text(encoding="utf-8-sig").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise EvalAwareError(f"{p}:{n}: invalid JSON ({e.msg})") from None
+
+
 def read_contrast(path: str | Path) -> list[tuple[Conversation, Conversation]]:
     """The (a, b) conversations of a pair file; a bad line is refused naming file, line and field."""
     p = Path(path)
     if not p.is_file():
         raise EvalAwareError(f"{p}: no such file")
     pairs = []
-    for n, line in enumerate(p.read_text(encoding="utf-8-sig").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise EvalAwareError(f"{p}:{n}: invalid JSON ({e.msg})") from None
+    for n, rec in jsonl_records(p):
         if not isinstance(rec, dict):
             raise EvalAwareError(f"{p}:{n}: a line must be an object {{\"a\": ..., \"b\": ...}}")
         pairs.append((_side(rec.get("a"), f"{p}:{n}: field 'a'"), _side(rec.get("b"), f"{p}:{n}: field 'b'")))

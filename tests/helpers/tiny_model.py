@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 
 def build_tiny_model(out_dir: str | Path, tokenizer_dir: str | Path, layers: int = 2,
@@ -24,3 +26,17 @@ def build_tiny_model(out_dir: str | Path, tokenizer_dir: str | Path, layers: int
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     return out
+
+
+@contextmanager
+def tiny4_backend(tmp_path_factory: Any, tokenizer_dir: str | Path, batch_size: int) -> Iterator[Any]:
+    """A 4-block tiny random Llama (seed 3; steerable layers 1..3) opened as an HFBackend with
+    `batch_size`, closed on exit: the steering tests' model."""
+    from harness.backends.hf.backend import HFBackend
+
+    d = build_tiny_model(tmp_path_factory.mktemp("tiny4") / "m", tokenizer_dir, layers=4, seed=3)
+    b = HFBackend(str(d), batch_size=batch_size)
+    try:
+        yield b
+    finally:
+        b.close()
