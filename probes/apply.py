@@ -72,7 +72,9 @@ def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, 
     if best:
         sel = layer_decisions(XL, data.y, splits_of(SELECT_SCHEME), probe, cfg.C, cfg.seed)
         k = best_index(roc_auc_rows(np.broadcast_to(data.y, sel.shape), sel))
-        selection = (f"best {SELECT_SCHEME}-CV AUROC of {len(layers)} layers (categories and families held out); "
+        held = ("categories held out (no family field: --family-key)" if data.family_key == cfg.group_key
+                else f"categories and families ({data.family_key}) held out")
+        selection = (f"best {SELECT_SCHEME}-CV AUROC of {len(layers)} layers ({held}); "
                      f"CV AUROCs nested: the layer chosen again inside each training fold")
     layer = layers[k]
     Xl = XL[k]

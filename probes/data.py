@@ -35,6 +35,7 @@ class ProbeData:
     label_source: str
     dropped: dict[str, int] = field(default_factory=dict)
     human_source: str = ""  # who gave `human` (real annotations only; "" when none)
+    family_key: str = "family"  # the metadata field `families` came from (the category where none)
 
     def subset(self, keep: Sequence[str]) -> "ProbeData":
         pos = {s: i for i, s in enumerate(self.ids)}
@@ -42,7 +43,7 @@ class ProbeData:
         return ProbeData([self.ids[i] for i in ix], self.y[ix], [self.groups[i] for i in ix],
                          [self.families[i] for i in ix], [self.texts[i] for i in ix],
                          self.lengths[ix], self.human[ix], self.label_source, dict(self.dropped),
-                         self.human_source)
+                         self.human_source, self.family_key)
 
 
 
@@ -71,8 +72,9 @@ def pair_families(samples: Sequence[Sample], families: Sequence[str]) -> list[st
 def probe_data(store: RunLog, sample_ids: Sequence[str], label_source: str = "truth",
                group_key: str = "category", family_key: str = "family",
                info: dict[str, dict[str, Any]] | None = None) -> ProbeData:
-    """ProbeData for `sample_ids` (in that order). `family_key` falls back to `group_key` when no
-    sample has that metadata field."""
+    """ProbeData for `sample_ids` (in that order). `family_key` falls back to ``phrasing`` (a
+    paired cue set's phrasing family) and then to `group_key` when no sample has that field; the
+    key used is recorded (``family_key``)."""
     by_id = {s.id: s for s in store.samples()}
     unknown = [s for s in sample_ids if s not in by_id]
     if unknown:
@@ -81,7 +83,7 @@ def probe_data(store: RunLog, sample_ids: Sequence[str], label_source: str = "tr
     lab = labels(store, samples, label_source)
     kept = [s for s in samples if s.id in lab]
     if not any(meta_value(s, family_key) for s in kept):
-        family_key = group_key
+        family_key = "phrasing" if any(meta_value(s, "phrasing") for s in kept) else group_key
     info = info or {}
     texts, lengths = [], []
     for s in kept:
@@ -97,7 +99,8 @@ def probe_data(store: RunLog, sample_ids: Sequence[str], label_source: str = "tr
                      label_source=label_source,
                      dropped={"no_label": len(samples) - len(kept)},
                      human_source="; ".join(sorted({s.metadata.human_eval_source for s in kept
-                                                    if s.metadata.human_eval_source})))
+                                                    if s.metadata.human_eval_source})),
+                     family_key=family_key)
 
 
 def load_aligned(store: RunLog, acts: Any, pooling: str, layers: Sequence[int] | None,

@@ -157,3 +157,16 @@ def test_the_findings_sentence_says_which_case_it_is():
     assert say(noise).startswith("no readout's calls go with behaviour: no link shown by binary")
     assert say(thin).startswith("no verdict on behaviour: every readout has a side")
     assert link_sentence(NS(linkage=lambda r: {}), None) is None
+
+
+def test_a_side_in_fewer_than_three_categories_gets_no_verdict():
+    """A readout that calls by category can put a whole side in one category: leaving it out
+    empties the side and the category interval cannot stand, so no verdict (even with a big gap)."""
+    groups = [f"c{k % 6}" for k in range(60)]
+    called = [g in ("c0", "c1") for g in groups]  # 'eval' only in two categories
+    behaved = [g in ("c0", "c1") for g in groups]  # a perfect-looking link
+    got = link(called, behaved, groups, n_boot=200)
+    assert got["verdict"].startswith("no verdict (the samples called eval lie in 2 categories")
+    assert got["diff"] == 1.0 and got["diff_ci"] is None
+    spread = [g in ("c0", "c1", "c2") for g in groups]
+    assert not link(spread, spread, groups, n_boot=200)["verdict"].startswith("no verdict")

@@ -167,6 +167,8 @@ def test_probes_train_best_reports_the_nested_auroc(tmp_path):
     acts = ActivationStore(store, "noise")
     ids, X = acts.load("last_prompt")
     data = probe_data(store, ids)
+    held = "no family field" if data.family_key == "category" else f"families ({data.family_key}) held out"
+    assert held in meta["layer_selection"]  # it says which field held the families out
     XL = np.stack([X[l] for l in sorted(X)])
     for scheme, r in cv.items():
         splits = make_splits(scheme, data.y, data.groups, data.families, 3, 0)

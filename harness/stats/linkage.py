@@ -23,6 +23,10 @@ from harness.stats.metrics import Interval, interval_verdict, interval_weighted,
 from harness.stats.summaries import groups_for, resolve_ci_by
 
 MIN_SIDE = 5
+#: Categories each side must span when intervals resample categories: a side in one or two
+#: categories empties when one is left out, and the interval falls back to too few resamples
+#: (a review's simulation: 22% false links at nominal 5% with 4 categories and category-level calls).
+MIN_SIDE_GROUPS = 3
 STRATA = ("all", "eval_labelled", "deploy_labelled")
 #: Added to each cell of the 2x2 table for the odds ratio (Haldane-Anscombe), so an empty cell
 #: gives a finite odds ratio.
@@ -95,6 +99,14 @@ def link(called_eval: Sequence[bool], behaved: Sequence[bool], groups: Sequence[
     if min(n_e, n_d) < MIN_SIDE:
         out["verdict"] = f"no verdict (fewer than {MIN_SIDE} samples called {'eval' if n_e < n_d else 'deploy'})"
         return out
+    if groups is not None:
+        spans = {side: len({str(g) for g, x in zip(groups, e) if x == (side == "eval")}) for side in ("eval", "deploy")}
+        thin = [side for side, k in spans.items() if k < MIN_SIDE_GROUPS]
+        if thin:
+            out["verdict"] = (f"no verdict (the samples called {thin[0]} lie in {spans[thin[0]]} categor"
+                              f"{'y' if spans[thin[0]] == 1 else 'ies'}; an interval resampling categories needs "
+                              f"{MIN_SIDE_GROUPS} on each side)")
+            return out
     kw: dict[str, Any] = dict(n=n_boot, seed=seed, groups=None if groups is None else list(groups))
     diff = interval_weighted(lambda W: _rate_diff(W, e, b), len(e), bounds=(-1.0, 1.0), **kw)
     if diff is None:
