@@ -328,3 +328,35 @@ def test_a_readout_with_no_scored_record_says_why_it_has_no_verdict():
     assert row["verdict"] == "no verdict" and row["withheld"] == {"aware": {"no_signal": 2 * n}}
     line = next(x for x in t["lines"] if x.startswith("- logprob_question [aware"))
     assert f"no scored record of this readout from aware ({2 * n} withheld: no_signal)" in line
+
+
+def test_the_equivalence_contrasts_weight_each_sides_builds_by_its_coefficient():
+    """A specificity row's equivalence tests use dd -/+ c*dd_aware per pair; with pooled references
+    the reference's builds enter with (1 -/+ c), the aware builds with c: by hand from the sub-runs
+    (a review found the row's own build variance reused for both, too small a size correction)."""
+    n = 60
+    pairs = pair_index(_samples(n))
+    los = _lo({"base": 0.0, "r0": 0.0, "r1": 0.5, "r2": -0.3, "a0": 1.0, "a1": 1.6, "a2": 0.7,
+               "b0": 0.1, "b1": -0.2, "b2": 0.3}, seed=9, n_pairs=n)
+    recs = {"monitor": {name: _as("monitor", lo) for name, lo in los.items()}}
+    rule = Rule()
+    t = decide(recs, pairs, ["r0", "r1", "r2"], {"aware": ["a0", "a1", "a2"], "behaviour": ["b0", "b1", "b2"]},
+               "base", rule)
+    by = {r["kind"]: r for r in t["rows"]}
+    w = {name: [_within(lo, k) for k in range(n)] for name, lo in los.items()}
+
+    def means(names, minus):
+        return [sum(w[x][k] - minus[k] for k in range(n)) / n for x in names]
+
+    ref = [sum(w[r][k] for r in ("r0", "r1", "r2")) / 3 for k in range(n)]
+    bv = [float(np.var(means(g, ref if g[0] != "r0" else [0.0] * n), ddof=1)) / 3
+          for g in (("b0", "b1", "b2"), ("a0", "a1", "a2"), ("r0", "r1", "r2"))]
+    dd_b = [sum(w[x][k] for x in ("b0", "b1", "b2")) / 3 - ref[k] for k in range(n)]
+    dd_a = [sum(w[x][k] for x in ("a0", "a1", "a2")) / 3 - ref[k] for k in range(n)]
+    c = rule.margin_share
+    dims = [[f"cat{k % 6}" for k in range(n)], [f"phr{k % 5}" for k in range(n)], [f"t{k % 7}" for k in range(n)]]
+    lo = multiway_mean([dd_b[k] - c * dd_a[k] for k in range(n)], dims, bv[0] + c * c * bv[1] + (1 - c) ** 2 * bv[2])
+    hi = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims, bv[0] + c * c * bv[1] + (1 + c) ** 2 * bv[2])
+    assert by["behaviour"]["p_equiv"] == pytest.approx(max(lo.p_below(), hi.p_above()))
+    old = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims, by["behaviour"]["extra_var"])
+    assert hi.se > old.se  # the pooled reference counted (1 + c)^2 times, the aware builds too

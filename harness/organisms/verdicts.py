@@ -183,6 +183,16 @@ def _decidable(r: Mapping[str, Any], rule: Rule) -> bool:
     return e is not None and e.se == e.se and e.se > 0 and e.min_units >= rule.min_units
 
 
+def contrast_builds_var(r: Mapping[str, Any], aware: Mapping[str, Any], k: float) -> float:
+    """The builds' variance of the per-pair contrast ``dd + k * dd_aware`` (k = ±c): the row's
+    builds m_r, the aware builds m_a and the pooled reference's m_R enter as
+    m_r + k m_a - (1 + k) m_R (an organism row), or m_R + k m_a - (1 + k) base (the null row,
+    whose own builds are the reference's and whose reference, the base, has none), so each side's
+    builds' variance is weighted by its coefficient squared (one build: none)."""
+    return (builds_var(r["seeds"]) + k * k * builds_var(aware["seeds"])
+            + (1 + k) ** 2 * builds_var(r.get("ref_seeds") or []))
+
+
 def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping[str, Mapping[str, Any]],
                  rule: Rule) -> None:
     """A specificity or null row's equivalence p and margin (module docstring of
@@ -202,8 +212,8 @@ def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping
     if len(shared) < 2:
         return
     dims = _dims(shared, pairs)
-    lo = multiway_mean([r["dd"][p] - c * a_dd[p] for p in shared], dims, r.get("extra_var", 0.0))
-    hi = multiway_mean([r["dd"][p] + c * a_dd[p] for p in shared], dims, r.get("extra_var", 0.0))
+    lo = multiway_mean([r["dd"][p] - c * a_dd[p] for p in shared], dims, contrast_builds_var(r, aware, -c))
+    hi = multiway_mean([r["dd"][p] + c * a_dd[p] for p in shared], dims, contrast_builds_var(r, aware, c))
     if lo is None or hi is None or not (lo.se > 0 and hi.se > 0):
         return
     margin = c * float(np.mean([a_dd[p] for p in shared]))
