@@ -86,13 +86,18 @@ def test_every_contrast_direction_is_norm_matched_to_the_vector(captured, hf_tin
                 vector = again.additions([l], alpha, "vector")[l]
                 assert np.linalg.norm(added) == pytest.approx(np.linalg.norm(vector), rel=1e-5), (name, l)
                 assert np.linalg.norm(added) == pytest.approx(abs(alpha) * again.norms[l], rel=1e-5)
-    # the direction is the contrast's own mean (a - b), not the vector's or a random one
+    # the direction is the contrast's own mean (a - b), not the vector's or a random one, turned to
+    # the vector's side (which side of a contrast comes first is arbitrary): its cosine recorded
     pairs = read_contrast(colour)
     H = last_prompt_states(hf_tiny4, [c for p in pairs for c in p], vec.layers)
     want = (H[0::2] - H[1::2]).mean(0)
     for j, l in enumerate(vec.layers):
-        assert float(again.unit(l, "contrast:colour") @ (want[j] / np.linalg.norm(want[j]))) == pytest.approx(1, abs=1e-4)
-        assert abs(float(again.unit(l, "contrast:colour") @ again.unit(l))) < 0.99
+        raw = want[j] / np.linalg.norm(want[j])
+        cos = float(raw @ again.unit(l))
+        sign = 1.0 if cos >= 0 else -1.0
+        assert float(again.unit(l, "contrast:colour") @ raw) == pytest.approx(sign, abs=1e-4)
+        assert float(again.unit(l, "contrast:colour") @ again.unit(l)) >= 0 and abs(cos) < 0.99
+        assert again.meta["contrasts"]["colour"]["cosine_with_vector"][str(l)] == pytest.approx(cos, abs=1e-5)
     with pytest.raises(EvalAwareError, match="no contrast 'nosuch'"):
         again.unit(1, "contrast:nosuch")
 
@@ -162,3 +167,16 @@ def test_cli_build_with_control_pairs_and_without_controls(captured, hf_tiny4, t
     bad = r.invoke(cli, ["steer", "build", "--run", str(run), "--no-contrast-controls", "--control-pairs",
                          str(extra), "--out", str(tmp_path / "x")], standalone_mode=False)
     assert isinstance(bad.exception, EvalAwareError) and not (tmp_path / "x").exists()
+
+
+def test_contrasts_are_turned_to_the_vectors_side_so_their_mean_cannot_cancel():
+    """Two contrasts that point opposite ways along the vector (their sides written in opposite
+    orders) both end on the vector's side; the cosine before turning is recorded."""
+    from probes.steering.build import orient
+
+    v = {1: np.array([1.0, 0.0, 0.0], dtype=np.float32)}
+    up, down = np.array([0.6, 0.8, 0.0], dtype=np.float32), np.array([-0.6, 0.0, 0.8], dtype=np.float32)
+    dirs, meta = orient({"up": {1: up}, "down": {1: down}}, {"up": {}, "down": {}}, v)
+    assert dirs["up"][1] @ v[1] == pytest.approx(0.6) and dirs["down"][1] @ v[1] == pytest.approx(0.6)
+    np.testing.assert_allclose(dirs["down"][1], -down)
+    assert meta["down"]["cosine_with_vector"] == {"1": pytest.approx(-0.6)}

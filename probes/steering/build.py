@@ -53,7 +53,22 @@ def add_contrasts(vec: SteeringVector, backend: Backend | None, sets: dict[str, 
     if want and got and want != got:
         raise EvalAwareError(f"the contrasts' model has weights {got[:12]}..., the vector's "
                              f"{want[:12]}...; pass the run's model")
-    vec.contrasts, vec.meta["contrasts"] = contrast_directions(backend, sets, vec.layers)
+    dirs, meta = contrast_directions(backend, sets, vec.layers)
+    vec.contrasts, vec.meta["contrasts"] = orient(dirs, meta, vec.directions)
+
+
+def orient(dirs: dict[str, dict[int, np.ndarray]], meta: dict[str, dict[str, Any]],
+           vector: dict[int, np.ndarray]) -> tuple[dict[str, dict[int, np.ndarray]], dict[str, dict[str, Any]]]:
+    """Each contrast's direction turned, per layer, to the vector's side (a - b or b - a: which of
+    a contrast's two sides comes first is arbitrary, so unoriented signs would cancel in any mean
+    over contrasts); decided by the cosine with the vector alone, never by an outcome. The meta
+    records each layer's cosine before turning (``cosine_with_vector``)."""
+    out = {}
+    for name, by_layer in dirs.items():
+        cos = {l: float(np.dot(d, vector[l])) / float(np.linalg.norm(vector[l]) or 1.0) for l, d in by_layer.items()}
+        out[name] = {l: (d if cos[l] >= 0 else -d).astype(np.float32) for l, d in by_layer.items()}
+        meta[name]["cosine_with_vector"] = {str(l): c for l, c in cos.items()}
+    return out, meta
 
 
 def build_from_run(run_dir: str | Path, out: str | Path, pooling: str = "last_prompt",
