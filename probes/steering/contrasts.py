@@ -88,9 +88,11 @@ def contrast_sets(extra: Sequence[str | Path] = (), with_shipped: bool = True) -
     out = dict(shipped()) if with_shipped else {}
     for f in extra:
         name = Path(f).stem
+        if not Path(f).is_file():  # before the name: a URL or a missing path is named by the path alone
+            raise EvalAwareError(f"--control-pairs {f}: no such file (a JSONL of contrast pairs)")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise EvalAwareError(f"--control-pairs {f}: the file's name {name!r} names the contrast; "
-                                 "use letters, digits, '_', '-' or '.'")
+            raise EvalAwareError(f"--control-pairs {f}: the file's name (without its suffix) names the contrast; "
+                                 "use letters, digits, '_', '-' or '.' in it")
         if name in out:
             raise EvalAwareError(f"--control-pairs {f}: a contrast named {name!r} is already "
                                  f"{'shipped' if name in shipped() else 'given'}; rename the file")
