@@ -6,7 +6,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -20,9 +20,9 @@ from harness.stats.cv import auroc_ci, make_splits, oof_scores
 from probes.io import LinearProbe, save_probe
 from probes.models import linear_params, make_probe
 from probes.records import probe_records, saved_probe_owner, sweep_owner, write_records
-from probes.data import load_aligned
+from probes.data import ProbeData, load_aligned
 from probes.selection import best_index, layer_decisions, nested_best_layer
-from probes.train import EvalConfig, fit_on, oof_for
+from probes.train import EvalConfig, fit_on
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -38,6 +38,22 @@ def messages_digest(sample: Any) -> str:
 
 #: The CV scheme that chooses `--layer best` (outer and inner folds): category and family held out at once.
 SELECT_SCHEME = "crossed"
+
+
+def splits_for(data: ProbeData, cfg: EvalConfig):
+    """`splits_of(scheme, ix=None)`: the folds of `scheme` over the samples `ix` of `data` (all
+    where None), indices into `ix`: the outer folds and each training side's inner ones."""
+    def splits_of(scheme: str, ix: np.ndarray | None = None) -> list:
+        ix = np.arange(len(data.y)) if ix is None else ix
+        return make_splits(scheme, data.y[ix], [data.groups[i] for i in ix], [data.families[i] for i in ix],
+                           cfg.n_splits, cfg.seed)
+    return splits_of
+
+
+def held_out(data: ProbeData, cfg: EvalConfig) -> str:
+    """What :data:`SELECT_SCHEME` holds out, in words (which field held the families out)."""
+    return ("categories held out (no family field: --family-key)" if data.family_key == cfg.group_key
+            else f"categories and families ({data.family_key}) held out")
 
 
 def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, out_dir: str | Path,
@@ -62,19 +78,13 @@ def train_and_save(store: RunLog, capture: str, pooling: str, layer: int | str, 
                            cfg.label_source, cfg.group_key, cfg.family_key)
     layers = sorted(X)
     XL = np.stack([X[l] for l in layers])  # (L, n, d)
-
-    def splits_of(scheme: str, ix: np.ndarray | None = None) -> list:
-        ix = np.arange(len(data.y)) if ix is None else ix
-        return make_splits(scheme, data.y[ix], [data.groups[i] for i in ix], [data.families[i] for i in ix],
-                           cfg.n_splits, cfg.seed)
+    splits_of = splits_for(data, cfg)
 
     selection, k = "given", 0
     if best:
         sel = layer_decisions(XL, data.y, splits_of(SELECT_SCHEME), probe, cfg.C, cfg.seed)
         k = best_index(roc_auc_rows(np.broadcast_to(data.y, sel.shape), sel))
-        held = ("categories held out (no family field: --family-key)" if data.family_key == cfg.group_key
-                else f"categories and families ({data.family_key}) held out")
-        selection = (f"best {SELECT_SCHEME}-CV AUROC of {len(layers)} layers ({held}); "
+        selection = (f"best {SELECT_SCHEME}-CV AUROC of {len(layers)} layers ({held_out(data, cfg)}); "
                      f"CV AUROCs nested: the layer chosen again inside each training fold")
     layer = layers[k]
     Xl = XL[k]
@@ -147,18 +157,45 @@ def apply_probe(probe: LinearProbe, store: RunLog, capture: str = "default",
     return res
 
 
-def write_oof_records(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",
-                      scheme: str = "grouped", cfg: EvalConfig | None = None,
-                      method: str = "probe", selection: dict[str, Any] | None = None) -> int:
-    """Out-of-fold scores of one probe configuration as method records (honest: every sample is
-    scored by a probe that did not see it, nor its group under grouped CV). `selection` (how the
-    layer was chosen, and its null) goes into every record's details."""
+def write_oof_records(store: RunLog, capture: str, pooling: str, layers: Sequence[int] | None = None,
+                      probe: str = "logreg", cfg: EvalConfig | None = None, method: str = "probe",
+                      selection: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Nested out-of-fold scores as method records: under :data:`SELECT_SCHEME` folds (categories
+    and families held out at once, as `probes train --layer best` chooses), every sample is scored
+    by a probe fitted without its fold, at a layer chosen without it: among several `layers`
+    (None: every captured one) the best by inner :data:`SELECT_SCHEME` CV on that fold's training
+    side alone (:func:`probes.selection.nested_best_layer`); one layer is given. Each record's
+    details say which (``oof_scheme``, ``scores``, ``layer_selection``), its fold and the layer
+    that scored it; `selection` (e.g. the sweep's best-layer null) is added to them.
+
+    Returns ``written``, the records' ``auroc``, ``layers_chosen`` (per fold) and ``oof_scheme``."""
     cfg = cfg or EvalConfig()
-    data, dec, fold = oof_for(store, capture, pooling, layer, probe, scheme, cfg)
+    data, X = load_aligned(store, ActivationStore(store, capture), pooling, layers, cfg.label_source,
+                           cfg.group_key, cfg.family_key)
+    layer_ids = sorted(X)
+    XL = np.stack([X[l] for l in layer_ids])  # (L, n, d)
+    splits_of = splits_for(data, cfg)
+    outer = splits_of(SELECT_SCHEME)
+    if len(layer_ids) > 1:
+        dec, chosen = nested_best_layer(XL, data.y, outer, lambda tr: splits_of(SELECT_SCHEME, tr), probe,
+                                        cfg.C, cfg.seed)
+        scheme = "nested-" + SELECT_SCHEME
+        how = (f"best {SELECT_SCHEME}-CV AUROC of {len(layer_ids)} layers, chosen again inside each training fold "
+               f"(nested; {held_out(data, cfg)})")
+    else:
+        dec, chosen = layer_decisions(XL, data.y, outer, probe, cfg.C, cfg.seed)[0], [0] * len(outer)
+        scheme, how = SELECT_SCHEME, "given"
+    fold = np.zeros(len(data.y), dtype=int)
+    for k, (_, te) in enumerate(outer):
+        fold[te] = k
     proba = 1.0 / (1.0 + np.exp(-dec))
-    details = {"probe": probe, "layer": layer, "pooling": pooling, "label_source": cfg.label_source,
-               "capture": capture, "scores": f"out-of-fold ({scheme} CV)", "cv": scheme,
-               **(selection or {"layer_selection": "given"})}
-    recs = probe_records(store, data.ids, proba, dec, details,
-                         per_sample=[{"fold": f} for f in fold], method=method)
-    return write_records(store, recs, method, sweep_owner(capture))
+    details = {"probe": probe, "pooling": pooling, "label_source": cfg.label_source, "capture": capture,
+               "cv": SELECT_SCHEME, "oof_scheme": scheme,
+               "scores": f"out-of-fold, {scheme} CV ({held_out(data, cfg)}): no sample's fold saw its probe's fit"
+                         + (" or its layer's choice" if len(layer_ids) > 1 else ""),
+               **(selection or {}), "layer_selection": how}
+    per_sample = [{"fold": int(f), "layer": int(layer_ids[chosen[f]])} for f in fold]
+    recs = probe_records(store, data.ids, proba, dec, details, per_sample=per_sample, method=method)
+    n = write_records(store, recs, method, sweep_owner(capture))
+    return {"written": n, "auroc": roc_auc(data.y, dec), "layers_chosen": [int(layer_ids[c]) for c in chosen],
+            "oof_scheme": scheme}

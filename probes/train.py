@@ -1,5 +1,5 @@
-"""Per-layer probe sweeps with honest cross-validation, baselines in the same table, and one
-configuration's out-of-fold scores (the final probe is fitted in :mod:`probes.apply`)."""
+"""Per-layer probe sweeps with honest cross-validation and baselines in the same table (the final
+probe and the out-of-fold records: :mod:`probes.apply`)."""
 
 from __future__ import annotations
 
@@ -200,24 +200,3 @@ def fit_on(Xl: np.ndarray, data: ProbeData, probe: str = "logreg", C: float = 1.
     if len(set(data.y.tolist())) < 2:
         raise EvalAwareError("the labels hold one class only; cannot fit a probe")
     return make_probe(probe, C, seed).fit(Xl, data.y)
-
-
-def oof_for(store: RunLog, capture: str, pooling: str, layer: int, probe: str = "logreg",
-            scheme: str = "grouped", cfg: EvalConfig | None = None
-            ) -> tuple[ProbeData, np.ndarray, list[int]]:
-    """Out-of-fold decision scores of one probe configuration, and each sample's fold."""
-    cfg = cfg or EvalConfig()
-    data, X = load_aligned(store, ActivationStore(store, capture), pooling, [layer], cfg.label_source,
-                           cfg.group_key, cfg.family_key)
-    Xl = X[layer]
-    splits = make_splits(scheme, data.y, data.groups, data.families, cfg.n_splits, cfg.seed)
-    if probe == "logreg":  # the sweep's solver, so records carry exactly the row's scores
-        s = layer_aurocs(Xl[None], data.y, splits, cfg.C)[0][0]
-    else:
-        s, _ = oof_scores(lambda: make_probe(probe, cfg.C, cfg.seed), Xl, data.y, splits)
-    fold = [0] * len(data.ids)
-    for k, (_, te) in enumerate(splits):
-        for i in te:
-            fold[int(i)] = k
-    return data, s, fold
-

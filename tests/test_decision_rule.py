@@ -61,8 +61,10 @@ def test_two_way_cluster_variance_by_hand():
     want = var(c) + var(p) + var(t) - var(cp) - var(ct) - var(pt) + var(cpt)
     est = multiway_mean(v, [c, p, t])
     assert want > 0 and est.se == pytest.approx(math.sqrt(want)) and est.units == (2, 2, 2)
-    # the builds' variance over their number is added to the variance
-    assert multiway_mean(v, [c, p, t], extra_var=0.5).se == pytest.approx(math.sqrt(want + 0.5))
+    # the builds' variance over their number is added to the variance, its df in the t's (Satterthwaite)
+    got = multiway_mean(v, [c, p, t], extra=[(0.5, 2.0)])
+    assert got.se == pytest.approx(math.sqrt(want + 0.5))
+    assert got.df == pytest.approx((want + 0.5) ** 2 / (want ** 2 / 1 + 0.5 ** 2 / 2))
 
 
 def test_verdict_kinds_by_role():
@@ -355,8 +357,108 @@ def test_the_equivalence_contrasts_weight_each_sides_builds_by_its_coefficient()
     dd_a = [sum(w[x][k] for x in ("a0", "a1", "a2")) / 3 - ref[k] for k in range(n)]
     c = rule.margin_share
     dims = [[f"cat{k % 6}" for k in range(n)], [f"phr{k % 5}" for k in range(n)], [f"t{k % 7}" for k in range(n)]]
-    lo = multiway_mean([dd_b[k] - c * dd_a[k] for k in range(n)], dims, bv[0] + c * c * bv[1] + (1 - c) ** 2 * bv[2])
-    hi = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims, bv[0] + c * c * bv[1] + (1 + c) ** 2 * bv[2])
+    lo = multiway_mean([dd_b[k] - c * dd_a[k] for k in range(n)], dims,
+                       [(bv[0], 2), (c * c * bv[1], 2), ((1 - c) ** 2 * bv[2], 2)])
+    hi = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims,
+                       [(bv[0], 2), (c * c * bv[1], 2), ((1 + c) ** 2 * bv[2], 2)])
     assert by["behaviour"]["p_equiv"] == pytest.approx(max(lo.p_below(), hi.p_above()))
-    old = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims, by["behaviour"]["extra_var"])
+    old = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims, [(by["behaviour"]["extra_var"], 2)])
     assert hi.se > old.se  # the pooled reference counted (1 + c)^2 times, the aware builds too
+
+
+# --- the t's degrees of freedom with several builds (review M1) and spillover's builds (L1) ----------
+
+def test_satterthwaite_by_hand():
+    from harness.stats.decision import satterthwaite
+
+    assert satterthwaite([(1.0, 2.0), (1.0, 2.0)]) == pytest.approx(4.0)  # two equal parts: their df add
+    assert satterthwaite([(0.3, 21.0), (0.0, 2.0)]) == pytest.approx(21.0)  # a part with no variance drops out
+    assert satterthwaite([(0.2, 4.0), (0.5, 2.0), (0.1, 2.0)]) == pytest.approx(
+        0.8 ** 2 / (0.04 / 4 + 0.25 / 2 + 0.01 / 2))
+
+
+def test_the_df_is_welch_satterthwaites_over_the_clusters_and_each_sides_builds():
+    """Three builds a side: the row's t takes (v0 + va + vr)^2 / (v0^2 / (min(G) - 1) + va^2 / 2 +
+    vr^2 / 2) df, by hand from the sub-runs (the review's M1: min(G) - 1 alone covered 0.90 of the
+    time); one build a side keeps min(G) - 1."""
+    n = 60
+    pairs = pair_index(_samples(n))
+    los = _lo({"r0": 0.0, "r1": 0.05, "r2": -0.03, "a0": 1.0, "a1": 1.6, "a2": 0.7}, seed=11, n_pairs=n)
+    recs = {"monitor": {name: _as("monitor", lo) for name, lo in los.items()}}
+    t_ = decide(recs, pairs, ["r0", "r1", "r2"], {"aware": ["a0", "a1", "a2"]}, None, Rule())
+    (row,) = t_["rows"]
+    w = {name: [_within(lo, k) for k in range(n)] for name, lo in los.items()}
+    ref = [sum(w[r][k] for r in ("r0", "r1", "r2")) / 3 for k in range(n)]
+    dd = [sum(w[a][k] for a in ("a0", "a1", "a2")) / 3 - ref[k] for k in range(n)]
+    va = float(np.var([sum(w[a][k] - ref[k] for k in range(n)) / n for a in ("a0", "a1", "a2")], ddof=1)) / 3
+    vr = float(np.var([sum(w[r]) / n for r in ("r0", "r1", "r2")], ddof=1)) / 3
+    dims = [[f"cat{k % 6}" for k in range(n)], [f"phr{k % 5}" for k in range(n)], [f"t{k % 7}" for k in range(n)]]
+    v0 = multiway_mean(dd, dims).se ** 2  # categories 6, phrasings 5, templates 7: min(G) - 1 = 4
+    df = (v0 + va + vr) ** 2 / (v0 ** 2 / 4 + va ** 2 / 2 + vr ** 2 / 2)
+    e = row["estimate"]
+    assert e["se"] == pytest.approx(math.sqrt(v0 + va + vr)) and e["df"] == pytest.approx(df)
+    assert 2 < df < 3  # the aware builds dominate here: near their own 2 df, not the clusters' 4
+    h = t.ppf(0.975, df) * e["se"]
+    assert e["ci"] == pytest.approx([e["mean"] - h, e["mean"] + h])
+    assert row["p_diff"] == pytest.approx(2 * t.sf(abs(e["mean"]) / e["se"], df))
+    one = decide(recs, pairs, "r0", {"aware": ["a0"]}, None, Rule())["rows"][0]["estimate"]
+    assert one["df"] == 4  # one build a side: the clusters' df, unchanged
+    assert "Welch-Satterthwaite" in t_["lines"][0]
+
+
+def test_the_satterthwaite_df_restores_coverage_where_builds_vary_as_much_as_the_pairs():
+    """The review's regime: 3 builds a side whose SD (1) is the pairs' noise SD (1), 60 pairs in 22
+    categories, true effect 0. The old df (min(G) - 1 = 21) covers ~0.89 of the time; Welch-
+    Satterthwaite's >= 0.93 (seen 0.956, old 0.890 at this seed). Seeded, 2,000 draws, ~1.5 s."""
+    from harness.organisms.verdicts import build_means, builds_part
+
+    rng = np.random.default_rng(0)
+    n, B, reps = 60, 3, 2000
+    cats = [[f"c{k % 22}" for k in range(n)]]
+    got = []
+    for _ in range(reps):
+        org = rng.normal(0, 1, B)[:, None] + rng.normal(0, 1, (B, n))  # each build's within-pair differences
+        ref = rng.normal(0, 1, B)[:, None] + rng.normal(0, 1, (B, n))
+        dd = org - ref.mean(0)  # (build, pair) against the pooled reference, as a row's
+        parts = [*builds_part(build_means(dd.T.tolist())), *builds_part(build_means(ref.T.tolist()))]
+        e = multiway_mean(dd.mean(0), cats, parts)
+        got.append((e.mean, e.se, e.df, e.min_units - 1))
+    mean, se, df, old_df = np.array(got).T  # Estimate.interval's half-width, for all draws at once
+    new = float(np.mean(np.abs(mean) <= t.ppf(0.975, df) * se))
+    old = float(np.mean(np.abs(mean) <= t.ppf(0.975, old_df) * se))
+    assert (old_df == 21).all() and new >= 0.93, new
+    assert old <= 0.91, old  # the regime bites: the old df under-covers
+
+
+def test_spillover_adds_each_sides_builds_variance_by_hand():
+    """Three builds a side on the no-cue prompts (each build its own offset): the spillover's SE is
+    the category-clustered one plus each side's builds' variance over their number, the df
+    Welch-Satterthwaite's (the review's L1: the builds' variance was left out)."""
+    from harness.organisms.verdicts import spillover
+
+    n = 60
+    pairs = pair_index(_samples(n))
+    offsets = {"r0": 0.0, "r1": 0.4, "r2": -0.2, "a0": 1.0, "a1": 0.3, "a2": 1.5}
+    los = _lo({k: 0.0 for k in offsets}, seed=12, n_pairs=n)
+    for name, off in offsets.items():
+        for i in los[name]:
+            los[name][i] += off if i.endswith("-cue") else 0.0
+    got = spillover(los, pairs, ["r0", "r1", "r2"], ["a0", "a1", "a2"], 0.05)
+    none = [f"p{k}-cue" for k in range(n)]
+    ref = [sum(los[r][i] for r in ("r0", "r1", "r2")) / 3 for i in none]
+    vals = [sum(los[a][i] for a in ("a0", "a1", "a2")) / 3 - ref[k] for k, i in enumerate(none)]
+    mean = sum(vals) / n
+    sums: dict[str, float] = {}
+    for k, v in enumerate(vals):
+        sums[f"cat{k % 6}"] = sums.get(f"cat{k % 6}", 0.0) + v - mean
+    v0 = 6 / 5 * sum(s * s for s in sums.values()) / n ** 2  # category-clustered, 6 categories: 5 df
+    va = float(np.var([sum(los[a][i] - ref[k] for k, i in enumerate(none)) / n for a in ("a0", "a1", "a2")],
+                      ddof=1)) / 3
+    vr = float(np.var([sum(los[r][i] for i in none) / n for r in ("r0", "r1", "r2")], ddof=1)) / 3
+    df = (v0 + va + vr) ** 2 / (v0 ** 2 / 5 + va ** 2 / 2 + vr ** 2 / 2)
+    assert got["mean"] == pytest.approx(mean) and got["se"] == pytest.approx(math.sqrt(v0 + va + vr))
+    assert got["df"] == pytest.approx(df) and got["extra_var"] == pytest.approx(va + vr) and va > v0
+    h = t.ppf(0.975, df) * got["se"]
+    assert got["ci"] == pytest.approx([mean - h, mean + h])
+    single = spillover(los, pairs, ["r0"], ["a0"], 0.05)  # one build a side: the clustered interval alone
+    assert single["df"] == 5 and single["extra_var"] == 0

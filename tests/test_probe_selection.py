@@ -180,6 +180,37 @@ def test_probes_train_best_reports_the_nested_auroc(tmp_path):
     assert given["layer"] == 3 and given["layer_selection"] == "given" and "nested" not in given["cv"]["grouped"]
 
 
+def test_written_records_are_nested_so_noise_scores_at_chance(tmp_path):
+    """`probes eval --write-records`'s records on random features with random labels: each sample
+    scored by a probe fitted, at a layer chosen, without its fold (review L2), so their AUROC sits
+    near 0.5 over 8 draws, while the best layer read on the same folds (the old records' choice)
+    is optimistic; every record names its scheme, fold and the layer that scored it."""
+    from probes.apply import SELECT_SCHEME, write_oof_records
+    from probes.data import probe_data
+
+    cfg = EvalConfig(n_splits=3)
+    nested, same_fold = [], []
+    for seed in range(8):
+        store = _noise_run(tmp_path / str(seed), seed=seed)
+        got = write_oof_records(store, "noise", "last_prompt", cfg=cfg)
+        recs = store.result_dicts("probe")
+        y = np.array([int(r["label"] == "eval") for r in recs])
+        nested.append(roc_auc(y, np.array([r["score"] for r in recs])))
+        assert nested[-1] == pytest.approx(got["auroc"]) and got["oof_scheme"] == f"nested-{SELECT_SCHEME}"
+        det = recs[0]["details"]
+        assert det["oof_scheme"] == f"nested-{SELECT_SCHEME}" and "nested" in det["layer_selection"]
+        assert {r["details"]["layer"] for r in recs} == set(got["layers_chosen"])
+        assert len({r["details"]["fold"] for r in recs}) == len(got["layers_chosen"])
+        ids, X = ActivationStore(store, "noise").load("last_prompt")
+        data = probe_data(store, ids)
+        splits = make_splits(SELECT_SCHEME, data.y, data.groups, data.families, 3, 0)
+        dec = oof_decisions(fold_bases(np.stack([X[l] for l in sorted(X)]), splits), data.y, len(data.y))[0]
+        same_fold.append(max(roc_auc(data.y, d) for d in dec))
+        store.close()
+    assert abs(np.mean(nested) - 0.5) < 0.1, nested
+    assert np.mean(same_fold) > np.mean(nested) + 0.08, (same_fold, nested)
+
+
 def test_a_pairs_no_cue_side_takes_its_pairs_phrasing_family():
     from types import SimpleNamespace
 

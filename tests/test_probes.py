@@ -230,15 +230,16 @@ def test_train_apply_and_records(base_run, tmp_path):
     res = apply_probe(probe, store, "planted", write=True, allow_train_overlap=True)
     assert res["written"] == 60 and res["auroc_truth"] > 0.99
     with pytest.raises(EvalAwareError, match="holds the records of a saved probe"):  # the name is the probe's
-        write_oof_records(store, "planted", "mean_prompt", probe.layer, cfg=_cfg())
-    n = write_oof_records(store, "planted", "mean_prompt", probe.layer, cfg=_cfg(), method="probe_oof")
+        write_oof_records(store, "planted", "mean_prompt", [probe.layer], cfg=_cfg())
+    got = write_oof_records(store, "planted", "mean_prompt", [probe.layer], cfg=_cfg(), method="probe_oof")
     recs = store.result_dicts("probe_oof")
-    assert n == len(recs) == 60
+    assert got["written"] == len(recs) == 60 and got["oof_scheme"] == "crossed"  # one layer: given, not chosen
     keys = {"sample_id", "method", "label", "prediction", "score", "n_valid", "n_invalid",
             "category", "agentic", "eval_type", "n_turns", "details"}
     assert all(keys <= set(r) for r in recs)
     assert all(0.0 <= r["score"] <= 1.0 and r["prediction"] in ("eval", "deploy") for r in recs)
     assert recs[0]["details"]["scores"].startswith("out-of-fold")
+    assert {(r["details"]["layer"], r["details"]["layer_selection"]) for r in recs} == {(probe.layer, "given")}
     y = [int(r["label"] == "eval") for r in recs]
     assert roc_auc_score(y, [r["score"] for r in recs]) > 0.97
     # a probe from other weights is refused
@@ -278,7 +279,7 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     assert out.exit_code == 0, out.output + repr(out.exception)
     assert "bytes/sample" in out.output and "captured 24 samples" in out.output
     out = r.invoke(cli, ["probes", "eval", "--run", str(run), "--n-boot", "50", "--n-perm", "2",
-                         "--no-progress", "--write-records"])
+                         "--cv", "grouped,crossed,lofo,random", "--no-progress", "--write-records"])
     assert out.exit_code == 0, out.output + repr(out.exception)
     d = run / "probes" / "default"
     assert (d / "auroc_by_layer.png").stat().st_size > 1000 and (d / "eval.csv").exists()
@@ -286,7 +287,8 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     recs = RunLog(run, create=False).result_dicts("probe")
     assert len(recs) == 24 and "tfidf_char" in out.output and "best-layer null p=" in out.output
     det = recs[0]["details"]
-    assert det["layer_selection"].startswith("best of ") and det["selection_n_perm"] == 2
+    assert det["oof_scheme"] == "nested-crossed" and "chosen again inside each training fold" in det["layer_selection"]
+    assert det["selection_n_perm"] == 2 and "nested-crossed CV, layer per fold" in out.output
     assert 0 < det["selection_p"] <= 1
     out = r.invoke(cli, ["probes", "train", "--run", str(run), "--pooling", "mean_prompt",
                          "--layer", "1", "--out", str(tmp_path / "p"), "--n-boot", "50"])

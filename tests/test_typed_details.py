@@ -166,7 +166,7 @@ def test_score_variants_read_back_from_what_tokenization_writes():
 
 
 def test_layer_selection_reads_what_the_probe_commands_write():
-    from harness.cli.probes import selection_details
+    from harness.cli.probes import selection_null
 
     class Res:
         rows = [{"layer": 1, "pooling": "last_prompt", "model": "logreg"}, {"layer": 2, "pooling": "last_prompt",
@@ -175,9 +175,9 @@ def test_layer_selection_reads_what_the_probe_commands_write():
         def selection_for(self, pooling, scheme):
             return {"selection": "best of 2", "p_value": 0.03, "null_mean": 0.55, "null_q95": 0.7, "n_perm": 200}
 
-    rec = _record("a", None, layer=2, **selection_details(Res(), "last_prompt", "grouped"))
+    rec = _record("a", None, layer=2, layer_selection="nested", **selection_null(Res(), "last_prompt", "crossed"))
     got = LayerSelection.of(rec.to_dict())
-    assert (got.layer, got.layer_selection, got.selection_p, got.selection_null_q95) == (2, "best of 2", 0.03, 0.7)
+    assert (got.layer, got.layer_selection, got.selection_p, got.selection_null_q95) == (2, "nested", 0.03, 0.7)
     assert LayerSelection.of(_record("b", None, layer=2)) is None  # no rule recorded: not a probe record
 
 

@@ -206,7 +206,8 @@ def eval_config(label_source, schemes, group_key, family_key, n_splits, C, n_boo
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Output folder (default RUN/probes/<name>).")
 @click.option("--write-records", is_flag=True,
-              help="Write out-of-fold scores of the best grouped-CV logreg layer as `probe` records.")
+              help="Write nested out-of-fold logreg scores as `probe` records: categories and families held "
+                   "out (crossed CV), each fold's layer chosen among --layers without that fold.")
 @click.option("--record-pooling", help="Pooling for --write-records (default: the first).")
 @click.option("--method-name", default="probe", show_default=True)
 @click.option("--no-progress", is_flag=True)
@@ -219,7 +220,7 @@ def eval_cmd(run_dir, name, pooling, layers, probe_kinds, baselines, n_perm, out
     \b
     Examples:
       evalaware probes eval --run runs/demo
-      evalaware probes eval --run runs/demo --pooling last_prompt --cv grouped --write-records
+      evalaware probes eval --run runs/demo --pooling last_prompt --cv grouped,crossed --write-records
       evalaware probes eval --run runs/qwen --labels reasoning
     """
     try:
@@ -241,7 +242,7 @@ def holding(run_dir: str, writes: bool):
 def eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name,
           no_progress) -> None:
     """The sweep of `probes eval`, its files and (with --write-records) its records."""
-    from probes.apply import write_oof_records  # scikit-learn (see _config)
+    from probes.apply import SELECT_SCHEME, write_oof_records  # scikit-learn (see _config)
     from probes.records import check_method_name, sweep_owner
     from probes.train import evaluate
 
@@ -271,24 +272,22 @@ def eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, metho
     click.echo(f"wrote {out / 'eval.json'}, {out / 'eval.csv'}, {png}")
     if write_records:
         pool = record_pooling or list(res.samples)[0]
-        if "logreg" not in cfg.probes or "grouped" not in cfg.schemes:
-            raise EvalAwareError("--write-records needs the logreg probe and grouped CV in the sweep")
-        best = res.best(pool, "logreg", "grouped")
-        n = write_oof_records(store, name, pool, int(best["layer"]), "logreg", "grouped", cfg,
-                              method_name, selection=selection_details(res, pool, "grouped"))
-        click.echo(f"wrote {n} out-of-fold `{method_name}` records (pooling {pool}, layer "
-                   f"{best['layer']}, grouped CV AUROC {_fmt(best['auroc'])})")
+        if "logreg" not in cfg.probes:
+            raise EvalAwareError("--write-records needs the logreg probe in the sweep (--probes)")
+        got = write_oof_records(store, name, pool, cfg.layers, "logreg", cfg, method_name,
+                                selection=selection_null(res, pool, SELECT_SCHEME))
+        click.echo(f"wrote {got['written']} out-of-fold `{method_name}` records (pooling {pool}, "
+                   f"{got['oof_scheme']} CV, layer per fold {got['layers_chosen']}, their AUROC "
+                   f"{_fmt(got['auroc'])})")
 
 
-def selection_details(res, pooling: str, scheme: str) -> dict[str, Any]:
-    """How the records' layer was chosen, and what that choice is worth against its null."""
+def selection_null(res, pooling: str, scheme: str) -> dict[str, Any]:
+    """The sweep's best-layer null under `scheme` (does the best layer beat noise?), where the sweep
+    drew one; the records say how their own layers were chosen."""
     sel = res.selection_for(pooling, scheme)
-    n_layers = len({r["layer"] for r in res.rows if r["pooling"] == pooling and r["model"] == "logreg"})
     if sel is None:
-        how = ("given" if n_layers == 1 else
-               f"best {scheme}-CV AUROC of {n_layers} layers, no selection null (optimistic)")
-        return _given(LayerSelection(how))
-    return _given(LayerSelection(sel["selection"], selection_p=sel["p_value"], selection_null_mean=sel["null_mean"],
+        return {}
+    return _given(LayerSelection(selection_p=sel["p_value"], selection_null_mean=sel["null_mean"],
                                  selection_null_q95=sel["null_q95"], selection_n_perm=sel["n_perm"]))
 
 

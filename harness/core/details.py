@@ -146,9 +146,9 @@ class LogOdds(Detail):
 
 @dataclass(frozen=True)
 class LayerSelection(Detail):
-    """How a probe record's layer was chosen (``probes eval --write-records``, ``probes apply``):
-    the rule, and where a layer was picked as the best of many, its permutation p and null
-    (:func:`harness.cli.probes.selection_details`)."""
+    """How a probe record's layer was chosen (``probes eval --write-records``: each fold's own,
+    nested, :func:`probes.apply.write_oof_records`; ``probes apply``): the rule, and where the
+    sweep drew one, the best layer's permutation p and null (:func:`harness.cli.probes.selection_null`)."""
 
     MARKS: ClassVar[tuple[str, ...]] = ("layer_selection",)
     layer_selection: str | None = None

@@ -14,8 +14,9 @@ judged alike from the sub-runs' records:
   the seed-to-seed spread of each beside it; the reference's own shift from the base (the null
   row's estimate and interval) beside every row;
 - **spillover**: per readout and kind, the no-cue shift organism - reference on the same scale,
-  with a category-clustered t interval (descriptive: not in the family); the reference's own
-  no-cue shift from the base as a row and beside every other.
+  with a category-clustered t interval plus each side's builds' variance under the rule's df
+  (descriptive: not in the family); the reference's own no-cue shift from the base as a row and
+  beside every other.
 
 The AUROC table of :mod:`harness.organisms.validate` stays as secondary columns; no verdict is
 written anywhere else.
@@ -30,7 +31,7 @@ from harness.methods import report_specs
 from harness.methods.scale import log_odds
 import numpy as np
 
-from harness.stats.decision import Estimate, Rule, holm, multiway_mean, verdict
+from harness.stats.decision import Component, Estimate, Rule, holm, multiway_mean, verdict
 
 Recs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model name -> sample id -> record
 
@@ -118,6 +119,12 @@ def builds_var(means: Sequence[float]) -> float:
     return float(np.var(means, ddof=1)) / len(means) if len(means) > 1 else 0.0
 
 
+def builds_part(means: Sequence[float], coef: float = 1.0) -> list[Component]:
+    """One side's builds as a part of a variance: [(coef^2 x :func:`builds_var`, B - 1)] for B >= 2
+    builds entering with coefficient `coef`; none for one build."""
+    return [(coef * coef * builds_var(means), float(len(means) - 1))] if len(means) > 1 else []
+
+
 def _dims(pids: Sequence[str], pairs: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
     """The clustering dimensions of `pids`: category, phrasing, template (a pair without one: its own)."""
     return [[pairs[p]["category"] for p in pids], [pairs[p]["phrasing"] for p in pids],
@@ -141,13 +148,17 @@ def pair_index(samples: Sequence[Any]) -> dict[str, dict[str, Any]]:
 def spillover(los: Mapping[str, Mapping[str, float]], pairs: Mapping[str, Mapping[str, Any]],
               references: Sequence[str], models: Sequence[str], alpha: float) -> dict[str, Any]:
     """The no-cue shift organism - reference (each side averaged over its builds: a kind's
-    `models`, the `references`) with a category-clustered t interval (no phrasing on the no-cue side)."""
+    `models`, the `references`) with a category-clustered t interval (no phrasing on the no-cue
+    side), each side's builds' variance added and the df Welch-Satterthwaite's, as a row's."""
     both = [*references, *models]
     ids = [d for d in pairs.values() if all(los[x].get(d["none"]) is not None for x in both)]
-    vals = [sum(los[m][d["none"]] for m in models) / len(models)
-            - sum(los[r][d["none"]] for r in references) / len(references) for d in ids]
-    est = multiway_mean(vals, [[d["category"] for d in ids]])
-    return _summary(est, alpha)
+    ref = [sum(los[r][d["none"]] for r in references) / len(references) for d in ids]
+    per_build = [[los[m][d["none"]] - r for m in models] for d, r in zip(ids, ref)]
+    vals = [sum(b) / len(b) for b in per_build]
+    parts = [*builds_part(build_means(per_build)),
+             *builds_part(build_means([[los[r][d["none"]] for r in references] for d in ids]))]
+    est = multiway_mean(vals, [[d["category"] for d in ids]], parts)
+    return {**_summary(est, alpha), "extra_var": sum(v for v, _ in parts)}
 
 
 def _summary(est: Estimate | None, level: float) -> dict[str, Any]:
@@ -172,9 +183,9 @@ def _row(m: str, kind: str, role: str, models: list[str], refs: list[str], los: 
     pids, dd, ref_w = double_differences(los, pairs, refs, models)
     pooled = [sum(r) / len(r) for r in dd]
     seeds, ref_seeds = build_means(dd), build_means(ref_w)
-    extra = builds_var(seeds) + builds_var(ref_seeds)
+    parts = [*builds_part(seeds), *builds_part(ref_seeds)]
     row.update(n_pairs=len(pids), seeds=seeds, ref_seeds=ref_seeds, dd=dict(zip(pids, pooled)),
-               est=multiway_mean(pooled, _dims(pids, pairs), extra), extra_var=extra)
+               est=multiway_mean(pooled, _dims(pids, pairs), parts), extra_var=sum(v for v, _ in parts))
     return row
 
 
@@ -183,14 +194,14 @@ def _decidable(r: Mapping[str, Any], rule: Rule) -> bool:
     return e is not None and e.se == e.se and e.se > 0 and e.min_units >= rule.min_units
 
 
-def contrast_builds_var(r: Mapping[str, Any], aware: Mapping[str, Any], k: float) -> float:
-    """The builds' variance of the per-pair contrast ``dd + k * dd_aware`` (k = ±c): the row's
-    builds m_r, the aware builds m_a and the pooled reference's m_R enter as
+def contrast_builds(r: Mapping[str, Any], aware: Mapping[str, Any], k: float) -> list[Component]:
+    """The builds' parts of the variance of the per-pair contrast ``dd + k * dd_aware`` (k = ±c):
+    the row's builds m_r, the aware builds m_a and the pooled reference's m_R enter as
     m_r + k m_a - (1 + k) m_R (an organism row), or m_R + k m_a - (1 + k) base (the null row,
     whose own builds are the reference's and whose reference, the base, has none), so each side's
-    builds' variance is weighted by its coefficient squared (one build: none)."""
-    return (builds_var(r["seeds"]) + k * k * builds_var(aware["seeds"])
-            + (1 + k) ** 2 * builds_var(r.get("ref_seeds") or []))
+    builds' variance is weighted by its coefficient squared, with its own df (one build: none)."""
+    return [*builds_part(r["seeds"]), *builds_part(aware["seeds"], k),
+            *builds_part(r.get("ref_seeds") or [], 1 + k)]
 
 
 def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping[str, Mapping[str, Any]],
@@ -212,8 +223,8 @@ def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping
     if len(shared) < 2:
         return
     dims = _dims(shared, pairs)
-    lo = multiway_mean([r["dd"][p] - c * a_dd[p] for p in shared], dims, contrast_builds_var(r, aware, -c))
-    hi = multiway_mean([r["dd"][p] + c * a_dd[p] for p in shared], dims, contrast_builds_var(r, aware, c))
+    lo = multiway_mean([r["dd"][p] - c * a_dd[p] for p in shared], dims, contrast_builds(r, aware, -c))
+    hi = multiway_mean([r["dd"][p] + c * a_dd[p] for p in shared], dims, contrast_builds(r, aware, c))
     if lo is None or hi is None or not (lo.se > 0 and hi.se > 0):
         return
     margin = c * float(np.mean([a_dd[p] for p in shared]))
@@ -351,7 +362,8 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
         out.append(line + ")")
     sp = table.get("spillover") or []
     if sp:
-        out.append(f"Spillover (no-cue shift, organism - reference, nats, {level} category-clustered t; descriptive):")
+        out.append(f"Spillover (no-cue shift, organism - reference, nats, {level} category-clustered t, + each "
+                   f"side's build-to-build variance, Welch-Satterthwaite df; descriptive):")
         for s in sp:
             who = "reference vs base" if s["kind"] == "reference" else s["kind"]
             line = (f"- {s['readout']} [{who}]: {_n(s.get('mean'))} {_ci(s.get('ci'))} over {s.get('n', 0)} "

@@ -8,10 +8,12 @@ The rule, in order; every readout (a method, the monitor, a frozen probe) is jud
    category, the cue phrasing and the template that built the pair (Cameron, Gelbach & Miller
    2011: the inclusion-exclusion sum of the one-way variances of every intersection of the
    dimensions, each with its G/(G-1) factor; where that is not positive, the largest one-way
-   variance), and a t reference with min(G) - 1 degrees of freedom. Where a kind has several
-   builds (seeds), the variance of their estimates over the number of builds is added; where the
-   reference has several (seeds of one null sham, its side the mean of theirs), the variance of
-   theirs over their number too.
+   variance). Where a kind has several builds (seeds), the variance of their estimates over the
+   number of builds is added; where the reference has several (seeds of one null sham, its side
+   the mean of theirs), the variance of theirs over their number too. The t reference's degrees
+   of freedom are Welch-Satterthwaite's over these independent parts (:func:`satterthwaite`): the
+   clustered part with min(G) - 1, each side's builds part (B builds) with B - 1; with one build a
+   side that is min(G) - 1.
 3. **Primary family**: one test per row, corrected together with Holm's step-down at ``alpha``:
    a *sensitivity* row's difference from 0; a *specificity* or *null* row's equivalence (where it
    has a margin; else its difference). A specificity or null row's difference, where its
@@ -61,8 +63,9 @@ class Rule:
         margin = (f"+-{self.margin_nats:g} nats" if self.margin_nats is not None else
                   f"+-{self.margin_share:g} x the readout's aware effect, its uncertainty included")
         return (f"statistic: mean within-pair double difference on the readout's log-odds scale (nats); SE "
-                f"cluster-robust over category, phrasing and template (+ build-to-build variance), t with "
-                f"min(G)-1 df; Holm at {self.alpha:g} over one primary test per row; sensitive = adjusted p < "
+                f"cluster-robust over category, phrasing and template (+ each side's build-to-build variance), "
+                f"t with the Welch-Satterthwaite df of those parts (clustered: min(G)-1; B builds: B-1); Holm at "
+                f"{self.alpha:g} over one primary test per row; sensitive = adjusted p < "
                 f"{self.alpha:g} and > 0; specific/null = equivalence within {margin}; fewer than "
                 f"{self.min_units} clusters: no verdict")
 
@@ -72,12 +75,12 @@ class Rule:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with its cluster-robust standard error and degrees of freedom; `units`: the number
-    of clusters in each dimension."""
+    """A mean with its cluster-robust standard error and degrees of freedom (Welch-Satterthwaite's,
+    so not always whole); `units`: the number of clusters in each dimension."""
 
     mean: float
     se: float
-    df: int
+    df: float
     n: int
     units: tuple[int, ...]
 
@@ -136,9 +139,26 @@ def _cluster_var(e: np.ndarray, keys: Sequence[str]) -> tuple[float, int]:
     return g / (g - 1) * sum(s * s for s in sums.values()) / (n * n), g
 
 
-def multiway_mean(values: Sequence[float], dims: Sequence[Sequence[Any]], extra_var: float = 0.0) -> Estimate | None:
+#: One independent part of an estimate's variance: (variance, its degrees of freedom).
+Component = tuple[float, float]
+
+
+def satterthwaite(parts: Sequence[Component]) -> float:
+    """The Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates
+    (v_i, df_i): (sum v_i)^2 / sum(v_i^2 / df_i). Parts with no variance drop out; none left:
+    the first part's df."""
+    live = [(v, d) for v, d in parts if v > 0]
+    if not live:
+        return float(parts[0][1]) if parts else float("nan")
+    return sum(v for v, _ in live) ** 2 / sum(v * v / d for v, d in live)
+
+
+def multiway_mean(values: Sequence[float], dims: Sequence[Sequence[Any]], extra: Sequence[Component] = ()
+                  ) -> Estimate | None:
     """Mean of `values` with the multiway cluster-robust SE over `dims` (one key list per
-    dimension; module docstring, step 2) plus `extra_var`; None for fewer than two values."""
+    dimension; module docstring, step 2) plus the independent parts `extra` (each (variance, df):
+    the builds'), the t's df Welch-Satterthwaite's over the clustered part (min(G) - 1) and
+    `extra`; None for fewer than two values."""
     v = np.asarray(values, dtype=float)
     if len(v) < 2 or not dims:
         return None
@@ -156,7 +176,8 @@ def multiway_mean(values: Sequence[float], dims: Sequence[Sequence[Any]], extra_
             total += (-1) ** (r + 1) * (var if math.isfinite(var) else 0.0)
     if total <= 0:
         total = max(var for var, _ in one_way)
-    return Estimate(float(v.mean()), math.sqrt(max(total, 0.0) + extra_var), max(min(units) - 1, 1), len(v), units)
+    parts = [(max(total, 0.0), float(max(min(units) - 1, 1))), *extra]
+    return Estimate(float(v.mean()), math.sqrt(sum(var for var, _ in parts)), satterthwaite(parts), len(v), units)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
