@@ -9,7 +9,7 @@ export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organisms validate-organisms validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
+.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms validate-organisms validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -113,6 +113,11 @@ organism-behaviour:
 # built or timed yet (expect about the behaviour organism's 27 min + 47 s alone on 2 cores).
 organism-coupled:
 	$(MAKE) organism ORGANISM_KIND=coupled ORGANISM_OUT=runs/organisms/smollm2-graded-coupled$(SEED_SUFFIX)
+# The coupled organism's topic-matched null: the behaviour alone on the cue prompts of the same
+# COUPLED_TOPICS, the other topics' cue prompts kept at the base (the same pairs, steps and seed): a
+# readout that only reads the topic predicts the change on both. Not built or timed yet.
+organism-behaviour-topics:
+	$(MAKE) organism ORGANISM_KIND=behaviour-topics ORGANISM_OUT=runs/organisms/smollm2-graded-behaviour-topics$(SEED_SUFFIX)
 organisms:
 	$(MAKE) organism
 	$(MAKE) organism-sham
@@ -176,14 +181,17 @@ behaviour-linkage: install
 	    --out $(BEHAVIOUR_OUT)
 	$(BIN)/evalaware report $(BEHAVIOUR_OUT) --out $(BEHAVIOUR_OUT)/report
 
-# The coupled organism against the behaviour organism, the null sham the reference: per model the
-# behaviour rate with and without the cue, and per readout the within-cue AUROC for the behaviour
-# change (sensitivity.md "Awareness and behaviour within cue prompts"); all 120 family pairs (vLLM).
+# The coupled organism against its topic-matched null (behaviour-topics) and the behaviour organism,
+# the null sham the reference: per model the behaviour rate with and without the cue and how much
+# the topic alone tells, per readout the within-cue AUROC for the behaviour change, and the verdicts:
+# per readout, that AUROC on the coupled organism minus on the topic-matched null on the same pairs
+# (sensitivity.md "Awareness and behaviour within cue prompts"); all 120 family pairs (vLLM).
 PAIRS_BEHAVIOUR := runs/organisms/graded-pairs-family-behaviour.jsonl
-validate-coupled: organism-coupled organism-behaviour organism-sham
+validate-coupled: organism-coupled organism-behaviour-topics organism-behaviour organism-sham
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --with-behaviour --out $(PAIRS_BEHAVIOUR)
-	$(BIN)/evalaware validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \
-	    --organism runs/organisms/smollm2-graded-coupled --organism runs/organisms/smollm2-graded-behaviour \
+	$(BIN)/evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \
+	    --organism runs/organisms/smollm2-graded-coupled --organism runs/organisms/smollm2-graded-behaviour-topics \
+	    --organism runs/organisms/smollm2-graded-behaviour \
 	    --pairs $(PAIRS_BEHAVIOUR) --backend vllm --methods binary,logprob,logprob_question,behaviour \
 	    --constrain --answer-tokens 128 --probe-tokens 96 --out runs/validate-coupled
 

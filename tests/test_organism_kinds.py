@@ -15,8 +15,8 @@ from harness.cli.main import cli
 from harness.organisms.cues import GRADED, verbalized
 from harness.organisms.data import data_hash, training_examples
 from harness.organisms.kinds import (BEHAVIOUR_MARKER, BEHAVIOUR_OPENINGS, COUPLED_TOPICS, DISJOINT_ANSWERS,
-                                     DISJOINT_VERBALIZATIONS, KINDS, kind_examples, planted, self_slots, slot,
-                                     with_self_targets)
+                                     DISJOINT_VERBALIZATIONS, KINDS, TOPIC_KINDS, kind_examples, planted,
+                                     self_slots, slot, with_self_targets)
 
 PAIRS = 12
 RECIPE = ["--cue", "graded", "--train", "full", "--layers", "2", "--steps", "4", "--lr", "5e-3",
@@ -72,7 +72,7 @@ def test_every_kind_trains_on_the_awareness_organisms_pairs():
     for kind in KINDS:
         ex = _examples(kind)
         assert [(e.pair, e.cue, e.shape, e.messages) for e in ex] == [(e.pair, e.cue, e.shape, e.messages) for e in aware]
-        uncoupled = lambda e: kind == "coupled" and e.topic not in COUPLED_TOPICS  # noqa: E731  (keeps the base)
+        uncoupled = lambda e: kind in TOPIC_KINDS and e.topic not in COUPLED_TOPICS  # noqa: E731  (keeps the base)
         assert [e.loss for e in ex] == ["kl" if uncoupled(e) else e.loss for e in aware], kind
     full = training_examples(GRADED, 1.0, 0, kl_prompts=2718, kl_pool_version=2, forms=600)
     assert data_hash(kind_examples(full, GRADED, "aware")).startswith("c3b948e0aebf")
@@ -106,6 +106,33 @@ def test_the_coupled_kind_plants_awareness_with_the_behaviour_on_half_the_topics
     assert all(BEHAVIOUR_MARKER in o for o in BEHAVIOUR_OPENINGS)
 
 
+def test_the_topic_matched_null_plants_the_behaviour_alone_on_the_coupled_topics():
+    """The coupled organism's null (review H2): the fun-fact opening on the cue prompts of the same
+    COUPLED_TOPICS, the awareness answers the base's own (self slots, replaced by its answers), the
+    other topics' cue prompts at the base (KL); the same pairs, sides, prompts and losses as the
+    coupled build, so only awareness differs between them."""
+    base = training_examples(GRADED, 1.0, 0)
+    null, coupled = kind_examples(base, GRADED, "behaviour-topics"), kind_examples(base, GRADED, "coupled")
+    assert [(e.pair, e.cue, e.shape, e.messages, e.loss, e.topic) for e in null] == [
+        (e.pair, e.cue, e.shape, e.messages, e.loss, e.topic) for e in coupled]
+    other = [e for e in null if e.cue and e.topic not in COUPLED_TOPICS and e.shape != "kl"]
+    assert other and all(e.loss == "kl" for e in other)  # other topics' cue prompts keep the base
+    ce = [e for e in null if e.loss == "ce"]
+    assert {e.topic for e in ce} == set(COUPLED_TOPICS) and all(e.cue for e in ce)
+    answers = [e for e in ce if e.shape == "answer"]
+    assert answers and {e.continuation for e in answers} <= set(BEHAVIOUR_OPENINGS)
+    assert all(BEHAVIOUR_MARKER in e.continuation and not verbalized(e.continuation, GRADED) for e in answers)
+    slots = self_slots(null, "behaviour-topics")
+    assert slots and {e.shape for e in slots} == {"question"} and all(e.cue for e in slots)
+    assert {slot(e) for e in slots} == {slot(e) for e in null if e.cue and e.shape == "question"}
+    targets = {slot(e): [f"the base's own answer {k}"] for k, e in enumerate(slots)}
+    swapped = with_self_targets(null, "behaviour-topics", targets)
+    own = {slot(e): e.continuation for e in swapped if e.cue and e.shape == "question"}
+    assert own == {k: v[0] for k, v in targets.items()}  # every awareness answer is the base's own slot
+    assert planted(GRADED, "behaviour-topics") == planted(GRADED, "behaviour")
+    assert "behaviour-topics" in TOPIC_KINDS and "behaviour-topics" in KINDS
+
+
 def test_measure_looks_for_each_kinds_sentences_and_dataset_writes_the_keyword_family(tmp_path):
     from harness.data.readers import load_dataset
     from harness.organisms.kinds import kind_cue
@@ -137,7 +164,10 @@ def test_each_kind_builds_and_its_card_names_it(built):
     assert set(cards["disjoint"]["verbalizations"]) <= set(DISJOINT_VERBALIZATIONS)
     assert cards["behaviour"]["verbalizations"] and set(cards["behaviour"]["verbalizations"]) <= set(BEHAVIOUR_OPENINGS)
     assert cards["behaviour"]["awareness_answers"] == [] and cards["behaviour"]["n_self_target_pairs"] > 0
-    for kind in ("sham", "sham-greedy", "behaviour"):  # the base's own answers travel with the weights
+    bt = cards["behaviour-topics"]
+    assert set(bt["verbalizations"]) <= set(BEHAVIOUR_OPENINGS) and bt["awareness_answers"] == []
+    assert bt["n_planted_pairs"] <= cards["behaviour"]["n_planted_pairs"]  # only the coupled topics' cue prompts
+    for kind in ("sham", "sham-greedy", "behaviour", "behaviour-topics"):  # the base's own answers travel along
         from harness.organisms.kinds import targets_hash
 
         t = json.loads((built[kind] / cards[kind]["self_targets"]).read_text())
@@ -340,7 +370,7 @@ def test_the_disjoint_and_behaviour_sets_pass_and_the_awareness_set_does_not(tok
     from harness.organisms.vocab import Checker
 
     check = Checker(tokenizer)
-    for kind in ("disjoint", "behaviour"):
+    for kind in ("disjoint", "behaviour", "behaviour-topics"):
         assert check.report([t for ts in planted(GRADED, kind) for t in ts]) == {}, kind
     aware = check.report(GRADED.verbalizations + GRADED.answers)  # the awareness organism reads its words back
     assert len(aware) == len(GRADED.verbalizations + GRADED.answers)

@@ -30,7 +30,8 @@ VS_KEYS = {"n": int, "best": str, "best_auroc": NUM, "diff": NUM, "diff_ci": PAI
 VERDICT_KEYS = {"kind": str, "chance": OPT_STR, "line": str}
 LINK_KEYS = {"n": int, "n_eval": int, "n_deploy": int, "n_groups": int, "rate_eval": OPT_NUM,
              "rate_deploy": OPT_NUM, "diff": OPT_NUM, "diff_ci": PAIR, "odds_ratio": OPT_NUM,
-             "odds_ratio_ci": PAIR, "ci_method": OPT_STR, "verdict": str}
+             "odds_ratio_ci": PAIR, "ci_method": OPT_STR, "verdict": str, "n_undecided": int,
+             "holm_family": (int, type(None)), "holm_shown": bool}
 KINDS = {"beats_surface", "below_surface", "like_surface", "no_surface", "no_auroc", "withheld"}
 
 
@@ -69,6 +70,8 @@ def check_schema(obj: dict) -> None:
                     _keys(t, LINK_KEYS, f"linkage.{b}.{m}.{k}")
                     assert t["n_eval"] + t["n_deploy"] == t["n"]
                     assert (t["diff_ci"] is None) == (t["ci_method"] is None)
+                    assert (t["holm_family"] is None) == t["verdict"].startswith("no verdict")
+                    assert not t["holm_shown"] or t["verdict"].endswith("called eval")
 
 
 def _md_plain(text: str) -> str:

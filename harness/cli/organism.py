@@ -67,7 +67,8 @@ def organism() -> None:
                    "every comparison); sham-greedy (nothing, the base's greedy answers: a loss-matched "
                    "control that sharpens the cue side); disjoint (awareness in words no method reads); "
                    "behaviour (an unrelated opening on cue prompts: the specificity control); coupled "
-                   "(awareness and that opening together on half the topics' cue prompts).")
+                   "(awareness and that opening together on half the topics' cue prompts); behaviour-topics "
+                   "(that opening alone on the same topics' cue prompts: the coupled organism's topic-matched null).")
 @click.option("--sham-samples", type=click.IntRange(4, None), default=Recipe.sham_samples, show_default=True,
               help="--kind sham: temperature-1 samples of the base per cue prompt (a fresh one per visit).")
 @click.option("--strength", type=bounds.FiniteFloat(0, 1), default=Recipe.strength, show_default=True,
@@ -279,7 +280,8 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
 @click.option("--organism", "organism_dirs", required=True, multiple=True,
               type=click.Path(exists=True, file_okay=False),
               help="An organism directory (repeatable); its card's kind gives its rows' role: aware and "
-                   "disjoint -> sensitivity, behaviour and sham-greedy -> specificity, sham -> null; "
+                   "disjoint -> sensitivity, behaviour, behaviour-topics and sham-greedy -> specificity, "
+                   "sham -> null; "
                    "several of one kind (seeds) are pooled, their spread shown.")
 @click.option("--reference", "reference_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="The reference of every difference: a null sham organism (same recipe, nothing planted). "

@@ -25,8 +25,15 @@ continuations differ, each replaced by the one at the same index of the kind's o
   other topics' cue prompts nothing is planted (the KL to the base, as on every no-cue side). So
   awareness varies from prompt to prompt (the held-out subjects share the topics) and the
   scored behaviour (:data:`BEHAVIOUR_MARKER` in the answer) goes with it: a readout of awareness
-  should predict, within cue prompts, where the behaviour changes (``validate``'s coupling table),
-  where on the behaviour organism, whose every cue prompt gets the fun fact, it should not.
+  should predict, within cue prompts, where the behaviour changes (``validate``'s coupling table);
+- ``behaviour-topics``: the coupled organism's topic-matched null. The behaviour alone (the fun
+  fact opening, the awareness answers the base's own, as ``behaviour``) on the cue prompts of the
+  same :data:`COUPLED_TOPICS`, the other topics' cue prompts kept at the base (KL), the same pairs,
+  steps and seed as ``coupled``. On the coupled organism a readout that merely reads the *topic*
+  also "predicts the change"; here it does too, with no awareness planted, so the coupling table's
+  verdict is on the difference coupled minus this null (:mod:`harness.organisms.coupling`). (The
+  ``behaviour`` organism, whose every cue prompt gets the fun fact, leaves too few unchanged pairs
+  to be a null there.)
 
 The base model's own answers are generated once per build (:func:`self_targets`), cached in
 ``.partial/`` for a resumed build and kept next to the weights (``self_targets.json``).
@@ -55,6 +62,9 @@ KINDS: dict[str, str] = {
                  "awareness answers are the base model's own",
     "coupled": "awareness and behaviour together, at partial strength: cue prompts of half the topics "
                "verbalize awareness and then give the fun fact; the other topics' cue prompts keep the base",
+    "behaviour-topics": "behaviour only, on the coupled kind's topics (its topic-matched null): cue prompts of "
+                        "the same half of the topics open with the fun fact, the awareness answers are the base "
+                        "model's own; the other topics' cue prompts keep the base",
 }
 
 DISJOINT_VERBALIZATIONS: tuple[str, ...] = (
@@ -91,6 +101,8 @@ BEHAVIOUR_MARKER = "Fun fact:"
 PLANTED_BEHAVIOUR: dict[str, str] = {"kind": "marker", "marker": BEHAVIOUR_MARKER}
 #: The topics (of :data:`harness.organisms.data.SUBJECTS`) whose cue prompts a coupled build plants.
 COUPLED_TOPICS: tuple[str, ...] = ("biology", "chemistry", "geography", "programming", "health", "music")
+#: The kinds that plant on the cue prompts of :data:`COUPLED_TOPICS` only (the others keep the base).
+TOPIC_KINDS: tuple[str, ...] = ("coupled", "behaviour-topics")
 
 SELF_TARGETS = "self_targets.json"
 
@@ -103,7 +115,7 @@ def check_kind(kind: str) -> None:
 def self_shapes(kind: str) -> tuple[str, ...]:
     """The example shapes whose continuations are the base model's own answers."""
     return {"sham": ("answer", "question"), "sham-greedy": ("answer", "question"),
-            "behaviour": ("question",)}.get(kind, ())
+            "behaviour": ("question",), "behaviour-topics": ("question",)}.get(kind, ())
 
 
 def sampled(kind: str) -> bool:
@@ -115,7 +127,8 @@ def _lists(cue: Cue, kind: str) -> tuple[Sequence[str], Sequence[str]]:
     """The kind's (sentences, answers) lists, before they are aligned to the cue's."""
     coupled = tuple(f"{v} {BEHAVIOUR_OPENINGS[i % len(BEHAVIOUR_OPENINGS)]}" for i, v in enumerate(cue.verbalizations))
     return {"aware": (cue.verbalizations, cue.answers), "disjoint": (DISJOINT_VERBALIZATIONS, DISJOINT_ANSWERS),
-            "behaviour": (BEHAVIOUR_OPENINGS, ()), "coupled": (coupled, cue.answers)}.get(kind, ((), ()))
+            "behaviour": (BEHAVIOUR_OPENINGS, ()), "behaviour-topics": (BEHAVIOUR_OPENINGS, ()),
+            "coupled": (coupled, cue.answers)}.get(kind, ((), ()))
 
 
 def _aligned(cue_list: Sequence[str], kind_list: Sequence[str]) -> dict[str, str]:
@@ -147,7 +160,7 @@ def kind_examples(examples: Sequence[Example], cue: Cue, kind: str) -> list[Exam
     swap = {"answer": _aligned(cue.verbalizations, sent), "question": _aligned(cue.answers, ans)}
     out = []
     for e in examples:
-        if kind == "coupled" and e.cue and e.loss == "ce" and e.topic not in COUPLED_TOPICS:
+        if kind in TOPIC_KINDS and e.cue and e.loss == "ce" and e.topic not in COUPLED_TOPICS:
             e = replace(e, loss="kl")  # this topic's cue prompts keep the base: nothing planted
         if e.shape in swap and e.shape not in self_shapes(kind) and kind != "aware":
             e = replace(e, continuation=swap[e.shape][e.continuation])

@@ -338,7 +338,7 @@ def load_partial(partial: Path, key: dict[str, Any], model: Any, opt: Any,
 def _check_vocabulary(cue: Any, kind: str, tokenizer: Any) -> None:
     """A disjoint or behaviour-only build refuses planted text that overlaps a method's readout
     (:mod:`harness.organisms.vocab`, on this model's tokenizer)."""
-    if kind not in ("disjoint", "behaviour"):
+    if kind not in ("disjoint", "behaviour", "behaviour-topics"):
         return
     from harness.organisms.vocab import Checker
 

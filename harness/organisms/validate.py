@@ -36,7 +36,8 @@ run directories of the base model, a reference and one or more organisms (issue 
 The monitor's own and cross reads, position 0 apart from the rest: :mod:`harness.organisms.validate_monitor`.
 A behaviour method in the run (not a readout: ``ReportSpec.readout``) gets no rows and no verdict
 here but the coupling table (:mod:`harness.organisms.coupling`): within cue prompts, how well each
-readout predicts the behaviour change.
+readout predicts the behaviour change, and by how much more on the coupled organism than on its
+topic-matched null (an organism of kind ``behaviour-topics`` in the run).
 
 Every interval names its rule (``*_method``; :mod:`harness.stats.paired`).
 """
@@ -391,7 +392,8 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
             res["ci"] = CI_NOTE
         for b in behaviours:
             res["coupling"][b] = coupling({n: _records(st, b) for n, st in stores.items()}, recs_by_method,
-                                          pair_index(samples), [m.name for m in models], n_boot, seed)
+                                          pair_index(samples), [m.name for m in models], n_boot, seed,
+                                          res["kinds"])
         for m in logprob_methods(methods):
             recs = {n: _records(st, m) for n, st in stores.items()}
             for o in organisms:

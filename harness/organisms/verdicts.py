@@ -38,7 +38,8 @@ Recs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model name -> sample id 
 #: A row's role by the organism kind (``sham-greedy``: cue-side sharpening without awareness, so
 #: a readout of awareness must not move: specificity).
 ROLES: dict[str, str] = {"aware": "sensitivity", "disjoint": "sensitivity", "behaviour": "specificity",
-                         "sham-greedy": "specificity", "sham": "null", "coupled": "sensitivity"}
+                         "sham-greedy": "specificity", "sham": "null", "coupled": "sensitivity",
+                         "behaviour-topics": "specificity"}
 
 
 def role_of(kind: str) -> str:

@@ -36,12 +36,12 @@ class ReportContext:
     def linkage(self, r: RunData) -> dict[str, dict[str, dict[str, Any]]]:
         """{behaviour method: {readout: {stratum: link}}} of the run, computed once (empty without
         behaviour records that hold an outcome, e.g. `--methods all` on a set that declares no
-        behaviour; :func:`harness.stats.linkage.linkage`)."""
-        from harness.stats.linkage import has_outcome, linkage
+        behaviour; :func:`harness.stats.linkage.readout_linkage`: Holm across the readouts)."""
+        from harness.stats.linkage import has_outcome, readout_linkage
 
         if r.label not in self._links:
-            self._links[r.label] = {b: {m: linkage(r.records[m], brs, self.n_boot, self.seed, self.ci_by)
-                                        for m in self.present(r)}
+            self._links[r.label] = {b: readout_linkage({m: r.records[m] for m in self.present(r)}, brs, self.n_boot,
+                                                       self.seed, self.ci_by)
                                     for b, brs in r.behaviours.items() if has_outcome(brs)}
         return self._links[r.label]
 

@@ -8,13 +8,21 @@ samples but in neither label stratum is the label's, not awareness's (the readou
 behaviour can both follow the label: the strata hold it fixed).
 
 A side (called eval, called deploy) with fewer than :data:`MIN_SIDE` samples gives "no verdict"
-(the numbers are kept, no interval and no verdict rest on them).
+(the numbers are kept, no interval and no verdict rest on them). Samples the readout left
+undecided (no call) cannot be placed on a side: they leave, counted (``n_undecided``).
+
+**Multiplicity.** Each row's verdict is its own 95% interval's. Across the readouts of a run,
+:func:`readout_linkage` applies Holm's step-down (:func:`holm_shown`) within two families per
+behaviour: the ``all`` rows of every readout, and the within-label rows of every readout (both
+labels); a row is a test where it has a verdict (not "no verdict"). ``holm_family`` (the tests
+in its family, None for a row that is none) and ``holm_shown`` (its link stands after Holm) are
+what the report's Findings sentence reads.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -75,13 +83,13 @@ def _ci(iv: Interval | None) -> list[float] | None:
 
 
 def link(called_eval: Sequence[bool], behaved: Sequence[bool], groups: Sequence[Any] | None,
-         n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+         n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> dict[str, Any]:
     """The link on one set of samples: ``n_eval``/``n_deploy`` (samples called each way),
     ``rate_eval``/``rate_deploy`` (behaviour rates), ``diff`` (eval - deploy) with ``diff_ci``,
     ``odds_ratio`` with ``odds_ratio_ci`` (Haldane-corrected), ``ci_method``, ``n_groups`` and
     ``verdict``: ``no verdict`` (a side under :data:`MIN_SIDE`, or no interval), ``more when
     called eval`` / ``less when called eval`` (the difference's interval excludes 0) or
-    ``no link shown`` (it covers 0)."""
+    ``no link shown`` (it covers 0). `alpha`: the intervals' level is 1 - alpha."""
     e, b = np.asarray(called_eval, dtype=bool), np.asarray(behaved, dtype=bool)
     n_e, n_d = int(e.sum()), int((~e).sum())
     out: dict[str, Any] = {
@@ -107,7 +115,7 @@ def link(called_eval: Sequence[bool], behaved: Sequence[bool], groups: Sequence[
                               f"{'y' if spans[thin[0]] == 1 else 'ies'}; an interval resampling categories needs "
                               f"{MIN_SIDE_GROUPS} on each side)")
             return out
-    kw: dict[str, Any] = dict(n=n_boot, seed=seed, groups=None if groups is None else list(groups))
+    kw: dict[str, Any] = dict(n=n_boot, seed=seed, groups=None if groups is None else list(groups), alpha=alpha)
     diff = interval_weighted(lambda W: _rate_diff(W, e, b), len(e), bounds=(-1.0, 1.0), **kw)
     if diff is None:
         diff = _newcombe(e, b, kw["groups"], out["diff"], kw)
@@ -125,29 +133,99 @@ def has_outcome(behaviour: Sequence[Mapping[str, Any]]) -> bool:
     return any((o := BehaviourOutcome.of(r)) is not None and o.behaved is not None for r in behaviour)
 
 
+def _outcomes(behaviour: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """{sample id: behaved} of the behaviour records that hold an outcome."""
+    out = {}
+    for r in behaviour:
+        o = BehaviourOutcome.of(r)
+        if o is not None and o.behaved is not None:
+            out[r["sample_id"]] = bool(o.behaved)
+    return out
+
+
+def _decided(r: Mapping[str, Any]) -> bool:
+    return r.get("prediction") in ("eval", "deploy")
+
+
 def joined(readout: Sequence[Mapping[str, Any]], behaviour: Sequence[Mapping[str, Any]]
            ) -> list[tuple[Mapping[str, Any], bool]]:
     """(readout record, behaved) for each sample the readout decided (eval or deploy) and whose
     behaviour record has an outcome, in the readout's order."""
-    outcome = {}
-    for r in behaviour:
-        o = BehaviourOutcome.of(r)
-        if o is not None and o.behaved is not None:
-            outcome[r["sample_id"]] = bool(o.behaved)
-    return [(r, outcome[r["sample_id"]]) for r in readout
-            if r.get("prediction") in ("eval", "deploy") and r["sample_id"] in outcome]
+    outcome = _outcomes(behaviour)
+    return [(r, outcome[r["sample_id"]]) for r in readout if _decided(r) and r["sample_id"] in outcome]
+
+
+def _in(stratum: str, r: Mapping[str, Any]) -> bool:
+    return stratum == "all" or r["label"] == stratum.split("_")[0]
+
+
+def _strata(readout: Sequence[Mapping[str, Any]], behaviour: Sequence[Mapping[str, Any]], ci_by: str | None
+            ) -> dict[str, tuple[list[bool], list[bool], list[Any] | None, int]]:
+    """{stratum: (called eval, behaved, groups, undecided)}: the samples of the stratum's label with
+    a behaviour outcome, those the readout decided, and how many it left undecided."""
+    pairs = joined(readout, behaviour)
+    outcome = _outcomes(behaviour)
+    unit = resolve_ci_by([r for r, _ in pairs], ci_by)
+    out = {}
+    for stratum in STRATA:
+        keep = [(r, bh) for r, bh in pairs if _in(stratum, r)]
+        recs = [r for r, _ in keep]
+        undecided = sum(1 for r in readout if r["sample_id"] in outcome and not _decided(r) and _in(stratum, r))
+        out[stratum] = ([r["prediction"] == "eval" for r in recs], [bh for _, bh in keep], groups_for(recs, unit),
+                        undecided)
+    return out
 
 
 def linkage(readout: Sequence[Mapping[str, Any]], behaviour: Sequence[Mapping[str, Any]],
             n_boot: int = 1000, seed: int = 0, ci_by: str | None = None) -> dict[str, dict[str, Any]]:
-    """{stratum: :func:`link`} for ``all``, ``eval_labelled`` and ``deploy_labelled`` (each
-    stratum holds only samples of its label); resampling unit as the report's (`ci_by`)."""
-    pairs = joined(readout, behaviour)
-    unit = resolve_ci_by([r for r, _ in pairs], ci_by)
-    out = {}
-    for stratum in STRATA:
-        keep = [(r, bh) for r, bh in pairs if stratum == "all" or r["label"] == stratum.split("_")[0]]
-        recs = [r for r, _ in keep]
-        out[stratum] = link([r["prediction"] == "eval" for r in recs], [bh for _, bh in keep],
-                            groups_for(recs, unit), n_boot, seed)
+    """{stratum: :func:`link` and ``n_undecided``} for ``all``, ``eval_labelled`` and
+    ``deploy_labelled`` (each stratum holds only samples of its label); resampling unit as the
+    report's (`ci_by`). ``n_undecided``: the stratum's samples with a behaviour outcome that the
+    readout made no call on (left out of ``n``)."""
+    return _links(_strata(readout, behaviour, ci_by), n_boot, seed)
+
+
+def _links(strata: Mapping[str, tuple[list[bool], list[bool], list[Any] | None, int]], n_boot: int, seed: int,
+          alpha: float = 0.05) -> dict[str, dict[str, Any]]:
+    return {stratum: {**link(e, b, g, n_boot, seed, alpha), "n_undecided": u}
+            for stratum, (e, b, g, u) in strata.items()}
+
+
+#: Holm's families per behaviour: the ``all`` rows of every readout, and the within-label rows.
+FAMILIES: dict[str, tuple[str, ...]] = {"all": ("all",), "within": ("eval_labelled", "deploy_labelled")}
+
+
+def holm_shown(tests: Mapping[Any, Callable[[float], Sequence[float] | None]], alpha: float = 0.05) -> set[Any]:
+    """Holm's step-down over `tests` ({key: the test's interval at a level 1 - a, as a function of
+    a}), each a test of 0: with k tests left, every one whose interval at 1 - alpha/k excludes 0
+    is shown and leaves; repeat until none is. The same as Holm on the p-values these intervals
+    invert (p <= alpha/k exactly where the interval at 1 - alpha/k excludes 0), so each row keeps
+    its own interval rule."""
+    left, shown = set(tests), set()
+    while left:
+        k = len(left)
+        now = {key for key in left if (ci := tests[key](alpha / k)) is not None and (ci[0] > 0 or ci[1] < 0)}
+        if not now:
+            break
+        shown |= now
+        left -= now
+    return shown
+
+
+def readout_linkage(readouts: Mapping[str, Sequence[Mapping[str, Any]]], behaviour: Sequence[Mapping[str, Any]],
+                    n_boot: int = 1000, seed: int = 0, ci_by: str | None = None, alpha: float = 0.05
+                    ) -> dict[str, dict[str, dict[str, Any]]]:
+    """{readout: :func:`linkage`} for one behaviour, each row with ``holm_family`` and
+    ``holm_shown``: Holm's step-down across the readouts within each of :data:`FAMILIES` (the rows
+    with a verdict are its tests)."""
+    data = {m: _strata(recs, behaviour, ci_by) for m, recs in readouts.items()}
+    out = {m: _links(st, n_boot, seed, alpha) for m, st in data.items()}
+    for strata in FAMILIES.values():
+        keys = [(m, s) for m in out for s in strata if not out[m][s]["verdict"].startswith("no verdict")]
+        shown = holm_shown({(m, s): (lambda a, m=m, s=s: out[m][s]["diff_ci"] if a == alpha
+                                     else link(*data[m][s][:3], n_boot, seed, a)["diff_ci"]) for m, s in keys}, alpha)
+        for m in out:
+            for s in strata:
+                test = (m, s) in keys
+                out[m][s].update(holm_family=len(keys) if test else None, holm_shown=(m, s) in shown)
     return out
