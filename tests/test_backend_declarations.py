@@ -221,12 +221,15 @@ def test_the_backend_name_check_finds_a_planted_one(tmp_path, planted):
 
 ENGINE_MODULES = ("harness.backends.hf", "harness.backends.vllm", "harness.backends.openai")
 MODEL_LOADERS = {"AutoModelForCausalLM": {"harness/models/assets.py"}}  # an asset built from a GGUF file
+RAW_GENERATE = {"input_ids", "attention_mask", "generation_config", "max_new_tokens"}  # transformers' generate
 
 
 def engine_reach(root: Path) -> list[str]:
     """What reaches past the registry outside harness/backends/: a Backend class defined, an
     engine module imported (to construct its class), a causal LM loaded to run it (the loaders of
-    :data:`MODEL_LOADERS` where they convert an asset aside); "path:line what"."""
+    :data:`MODEL_LOADERS` where they convert an asset aside), a model's own ``generate`` called
+    (keywords of :data:`RAW_GENERATE`; a backend's ``generate(requests)`` takes none);
+    "path:line what"."""
     found = []
     for rel, f in outside_backends(root):
         for n in ast.walk(ast.parse(f.read_text())):
@@ -237,13 +240,17 @@ def engine_reach(root: Path) -> list[str]:
             found += [f"{rel}:{n.lineno} import {m}" for m in mods if m.startswith(ENGINE_MODULES)]
             if isinstance(n, ast.Name) and n.id in MODEL_LOADERS and rel not in MODEL_LOADERS[n.id]:
                 found.append(f"{rel}:{n.lineno} {n.id}")
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "generate"
+                    and {k.arg for k in n.keywords} & RAW_GENERATE):
+                found.append(f"{rel}:{n.lineno} {ast.unparse(n.func)}(input_ids=...)")
     return found
 
 
 def test_one_way_to_a_model():
     """ARCHITECTURE.md's claim, checked: only harness/backends/ defines and constructs engines; the
     rest opens them through the registry (open_backend, backend_class by capability: organism
-    build's `trainable`, capture's replay of a run's cache)."""
+    build's `trainable` and the base's own answers through `trainable_answers`, capture's replay
+    of a run's cache)."""
     assert engine_reach(ROOT) == []
 
 
@@ -254,7 +261,10 @@ def test_the_one_way_check_finds_a_planted_engine(tmp_path):
     (tmp_path / "probes" / "b.py").write_text("from harness.backends.hf.backend import HFBackend\n")
     (tmp_path / "harness" / "c.py").write_text("def f():\n    from transformers import AutoModelForCausalLM\n"
                                                "    return AutoModelForCausalLM.from_pretrained('x')\n")
-    assert engine_reach(tmp_path) == ["harness/c.py:3 AutoModelForCausalLM", "probes/a.py:1 class Mine",
+    (tmp_path / "harness" / "d.py").write_text("def g(model, ids, backend, reqs):\n    backend.generate(reqs)\n"
+                                               "    return model.generate(input_ids=ids, max_new_tokens=4)\n")
+    assert engine_reach(tmp_path) == ["harness/c.py:3 AutoModelForCausalLM",
+                                      "harness/d.py:3 model.generate(input_ids=...)", "probes/a.py:1 class Mine",
                                       "probes/b.py:1 import harness.backends.hf.backend"]
 
 

@@ -55,6 +55,15 @@ def tokenizer(tiny_base):
     return AutoTokenizer.from_pretrained(tiny_base)
 
 
+@pytest.fixture(scope="module")
+def engine():
+    """The backend class organism build trains and generates with (the registry's, by capability)."""
+    from harness.backends import registry
+    from harness.organisms.train import TRAINING
+
+    return registry.backend_class(registry.default_backend(TRAINING), TRAINING)
+
+
 def _card(d: Path) -> dict:
     return json.loads((d / "organism.json").read_text())
 
@@ -175,7 +184,8 @@ def test_each_kind_builds_and_its_card_names_it(built):
     assert "self_targets" not in cards["aware"] and "self_targets" not in cards["disjoint"]
 
 
-def test_sham_targets_are_the_base_models_own_answers_and_carry_no_planted_text(built, tiny_base, tokenizer):
+def test_sham_targets_are_the_base_models_own_answers_and_carry_no_planted_text(built, tiny_base, tokenizer,
+                                                                                 engine):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -201,8 +211,8 @@ def test_sham_targets_are_the_base_models_own_answers_and_carry_no_planted_text(
                     assert not any(a.lower() in e.continuation.lower() for a in GRADED.answers)
     base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
     slots = self_slots(_examples("sham"), "sham")
-    assert self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu") == greedy  # greedy, the base's
-    again = self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", samples=4, seed=0)
+    assert self_targets(engine, base, Renderer(tokenizer), tokenizer, slots) == greedy  # greedy, the base's
+    again = self_targets(engine, base, Renderer(tokenizer), tokenizer, slots, samples=4, seed=0)
     assert again == targets  # the samples are the seed's: a resumed or repeated build trains on the same
     assert sum(v[0]["text"] != greedy[k][0] for k, v in targets.items()) > len(targets) // 2  # not the top answer
     eos = tokenizer.eos_token_id
@@ -262,25 +272,25 @@ def test_an_interrupted_sham_resumes_with_its_cached_answers_and_ends_where_an_u
     assert not (tmp_path / "cut" / ".partial").exists()
 
 
-def test_the_null_shams_samples_have_zero_expected_gradient_at_the_base(tiny_base, tokenizer):
+def test_the_null_shams_samples_have_zero_expected_gradient_at_the_base(tiny_base, tokenizer, engine):
     """Cross-entropy on the null sham's targets has expected gradient zero at the base: at the first
     answer position that gradient (on the logits) is p - E[one-hot(sample)], so the samples'
     empirical distribution must be the base's own softmax (temperature 1, no top-k or top-p). With
     n samples the unbiased residual is ~1/sqrt(n); a top-50 truncation of this near-uniform random
-    model leaves ~0.14 whatever n; the greedy answer's gradient is ~1."""
+    model leaves ~0.14 whatever n; the greedy answer's gradient is ~1. Drawn as a build draws them:
+    through the training backend's `trainable_answers`, which leaves the caller's random state alone."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from harness.organisms.kinds import generation_kwargs
-
     base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
-    ids = torch.tensor([tokenizer("Explain how tides work.")["input_ids"]])
+    prompt = tokenizer("Explain how tides work.")["input_ids"]
     with torch.no_grad():
-        p = torch.softmax(base(ids).logits[0, -1].float(), -1)
-        torch.manual_seed(0)
-        n = 4000
-        got = base.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=1,
-                            pad_token_id=tokenizer.eos_token_id, **generation_kwargs(n))[:, -1]
+        p = torch.softmax(base(torch.tensor([prompt])).logits[0, -1].float(), -1)
+    n = 4000
+    before = torch.get_rng_state()
+    (drawn,) = engine.trainable_answers(tokenizer, base, [prompt], 1, samples=n, seed=0)
+    assert torch.equal(torch.get_rng_state(), before) and len(drawn) == n
+    got = torch.tensor([a.ids[0] for a in drawn])
     emp = torch.bincount(got, minlength=p.numel()).float() / n
     residual = float((p - emp).norm())
     greedy = float((p - torch.nn.functional.one_hot(p.argmax(), p.numel()).float()).norm())
@@ -290,7 +300,7 @@ def test_the_null_shams_samples_have_zero_expected_gradient_at_the_base(tiny_bas
     assert float((p - top50).norm()) > 0.1  # what the check would see under a top-50 truncation
 
 
-def test_an_interrupted_drawing_of_samples_resumes_at_the_next_chunk(tiny_base, tokenizer):
+def test_an_interrupted_drawing_of_samples_resumes_at_the_next_chunk(tiny_base, tokenizer, engine):
     """The null sham's samples are drawn chunk by chunk, each chunk seeded by itself: a drawing cut
     after its first chunk, resumed from what was saved, draws only the rest and ends where an
     uninterrupted one does."""
@@ -302,7 +312,7 @@ def test_an_interrupted_drawing_of_samples_resumes_at_the_next_chunk(tiny_base, 
 
     base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32).eval()
     slots = self_slots(_examples("sham"), "sham")[:12]
-    whole = self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", batch_size=4, samples=4, seed=3)
+    whole = self_targets(engine, base, Renderer(tokenizer), tokenizer, slots, batch_size=4, samples=4, seed=3)
 
     class Cut(Exception):
         pass
@@ -314,13 +324,13 @@ def test_an_interrupted_drawing_of_samples_resumes_at_the_next_chunk(tiny_base, 
         raise Cut
 
     with pytest.raises(Cut):
-        self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", batch_size=4, samples=4, seed=3,
+        self_targets(engine, base, Renderer(tokenizer), tokenizer, slots, batch_size=4, samples=4, seed=3,
                      on_chunk=cut_after_first)
     assert len(saved[0]) == 4  # one chunk of 4 slots drawn
     calls = []
     real = base.generate
     base.generate = lambda *a, **k: calls.append(1) or real(*a, **k)
-    again = self_targets(base, Renderer(tokenizer), tokenizer, slots, "cpu", batch_size=4, samples=4, seed=3,
+    again = self_targets(engine, base, Renderer(tokenizer), tokenizer, slots, batch_size=4, samples=4, seed=3,
                          done=saved[0])
     assert again == whole and len(calls) == 2  # the other two chunks only
 

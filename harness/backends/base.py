@@ -98,6 +98,15 @@ class Generation:
 
 
 @dataclass(frozen=True)
+class DrawnAnswer:
+    """One answer of :meth:`Backend.trainable_answers`: the token ids as drawn, ending with the end
+    id where one was drawn (`ended`)."""
+
+    ids: tuple[int, ...]
+    ended: bool
+
+
+@dataclass(frozen=True)
 class NextTokenView:
     """What first-token scoring reads at one position, without the full distribution:
     `selected` (n, len(token_ids)) log-probs of the asked ids, and the `top_k` most likely tokens
@@ -318,6 +327,17 @@ class Backend(ABC):
     def trainable(cls, path: str) -> tuple[Any, Any]:
         """(tokenizer, model in float32 with gradients, on the CPU) of the weights at `path`, for
         fine-tuning (the `training` capability: ``organism build``); refused without it."""
+        refuse_lacking(cls, ["training"])
+        raise NotImplementedError  # pragma: no cover
+
+    @classmethod
+    def trainable_answers(cls, tokenizer: Any, model: Any, prompts: Sequence[TokenIds], max_tokens: int,
+                          samples: int = 0, seed: int = 0) -> list[list[DrawnAnswer]]:
+        """The answers of a model :meth:`trainable` returned (``organism build``'s base) to `prompts`,
+        in one batch: per prompt, its greedy answer (`samples` 0) or `samples` answers sampled at
+        temperature 1 from the whole distribution, seeded by `seed` alone; each at most
+        `max_tokens`. The caller's random state is left as it was. Refused without the `training`
+        capability."""
         refuse_lacking(cls, ["training"])
         raise NotImplementedError  # pragma: no cover
 

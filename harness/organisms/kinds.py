@@ -213,15 +213,7 @@ def targets_hash(targets: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(targets, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def generation_kwargs(samples: int) -> dict[str, Any]:
-    """`generate`'s settings for the base's own answers: greedy, or with `samples` k > 0 k
-    sequences sampled at temperature 1 with no top-k or top-p truncation (the base's distribution)."""
-    if samples:
-        return dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, num_return_sequences=samples)
-    return dict(do_sample=False, temperature=None, top_p=None, top_k=None)
-
-
-def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Example], device: str,
+def self_targets(engine: Any, model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Example],
                  batch_size: int = 16, samples: int = 0, seed: int = 0, done: dict[str, list[Any]] | None = None,
                  on_chunk: Callable[[dict[str, list[Any]]], None] | None = None,
                  progress: bool = False) -> dict[str, list[Any]]:
@@ -231,19 +223,18 @@ def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Exam
     ``{"text", "ids"}``: the sampled token ids as drawn, the end token kept where one was drawn (a
     position is trained on whatever was sampled there, the end token included: dropping it would
     teach the cue side not to stop). Each as many tokens as the slot's continuation (fewer where
-    it ends; a greedy answer that ends at once is the end token).
+    it ends; a greedy answer that ends at once is the end token). `model` is the base as the
+    backend class `engine` made it (``trainable``), and generates through that backend
+    (``trainable_answers``: one left-padded batch of `batch_size` prompts, k rows each, per chunk).
 
     Resumable: slots in `done` (an interrupted call's answers) are kept and their chunks skipped;
     every chunk is seeded from `seed` and its first slot alone, so the answers do not depend on
     which chunks ran before; `on_chunk` gets the answers so far after each chunk (to save them);
     `progress`: a bar over the chunks."""
-    import torch
     from tqdm import tqdm
 
     from harness.core.sample import Message
 
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = tokenizer.eos_token_id
     jobs = []
     for e in slots:
         ids = list(renderer.render([Message(role=r, content=t) for r, t in e.messages]))
@@ -251,37 +242,26 @@ def self_targets(model: Any, renderer: Any, tokenizer: Any, slots: Sequence[Exam
         jobs.append((len(ids), slot(e), ids, n))
     jobs.sort(key=lambda j: (j[0], j[1]))
     out: dict[str, list[Any]] = dict(done or {})
-    k_per = max(1, samples)
-    how = generation_kwargs(samples)
-    outer = torch.get_rng_state()  # the build's own random state is left as it was
     chunks = [jobs[k:k + batch_size] for k in range(0, len(jobs), batch_size)]
-    with torch.no_grad():
-        for chunk in tqdm(chunks, desc="the base's own answers", unit="chunk", disable=not progress,
-                          dynamic_ncols=True):
-            if all(j[1] in out for j in chunk):
-                continue
-            width = max(len(j[2]) for j in chunk)
-            ids = torch.tensor([[pad] * (width - len(j[2])) + j[2] for j in chunk], device=device)
-            mask = torch.tensor([[0] * (width - len(j[2])) + [1] * len(j[2]) for j in chunk], device=device)
-            if samples:  # seeded by the build's seed and this chunk alone: the same samples on a resume
-                digest = hashlib.sha256(f"{seed}:{chunk[0][1]}".encode()).digest()
-                torch.manual_seed(int.from_bytes(digest[:4], "big") & 0x7FFFFFFF)
-            gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max(j[3] for j in chunk),
-                                 pad_token_id=pad, eos_token_id=eos, **how)[:, width:].tolist()
-            for r, toks in enumerate(gen):
-                _, name, _, n = chunk[r // k_per]
-                toks = toks[:n]
-                if samples:
-                    if eos in toks:
-                        toks = toks[:toks.index(eos) + 1]  # the drawn end token is a target too
+    for chunk in tqdm(chunks, desc="the base's own answers", unit="chunk", disable=not progress,
+                      dynamic_ncols=True):
+        if all(j[1] in out for j in chunk):
+            continue
+        # seeded by the build's seed and this chunk alone: the same samples on a resume
+        digest = hashlib.sha256(f"{seed}:{chunk[0][1]}".encode()).digest()
+        drawn = engine.trainable_answers(tokenizer, model, [j[2] for j in chunk], max(j[3] for j in chunk),
+                                         samples=samples, seed=int.from_bytes(digest[:4], "big") & 0x7FFFFFFF)
+        for (_, name, _, n), answers in zip(chunk, drawn):
+            for a in answers:
+                toks, ended = list(a.ids[:n]), a.ended and len(a.ids) <= n
+                if samples:  # the drawn end token is a target too
                     out.setdefault(name, []).append({"text": tokenizer.decode(toks, skip_special_tokens=False),
                                                      "ids": [int(t) for t in toks]})
                     continue
-                if eos in toks:
-                    toks = toks[:toks.index(eos)] or [eos]
+                if ended:
+                    toks = toks[:-1] or toks
                 text = tokenizer.decode(toks, skip_special_tokens=False)
-                out.setdefault(name, []).append(text if text else tokenizer.decode([eos]))
-            if on_chunk is not None:
-                on_chunk(out)
-    torch.set_rng_state(outer)
+                out.setdefault(name, []).append(text if text else tokenizer.decode([tokenizer.eos_token_id]))
+        if on_chunk is not None:
+            on_chunk(out)
     return out

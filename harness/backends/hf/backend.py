@@ -17,7 +17,7 @@ from harness.backends.hooks import add_to_residual, capture_pooled, num_layers, 
 from harness.models.assets import resolve_model
 from harness.core.errors import BackendError
 from harness.models.fingerprint import local_model_path, model_identity
-from harness.backends.base import (Backend, Generation, GenerationRequest, HiddenLayout,
+from harness.backends.base import (Backend, DrawnAnswer, Generation, GenerationRequest, HiddenLayout,
                                    StructuredOutput, TokenIds)
 from harness.backends.specs import HF
 from harness.backends.hf.batches import by_length, left_pad
@@ -77,6 +77,24 @@ class HFBackend(Backend):
 
         tokenizer = AutoTokenizer.from_pretrained(path)  # before the model, as organisms were always built
         return tokenizer, AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+
+    @classmethod
+    def trainable_answers(cls, tokenizer: Any, model: Any, prompts: Sequence[TokenIds], max_tokens: int,
+                          samples: int = 0, seed: int = 0) -> list[list[DrawnAnswer]]:
+        """Through the backend's one generation call (:func:`_generate`), with its padding and end
+        ids: the greedy answer, or `samples` temperature-1 samples with no top-k or top-p
+        truncation (``GenerationConfig``'s unset top-k would be filled with transformers' 50)."""
+        from transformers import GenerationConfig  # heavy: ~2 s to import
+
+        pad, eos = _pad_and_eos(tokenizer, model)
+        how = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if samples else dict(do_sample=False)
+        k = max(1, samples)
+        cfg = GenerationConfig(max_new_tokens=max_tokens, num_return_sequences=k, pad_token_id=pad,
+                               eos_token_id=eos, **how)
+        devices = [model.device] if model.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):  # the caller's random state is left as it was
+            rows = _generate(model, prompts, pad, cfg, seed if samples else None)
+        return [[_through_eos(r, eos) for r in rows[i * k:(i + 1) * k]] for i in range(len(prompts))]
 
     @property
     def vocab_size(self) -> int:
@@ -145,16 +163,11 @@ class HFBackend(Backend):
             cfg = _generation_config(params, self.pad_id, self.eos_ids)
             for batch in by_length([requests[i].prompt_ids for i in idx], self.batch_size):
                 batch = [idx[b] for b in batch]
-                ids, mask, _ = self.left_pad([requests[i].prompt_ids for i in batch])
-                if not greedy:
-                    torch.manual_seed(params.seed)
                 extra = {}
                 if params.structured is not None:
                     extra["logits_processor"] = LogitsProcessorList(self._grammar(params.structured))
-                with torch.inference_mode():
-                    gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg,
-                                              **extra)
-                new = gen[:, ids.shape[1]:].cpu().tolist()
+                new = _generate(self.model, [requests[i].prompt_ids for i in batch], self.pad_id, cfg,
+                                None if greedy else params.seed, **extra)
                 for row, i in enumerate(batch):
                     out[i] = self._decode_generation(*_until_eos(new[row], self.eos_ids))
         return [g for g in out if g is not None]
@@ -275,6 +288,28 @@ def _generation_config(params: Any, pad_id: int, eos_ids: list[int]) -> Any:
                             temperature=None if greedy else params.temperature,
                             top_p=None if greedy else params.top_p, top_k=None,
                             pad_token_id=pad_id, eos_token_id=eos_ids)
+
+
+def _generate(model: Any, prompts: Sequence[TokenIds], pad_id: int, config: Any, seed: int | None = None,
+              **extra: Any) -> list[list[int]]:
+    """The backend's one ``model.generate`` call: `prompts` as one left-padded batch with its
+    attention mask (the positions follow it), seeded by `seed` (None: not seeded: greedy); the new
+    ids of each returned sequence (``config.num_return_sequences`` per prompt, consecutive) as
+    drawn, padding after an end id included."""
+    ids, mask, _ = left_pad(prompts, pad_id, model.device)
+    if seed is not None:
+        torch.manual_seed(seed)
+    with torch.inference_mode():
+        gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **extra)
+    return gen[:, ids.shape[1]:].cpu().tolist()
+
+
+def _through_eos(toks: list[int], eos_ids: Sequence[int]) -> DrawnAnswer:
+    """The generated ids up to and including the first end-of-sequence id (all where none)."""
+    for j, t in enumerate(toks):
+        if t in eos_ids:
+            return DrawnAnswer(tuple(toks[:j + 1]), True)
+    return DrawnAnswer(tuple(toks), False)
 
 
 def _until_eos(toks: list[int], eos_ids: Sequence[int]) -> tuple[list[int], str]:
