@@ -36,6 +36,10 @@ class HFBackend(Backend):
 
     kind = "hf"
     capabilities = HF.capabilities  # what it takes and can do: its spec (harness.backends.specs)
+    #: In every generation's cache key (:class:`harness.backends.cache.CachedBackend`): generations
+    #: made before the checkpoint's defaults were set aside and sampling stopped being cut to the top
+    #: 50 tokens (:func:`_neutral_defaults`) are not reused.
+    generation_tag = "request-only/v2"
 
     def __init__(self, model: str, dtype: str = "auto", device: str | None = None,
                  batch_size: int = 8, trust_remote_code: bool = False,
@@ -280,14 +284,32 @@ def _pad_and_eos(tokenizer: Any, model: Any) -> tuple[int, list[int]]:
 
 
 def _generation_config(params: Any, pad_id: int, eos_ids: list[int]) -> Any:
-    """transformers' GenerationConfig of `params` (greedy at temperature 0)."""
+    """transformers' GenerationConfig of `params` (greedy at temperature 0). Sampling draws from
+    the whole distribution, as vLLM does: top-k 0, since an unset top-k is filled with
+    transformers' global default of 50."""
     from transformers import GenerationConfig  # heavy: ~2 s to import
 
     greedy = params.temperature <= 0.0
     return GenerationConfig(max_new_tokens=params.max_tokens, do_sample=not greedy,
                             temperature=None if greedy else params.temperature,
-                            top_p=None if greedy else params.top_p, top_k=None,
+                            top_p=None if greedy else params.top_p, top_k=None if greedy else 0,
                             pad_token_id=pad_id, eos_token_id=eos_ids)
+
+
+#: The special token ids a checkpoint's generation defaults keep (:func:`_neutral_defaults`).
+_TOKEN_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+
+
+def _neutral_defaults(model: Any) -> None:
+    """Decision: a checkpoint's ``generation_config.json`` defaults (sampling settings such as
+    Qwen's top-k 20, a repetition penalty, forced or suppressed tokens) are not applied. transformers
+    fills every setting a request leaves unset from them, vLLM ignores them when given
+    ``SamplingParams``; so the request's own parameters alone decide, on every engine. Only the
+    special token ids are kept."""
+    from transformers import GenerationConfig  # heavy: ~2 s to import
+
+    g = model.generation_config
+    model.generation_config = GenerationConfig(**{k: v for k in _TOKEN_IDS if (v := getattr(g, k, None)) is not None})
 
 
 def _generate(model: Any, prompts: Sequence[TokenIds], pad_id: int, config: Any, seed: int | None = None,
@@ -297,6 +319,7 @@ def _generate(model: Any, prompts: Sequence[TokenIds], pad_id: int, config: Any,
     ids of each returned sequence (``config.num_return_sequences`` per prompt, consecutive) as
     drawn, padding after an end id included."""
     ids, mask, _ = left_pad(prompts, pad_id, model.device)
+    _neutral_defaults(model)
     if seed is not None:
         torch.manual_seed(seed)
     with torch.inference_mode():
