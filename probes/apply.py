@@ -38,6 +38,9 @@ def messages_digest(sample: Any) -> str:
 
 #: The CV scheme that chooses `--layer best` (outer and inner folds): category and family held out at once.
 SELECT_SCHEME = "crossed"
+#: What out-of-fold records' scores are not (each fold its own probe, and nested, its own layer).
+FOLD_SCALES = ("each fold's probe (nested: and layer) is its own, so the scores are on their fold's decision "
+               "scale, not comparable across folds (the pooled AUROC mixes those scales)")
 
 
 def splits_for(data: ProbeData, cfg: EvalConfig):
@@ -166,7 +169,8 @@ def write_oof_records(store: RunLog, capture: str, pooling: str, layers: Sequenc
     (None: every captured one) the best by inner :data:`SELECT_SCHEME` CV on that fold's training
     side alone (:func:`probes.selection.nested_best_layer`); one layer is given. Each record's
     details say which (``oof_scheme``, ``scores``, ``layer_selection``), its fold and the layer
-    that scored it; `selection` (e.g. the sweep's best-layer null) is added to them.
+    that scored it, and ``scores_comparable_across_folds`` False (:data:`FOLD_SCALES`);
+    `selection` (the sweep's best layer and its null, ``sweep_*``) is added to them.
 
     Returns ``written``, the records' ``auroc``, ``layers_chosen`` (per fold) and ``oof_scheme``."""
     cfg = cfg or EvalConfig()
@@ -193,6 +197,7 @@ def write_oof_records(store: RunLog, capture: str, pooling: str, layers: Sequenc
                "cv": SELECT_SCHEME, "oof_scheme": scheme,
                "scores": f"out-of-fold, {scheme} CV ({held_out(data, cfg)}): no sample's fold saw its probe's fit"
                          + (" or its layer's choice" if len(layer_ids) > 1 else ""),
+               "scores_comparable_across_folds": False, "scales": FOLD_SCALES,
                **(selection or {}), "layer_selection": how}
     per_sample = [{"fold": int(f), "layer": int(layer_ids[chosen[f]])} for f in fold]
     recs = probe_records(store, data.ids, proba, dec, details, per_sample=per_sample, method=method)

@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from harness.core.errors import EvalAwareError
 from harness.stats.metrics import roc_auc_rows
 
 from probes.batched_logreg import Split, fold_bases, oof_decisions
@@ -121,8 +122,13 @@ def nested_best_layer(X: np.ndarray, y: np.ndarray, outer: Sequence[Split],
     y = np.asarray(y)
     dec = np.full(len(y), np.nan)
     chosen = []
-    for tr, te in outer:
-        inner_dec = layer_decisions(X[:, tr], y[tr], inner(tr), probe, C, seed)
+    for k, (tr, te) in enumerate(outer):
+        try:
+            inner_splits = inner(tr)
+        except EvalAwareError as e:  # say which outer fold's training side its inner folds split
+            raise EvalAwareError(f"nested CV, the inner folds of outer fold {k} of {len(outer)} ({len(tr)} "
+                                 f"training samples): {e}") from None
+        inner_dec = layer_decisions(X[:, tr], y[tr], inner_splits, probe, C, seed)
         best = best_index(roc_auc_rows(np.broadcast_to(y[tr], inner_dec.shape), inner_dec))
         chosen.append(best)
         whole = np.concatenate([tr, te])

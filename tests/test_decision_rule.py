@@ -61,10 +61,11 @@ def test_two_way_cluster_variance_by_hand():
     want = var(c) + var(p) + var(t) - var(cp) - var(ct) - var(pt) + var(cpt)
     est = multiway_mean(v, [c, p, t])
     assert want > 0 and est.se == pytest.approx(math.sqrt(want)) and est.units == (2, 2, 2)
-    # the builds' variance over their number is added to the variance, its df in the t's (Satterthwaite)
+    # the builds' variance over their number is added to the variance, its df in the t's (Satterthwaite),
+    # capped at min(G) - 1 = 1 here (two clusters a dimension: Satterthwaite's would say more)
     got = multiway_mean(v, [c, p, t], extra=[(0.5, 2.0)])
     assert got.se == pytest.approx(math.sqrt(want + 0.5))
-    assert got.df == pytest.approx((want + 0.5) ** 2 / (want ** 2 / 1 + 0.5 ** 2 / 2))
+    assert (want + 0.5) ** 2 / (want ** 2 / 1 + 0.5 ** 2 / 2) > 1 and got.df == 1
 
 
 def test_verdict_kinds_by_role():
@@ -357,16 +358,15 @@ def test_the_equivalence_contrasts_weight_each_sides_builds_by_its_coefficient()
     dd_a = [sum(w[x][k] for x in ("a0", "a1", "a2")) / 3 - ref[k] for k in range(n)]
     c = rule.margin_share
     dims = [[f"cat{k % 6}" for k in range(n)], [f"phr{k % 5}" for k in range(n)], [f"t{k % 7}" for k in range(n)]]
-    lo = multiway_mean([dd_b[k] - c * dd_a[k] for k in range(n)], dims,
-                       [(bv[0], 2), (c * c * bv[1], 2), ((1 - c) ** 2 * bv[2], 2)])
-    hi = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims,
-                       [(bv[0], 2), (c * c * bv[1], 2), ((1 + c) ** 2 * bv[2], 2)])
+    s2 = sum(bv)  # each side's var(ddof=1) is 3 bv; pooled over three sides of 2 df each: sum(bv), 6 df
+    lo = multiway_mean([dd_b[k] - c * dd_a[k] for k in range(n)], dims, [(s2 * (1 + c * c + (1 - c) ** 2) / 3, 6)])
+    hi = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims, [(s2 * (1 + c * c + (1 + c) ** 2) / 3, 6)])
     assert by["behaviour"]["p_equiv"] == pytest.approx(max(lo.p_below(), hi.p_above()))
-    old = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims, [(by["behaviour"]["extra_var"], 2)])
+    old = multiway_mean([dd_b[k] + c * dd_a[k] for k in range(n)], dims, [(by["behaviour"]["extra_var"], 4)])
     assert hi.se > old.se  # the pooled reference counted (1 + c)^2 times, the aware builds too
 
 
-# --- the t's degrees of freedom with several builds (review M1) and spillover's builds (L1) ----------
+# --- the builds' variance and the t's df (review M1, L1 and their follow-up) -------------------------
 
 def test_satterthwaite_by_hand():
     from harness.stats.decision import satterthwaite
@@ -377,63 +377,144 @@ def test_satterthwaite_by_hand():
         0.8 ** 2 / (0.04 / 4 + 0.25 / 2 + 0.01 / 2))
 
 
-def test_the_df_is_welch_satterthwaites_over_the_clusters_and_each_sides_builds():
-    """Three builds a side: the row's t takes (v0 + va + vr)^2 / (v0^2 / (min(G) - 1) + va^2 / 2 +
-    vr^2 / 2) df, by hand from the sub-runs (the review's M1: min(G) - 1 alone covered 0.90 of the
-    time); one build a side keeps min(G) - 1."""
+def test_the_builds_variance_is_pooled_over_the_sides_and_a_single_build_borrows_it():
+    """builds_part by hand: s2 = sum (B_i - 1) s_i^2 / sum (B_i - 1) over the sides with two or more
+    builds, times sum c_i^2 / B_i over every side, one part with sum (B_i - 1) df; no side with two
+    builds: no part (conditional on the builds)."""
+    from harness.stats.decision import builds_part, conditional_on_builds
+
+    a, r = [1.0, 1.6, 0.7], [0.0, 0.4]
+    sa, sr = float(np.var(a, ddof=1)), float(np.var(r, ddof=1))
+    s2 = (2 * sa + 1 * sr) / 3
+    assert builds_part([(a, 3, 1.0), (r, 2, 1.0)]) == [pytest.approx((s2 * (1 / 3 + 1 / 2), 3.0))]
+    # one build (c = 1.5) borrows s2 from the other side: its own variance is not taken as none
+    assert builds_part([(a, 3, 1.0), ([], 1, 1.5)]) == [pytest.approx((sa * (1 / 3 + 2.25), 2.0))]
+    assert builds_part([([], 1, 1.0), ([], 1, 1.0)]) == []
+    assert conditional_on_builds([([], 1, 1.0), ([], 1, 1.0)]) and not conditional_on_builds([(a, 3, 1.0)])
+
+
+def _dims60(n: int) -> list[list[str]]:
+    return [[f"cat{k % 6}" for k in range(n)], [f"phr{k % 5}" for k in range(n)], [f"t{k % 7}" for k in range(n)]]
+
+
+def test_one_build_against_three_borrows_the_three_builds_variance_by_hand():
+    """The review's M1: a single sham reference against 3 aware builds (and 1 aware build against 3
+    reference builds): the single side's build variance, which the other side shows exists, is
+    counted by borrowing the other side's: SE^2 = v0 + s2 (1/3 + 1), df Welch-Satterthwaite's of
+    (v0, min(G) - 1 = 4) and (that, 2), capped at 4; the null row (one sham build vs the base, no
+    build) has no builds' part and its line says it is conditional on the builds."""
+    from harness.organisms.verdicts import CONDITIONAL
+
     n = 60
     pairs = pair_index(_samples(n))
-    los = _lo({"r0": 0.0, "r1": 0.05, "r2": -0.03, "a0": 1.0, "a1": 1.6, "a2": 0.7}, seed=11, n_pairs=n)
+    los = _lo({"base": 0.0, "r0": 0.0, "r1": 0.3, "r2": -0.2, "a0": 1.0, "a1": 1.6, "a2": 0.7}, seed=11, n_pairs=n)
     recs = {"monitor": {name: _as("monitor", lo) for name, lo in los.items()}}
-    t_ = decide(recs, pairs, ["r0", "r1", "r2"], {"aware": ["a0", "a1", "a2"]}, None, Rule())
-    (row,) = t_["rows"]
     w = {name: [_within(lo, k) for k in range(n)] for name, lo in los.items()}
-    ref = [sum(w[r][k] for r in ("r0", "r1", "r2")) / 3 for k in range(n)]
-    dd = [sum(w[a][k] for a in ("a0", "a1", "a2")) / 3 - ref[k] for k in range(n)]
-    va = float(np.var([sum(w[a][k] - ref[k] for k in range(n)) / n for a in ("a0", "a1", "a2")], ddof=1)) / 3
-    vr = float(np.var([sum(w[r]) / n for r in ("r0", "r1", "r2")], ddof=1)) / 3
-    dims = [[f"cat{k % 6}" for k in range(n)], [f"phr{k % 5}" for k in range(n)], [f"t{k % 7}" for k in range(n)]]
-    v0 = multiway_mean(dd, dims).se ** 2  # categories 6, phrasings 5, templates 7: min(G) - 1 = 4
-    df = (v0 + va + vr) ** 2 / (v0 ** 2 / 4 + va ** 2 / 2 + vr ** 2 / 2)
-    e = row["estimate"]
-    assert e["se"] == pytest.approx(math.sqrt(v0 + va + vr)) and e["df"] == pytest.approx(df)
-    assert 2 < df < 3  # the aware builds dominate here: near their own 2 df, not the clusters' 4
-    h = t.ppf(0.975, df) * e["se"]
-    assert e["ci"] == pytest.approx([e["mean"] - h, e["mean"] + h])
-    assert row["p_diff"] == pytest.approx(2 * t.sf(abs(e["mean"]) / e["se"], df))
-    one = decide(recs, pairs, "r0", {"aware": ["a0"]}, None, Rule())["rows"][0]["estimate"]
-    assert one["df"] == 4  # one build a side: the clusters' df, unchanged
-    assert "Welch-Satterthwaite" in t_["lines"][0]
+    for refs, orgs in ((["r0"], ["a0", "a1", "a2"]), (["r0", "r1", "r2"], ["a0"])):
+        t_ = decide(recs, pairs, refs, {"aware": orgs}, "base", Rule())
+        row = next(r for r in t_["rows"] if r["kind"] == "aware")
+        ref = [sum(w[r][k] for r in refs) / len(refs) for k in range(n)]
+        dd = [sum(w[a][k] for a in orgs) / len(orgs) - ref[k] for k in range(n)]
+        many = orgs if len(orgs) == 3 else refs  # the side with three builds
+        s2 = float(np.var([sum(w[x]) / n for x in many], ddof=1))  # its builds' variance (ddof 1)
+        vb = s2 * (1 / 3 + 1)  # one part: the 3 builds' side over 3, the single build borrowing s2 over 1
+        v0 = multiway_mean(dd, _dims60(n)).se ** 2  # categories 6, phrasings 5, templates 7: min(G) - 1 = 4
+        df = min((v0 + vb) ** 2 / (v0 ** 2 / 4 + vb ** 2 / 2), 4)
+        e = row["estimate"]
+        assert row["extra_var"] == pytest.approx(vb) and e["se"] == pytest.approx(math.sqrt(v0 + vb))
+        assert e["df"] == pytest.approx(df) and 2 < df < 4
+        assert e["ci"] == pytest.approx([e["mean"] - t.ppf(0.975, df) * e["se"], e["mean"] + t.ppf(0.975, df) * e["se"]])
+        assert row["p_diff"] == pytest.approx(2 * t.sf(abs(e["mean"]) / e["se"], df))
+        assert not row["builds_conditional"]
+    one = decide(recs, pairs, ["r0"], {"aware": ["a0"]}, "base", Rule())
+    for r in one["rows"]:  # one build a side: no builds' part, the clusters' df, said on the line
+        assert r["builds_conditional"] and r["extra_var"] == 0 and r["estimate"]["df"] == 4
+    assert all(CONDITIONAL in x for x in one["lines"] if x.startswith("- monitor [") and "pairs" in x)
+    assert "conditional on those builds" in one["lines"][0] and "sum c^2/B" in one["lines"][0]
+    # a single reference with no base is the base itself, a fixed model: nothing borrowed for it
+    (base_ref,) = decide(recs, pairs, "r0", {"aware": ["a0", "a1", "a2"]}, None, Rule())["rows"]
+    assert base_ref["extra_var"] == pytest.approx(float(np.var(base_ref["seeds"], ddof=1)) / 3)
 
 
-def test_the_satterthwaite_df_restores_coverage_where_builds_vary_as_much_as_the_pairs():
-    """The review's regime: 3 builds a side whose SD (1) is the pairs' noise SD (1), 60 pairs in 22
-    categories, true effect 0. The old df (min(G) - 1 = 21) covers ~0.89 of the time; Welch-
-    Satterthwaite's >= 0.93 (seen 0.956, old 0.890 at this seed). Seeded, 2,000 draws, ~1.5 s."""
-    from harness.organisms.verdicts import build_means, builds_part
+def _coverage(b_org: int, b_ref: int, reps: int, rng: np.random.Generator) -> tuple[float, float]:
+    """(the rule's coverage, the previous rule's: each side's builds apart, one build none) of the 95%
+    interval for a true 0: b_org vs b_ref builds, build SD = pair SD = 1, 60 pairs in 22 categories."""
+    from harness.stats.decision import builds_part
 
-    rng = np.random.default_rng(0)
-    n, B, reps = 60, 3, 2000
+    n = 60
     cats = [[f"c{k % 22}" for k in range(n)]]
     got = []
     for _ in range(reps):
-        org = rng.normal(0, 1, B)[:, None] + rng.normal(0, 1, (B, n))  # each build's within-pair differences
-        ref = rng.normal(0, 1, B)[:, None] + rng.normal(0, 1, (B, n))
+        org = rng.normal(0, 1, b_org)[:, None] + rng.normal(0, 1, (b_org, n))  # each build's within-pair differences
+        ref = rng.normal(0, 1, b_ref)[:, None] + rng.normal(0, 1, (b_ref, n))
         dd = org - ref.mean(0)  # (build, pair) against the pooled reference, as a row's
-        parts = [*builds_part(build_means(dd.T.tolist())), *builds_part(build_means(ref.T.tolist()))]
+        sides = [(dd.mean(1).tolist(), b_org, 1.0), (ref.mean(1).tolist(), b_ref, 1.0)]
+        e = multiway_mean(dd.mean(0), cats, builds_part(sides))
+        old = multiway_mean(dd.mean(0), cats, [(float(np.var(m, ddof=1)) / b, b - 1.0) for m, b, _ in sides if b > 1])
+        got.append((e.mean, e.se, e.df, old.se, old.df))
+    mean, se, df, old_se, old_df = np.array(got).T  # Estimate.interval's half-width, for all draws at once
+    return (float(np.mean(np.abs(mean) <= t.ppf(0.975, df) * se)),
+            float(np.mean(np.abs(mean) <= t.ppf(0.975, old_df) * old_se)))
+
+
+def test_the_pooled_builds_variance_keeps_coverage_with_three_builds_or_one_a_side():
+    """The review's regime: builds whose SD (1) is the pairs' noise SD (1), 60 pairs in 22
+    categories, true effect 0, 3 v 3, 1 v 3 and 3 v 1 builds. The rule covers >= 0.93 / 0.92 / 0.92
+    (seen 0.943, 0.934, 0.932 at this seed); the previous rule, which dropped a single build's
+    variance, 0.797 and 0.789 on the one-build layouts. Seeded, 2,000 draws each, ~5 s."""
+    rng = np.random.default_rng(0)
+    new33, _ = _coverage(3, 3, 2000, rng)
+    new13, old13 = _coverage(1, 3, 2000, rng)
+    new31, old31 = _coverage(3, 1, 2000, rng)
+    assert new33 >= 0.93 and new13 >= 0.92 and new31 >= 0.92, (new33, new13, new31)
+    assert old13 <= 0.85 and old31 <= 0.85, (old13, old31)  # the regime bites: the single side went uncounted
+
+
+def test_the_df_is_capped_at_the_clusters():
+    """The review's L1: Welch-Satterthwaite's df can exceed min(G) - 1 (up to (min(G) - 1) +
+    sum(B - 1)), which over-states it with few, unbalanced clusters. By hand: capped; and seeded, 4
+    categories of 40/10/5/5 pairs sharing a category effect (SD 0.5), 6 v 6 builds (SD 0.2): the
+    capped df covers >= 0.91 (seen 0.924), the uncapped <= 0.88 (seen 0.844). 1,000 draws, ~1 s."""
+    from harness.stats.decision import builds_part, satterthwaite
+
+    cats = [["a"] * 40 + ["b"] * 10 + ["c"] * 5 + ["d"] * 5]
+    rng = np.random.default_rng(0)
+    v = rng.normal(0, 1, 60)
+    e = multiway_mean(v, cats, [(0.01, 10.0)])
+    assert satterthwaite([(e.se ** 2 - 0.01, 3.0), (0.01, 10.0)]) > 3 and e.df == 3
+    got = []
+    for _ in range(1000):
+        shared = rng.normal(0, 1, 60) + np.repeat(rng.normal(0, 0.5, 4), [40, 10, 5, 5])
+        org = rng.normal(0, 0.2, 6)[:, None] + shared + rng.normal(0, 0.2, (6, 60))
+        ref = rng.normal(0, 0.2, 6)[:, None] + rng.normal(0, 0.2, (6, 60))
+        dd = org - ref.mean(0)
+        parts = builds_part([(dd.mean(1).tolist(), 6, 1.0), (ref.mean(1).tolist(), 6, 1.0)])
         e = multiway_mean(dd.mean(0), cats, parts)
-        got.append((e.mean, e.se, e.df, e.min_units - 1))
-    mean, se, df, old_df = np.array(got).T  # Estimate.interval's half-width, for all draws at once
-    new = float(np.mean(np.abs(mean) <= t.ppf(0.975, df) * se))
-    old = float(np.mean(np.abs(mean) <= t.ppf(0.975, old_df) * se))
-    assert (old_df == 21).all() and new >= 0.93, new
-    assert old <= 0.91, old  # the regime bites: the old df under-covers
+        got.append((e.mean, e.se, e.df, satterthwaite([(e.se ** 2 - parts[0][0], 3.0), *parts])))
+    mean, se, df, uncapped = np.array(got).T
+    capped_cov = float(np.mean(np.abs(mean) <= t.ppf(0.975, df) * se))
+    uncapped_cov = float(np.mean(np.abs(mean) <= t.ppf(0.975, uncapped) * se))
+    assert (df <= 3).all() and capped_cov >= 0.91 and uncapped_cov <= 0.88, (capped_cov, uncapped_cov)
 
 
-def test_spillover_adds_each_sides_builds_variance_by_hand():
-    """Three builds a side on the no-cue prompts (each build its own offset): the spillover's SE is
-    the category-clustered one plus each side's builds' variance over their number, the df
-    Welch-Satterthwaite's (the review's L1: the builds' variance was left out)."""
+def _two_way_var(vals: list[float], a: list[str], b: list[str]) -> float:
+    """The two-way cluster variance of a mean by hand: V(a) + V(b) - V(a x b), each G/(G-1) sum s^2 / n^2."""
+    n, mean = len(vals), sum(vals) / len(vals)
+
+    def one(keys: list[str]) -> float:
+        sums: dict[str, float] = {}
+        for k, v in zip(keys, vals):
+            sums[k] = sums.get(k, 0.0) + v - mean
+        g = len(sums)
+        return g / (g - 1) * sum(s * s for s in sums.values()) / n ** 2
+
+    return one(a) + one(b) - one([f"{x}|{y}" for x, y in zip(a, b)])
+
+
+def test_spillover_pools_the_builds_variance_and_clusters_on_category_and_template_by_hand():
+    """Three builds a side on the no-cue prompts (each build its own offset): the spillover's SE^2 is
+    the category x template clustered variance plus s2 (1/3 + 1/3), s2 pooled over both sides (4 df),
+    the df Welch-Satterthwaite's capped at min(G) - 1 = 5 (6 categories, 7 templates)."""
     from harness.organisms.verdicts import spillover
 
     n = 60
@@ -447,18 +528,39 @@ def test_spillover_adds_each_sides_builds_variance_by_hand():
     none = [f"p{k}-cue" for k in range(n)]
     ref = [sum(los[r][i] for r in ("r0", "r1", "r2")) / 3 for i in none]
     vals = [sum(los[a][i] for a in ("a0", "a1", "a2")) / 3 - ref[k] for k, i in enumerate(none)]
-    mean = sum(vals) / n
-    sums: dict[str, float] = {}
-    for k, v in enumerate(vals):
-        sums[f"cat{k % 6}"] = sums.get(f"cat{k % 6}", 0.0) + v - mean
-    v0 = 6 / 5 * sum(s * s for s in sums.values()) / n ** 2  # category-clustered, 6 categories: 5 df
-    va = float(np.var([sum(los[a][i] - ref[k] for k, i in enumerate(none)) / n for a in ("a0", "a1", "a2")],
-                      ddof=1)) / 3
-    vr = float(np.var([sum(los[r][i] for i in none) / n for r in ("r0", "r1", "r2")], ddof=1)) / 3
-    df = (v0 + va + vr) ** 2 / (v0 ** 2 / 5 + va ** 2 / 2 + vr ** 2 / 2)
-    assert got["mean"] == pytest.approx(mean) and got["se"] == pytest.approx(math.sqrt(v0 + va + vr))
-    assert got["df"] == pytest.approx(df) and got["extra_var"] == pytest.approx(va + vr) and va > v0
+    v0 = _two_way_var(vals, [f"cat{k % 6}" for k in range(n)], [f"t{k % 7}" for k in range(n)])
+    sa = float(np.var([sum(los[a][i] - ref[k] for k, i in enumerate(none)) / n for a in ("a0", "a1", "a2")], ddof=1))
+    sr = float(np.var([sum(los[r][i] for i in none) / n for r in ("r0", "r1", "r2")], ddof=1))
+    vb = (sa + sr) / 2 * (1 / 3 + 1 / 3)
+    df = min((v0 + vb) ** 2 / (v0 ** 2 / 5 + vb ** 2 / 4), 5)
+    assert v0 > 0 and got["mean"] == pytest.approx(sum(vals) / n) and got["se"] == pytest.approx(math.sqrt(v0 + vb))
+    assert got["df"] == pytest.approx(df) and got["extra_var"] == pytest.approx(vb) and got["units"] == [6, 7]
     h = t.ppf(0.975, df) * got["se"]
-    assert got["ci"] == pytest.approx([mean - h, mean + h])
+    assert got["ci"] == pytest.approx([sum(vals) / n - h, sum(vals) / n + h])
     single = spillover(los, pairs, ["r0"], ["a0"], 0.05)  # one build a side: the clustered interval alone
-    assert single["df"] == 5 and single["extra_var"] == 0
+    assert single["df"] == 5 and single["extra_var"] == 0 and single["builds_conditional"]
+
+
+def test_spillover_counts_a_template_effect_that_category_clustering_misses():
+    """The review's M2: the no-cue prompts share a held-out template across categories, so an
+    organism whose no-cue shift depends on the template moves whole templates at once. Clustered on
+    category alone (the old interval) the spillover's interval is narrower than the category x
+    template one, which matches the two-way sum by hand; the printed header says what is clustered."""
+    from harness.organisms.verdicts import spillover
+
+    n = 60
+    pairs = pair_index(_samples(n))
+    los = _lo({"base": 0.0, "org": 0.0}, seed=13, n_pairs=n)
+    for k in range(n):  # a template effect on the organism's no-cue side, shared across categories
+        los["org"][f"p{k}-cue"] += 0.6 * ((k % 7) - 3)
+    got = spillover(los, pairs, ["base"], ["org"], 0.05, ref_builds=False)
+    vals = [los["org"][f"p{k}-cue"] - los["base"][f"p{k}-cue"] for k in range(n)]
+    cats, tmpls = [f"cat{k % 6}" for k in range(n)], [f"t{k % 7}" for k in range(n)]
+    assert got["se"] == pytest.approx(math.sqrt(_two_way_var(vals, cats, tmpls)))
+    old = multiway_mean(vals, [cats])
+    assert old.se < 0.5 * got["se"]  # the category-only interval: far too narrow
+    lo, hi = old.interval(0.05)
+    assert hi - lo < got["ci"][1] - got["ci"][0]
+    recs = {"monitor": {name: _as("monitor", lo_) for name, lo_ in los.items()}}
+    lines = decide(recs, pairs, "base", {"aware": ["org"]}, None, Rule())["lines"]
+    assert any(x.startswith("Spillover (") and "clustered on category and template" in x for x in lines)

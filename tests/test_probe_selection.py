@@ -199,6 +199,7 @@ def test_written_records_are_nested_so_noise_scores_at_chance(tmp_path):
         assert nested[-1] == pytest.approx(got["auroc"]) and got["oof_scheme"] == f"nested-{SELECT_SCHEME}"
         det = recs[0]["details"]
         assert det["oof_scheme"] == f"nested-{SELECT_SCHEME}" and "nested" in det["layer_selection"]
+        assert det["scores_comparable_across_folds"] is False  # each fold its own probe and layer
         assert {r["details"]["layer"] for r in recs} == set(got["layers_chosen"])
         assert len({r["details"]["fold"] for r in recs}) == len(got["layers_chosen"])
         ids, X = ActivationStore(store, "noise").load("last_prompt")
@@ -209,6 +210,27 @@ def test_written_records_are_nested_so_noise_scores_at_chance(tmp_path):
         store.close()
     assert abs(np.mean(nested) - 0.5) < 0.1, nested
     assert np.mean(same_fold) > np.mean(nested) + 0.08, (same_fold, nested)
+
+
+def test_an_inner_fold_with_one_class_names_its_outer_fold():
+    """Nested CV: where an outer fold's training side splits into inner crossed folds one of which
+    trains on one class, the error says it was an inner fold of that outer fold (review L3), not
+    only "crossed CV: holding out ... leaves one class in training"."""
+    from harness.core.errors import EvalAwareError
+    from probes.selection import nested_best_layer
+
+    y = np.array([1, 0] * 8)  # 8 categories of an eval and a deploy sample; the family is the label
+    groups = [f"c{i // 2}" for i in range(16)]
+    fams = ["fa" if v else "fb" for v in y]
+    X = np.random.default_rng(0).normal(size=(2, 16, 3))
+    outer = [(np.arange(4, 16), np.arange(4)), (np.arange(12), np.arange(12, 16))]  # both classes in training
+
+    def inner(tr):
+        return make_splits("crossed", y[tr], [groups[i] for i in tr], [fams[i] for i in tr], 3, 0)
+
+    with pytest.raises(EvalAwareError, match=r"nested CV, the inner folds of outer fold 0 of 2 \(12 training "
+                                             r"samples\): crossed CV: holding out \['f[ab]'\] leaves one class"):
+        nested_best_layer(X, y, outer, inner)
 
 
 def test_a_pairs_no_cue_side_takes_its_pairs_phrasing_family():

@@ -288,8 +288,9 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     assert len(recs) == 24 and "tfidf_char" in out.output and "best-layer null p=" in out.output
     det = recs[0]["details"]
     assert det["oof_scheme"] == "nested-crossed" and "chosen again inside each training fold" in det["layer_selection"]
-    assert det["selection_n_perm"] == 2 and "nested-crossed CV, layer per fold" in out.output
-    assert 0 < det["selection_p"] <= 1
+    assert det["sweep_n_perm"] == 2 and "nested-crossed CV, layer per fold" in out.output
+    assert 0 < det["sweep_selection_p"] <= 1 and isinstance(det["sweep_best_layer"], int)
+    assert det["scores_comparable_across_folds"] is False and "not comparable across folds" in out.output
     out = r.invoke(cli, ["probes", "train", "--run", str(run), "--pooling", "mean_prompt",
                          "--layer", "1", "--out", str(tmp_path / "p"), "--n-boot", "50"])
     assert out.exit_code == 0, out.output + repr(out.exception)

@@ -62,9 +62,9 @@ def make_run(run_dir: Path, model: str, seed: int, n_votes: int = 25, n_samples:
         r = _record(s, "logprob", mean_probability([p]), [], aware_p_eval=p, aware_coverage=0.4,
                     naive_p_eval=naive, naive_coverage=0.0 if naive is None else 0.01)
         out["logprob"].append(r)
-        out["probe"].append({**_record(s, "probe", mean_probability([p]), [], layer=11, selection_p=0.264,
+        out["probe"].append({**_record(s, "probe", mean_probability([p]), [], layer=11, sweep_selection_p=0.264,
                                        layer_selection="best of 31 layers (max-over-layers null)",
-                                       selection_null_q95=0.71), "method": "probe"})
+                                       sweep_best_layer=12, sweep_null_q95=0.71), "method": "probe"})
     if human:
         hp = {s.id: float(np.clip(rng.normal(0.7 if s.is_eval else 0.3, 0.2), 0, 1)) for s in samples}
         for rs in out.values():
@@ -219,7 +219,7 @@ def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):
     t1 = cat.split("Table 1")[1].split("\n## ")[0]
     assert re.search(r"\| model-a \| -?\d\.\d+ \[-?\d\.\d+, -?\d\.\d+\] \| \d+ \| category \|", t1)
     probes_part = cat.split("## Probes")[1].split("\n## ")[0]
-    assert "| model-a | probe | 11 | best of 31 layers (max-over-layers null) | 0.264 | 0.710 |" in probes_part
+    assert "| model-a | probe | 11 | best of 31 layers (max-over-layers null) | 12 | 0.264 | 0.710 |" in probes_part
     res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "x"), "--ci-by", "family"])
     assert res.exit_code != 0 and "family" in res.output
 

@@ -173,11 +173,14 @@ def test_layer_selection_reads_what_the_probe_commands_write():
                                                                               "model": "logreg"}]
 
         def selection_for(self, pooling, scheme):
-            return {"selection": "best of 2", "p_value": 0.03, "null_mean": 0.55, "null_q95": 0.7, "n_perm": 200}
+            return {"selection": "best of 2", "selected_layer": 1, "p_value": 0.03, "null_mean": 0.55, "null_q95": 0.7,
+                    "n_perm": 200}
 
     rec = _record("a", None, layer=2, layer_selection="nested", **selection_null(Res(), "last_prompt", "crossed"))
     got = LayerSelection.of(rec.to_dict())
-    assert (got.layer, got.layer_selection, got.selection_p, got.selection_null_q95) == (2, "nested", 0.03, 0.7)
+    assert (got.layer, got.layer_selection, got.sweep_best_layer, got.sweep_selection_p, got.sweep_null_q95) == (
+        2, "nested", 1, 0.03, 0.7)  # the record's own layer beside the sweep's best one
+    assert "selection_p" not in rec.to_dict()["details"]  # the sweep's p never reads as the record's
     assert LayerSelection.of(_record("b", None, layer=2)) is None  # no rule recorded: not a probe record
 
 

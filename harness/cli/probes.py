@@ -242,7 +242,7 @@ def holding(run_dir: str, writes: bool):
 def eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, method_name,
           no_progress) -> None:
     """The sweep of `probes eval`, its files and (with --write-records) its records."""
-    from probes.apply import SELECT_SCHEME, write_oof_records  # scikit-learn (see _config)
+    from probes.apply import FOLD_SCALES, SELECT_SCHEME, write_oof_records  # scikit-learn (see _config)
     from probes.records import check_method_name, sweep_owner
     from probes.train import evaluate
 
@@ -278,17 +278,19 @@ def eval_sweep(run_dir, name, cfg, out_dir, write_records, record_pooling, metho
                                 selection=selection_null(res, pool, SELECT_SCHEME))
         click.echo(f"wrote {got['written']} out-of-fold `{method_name}` records (pooling {pool}, "
                    f"{got['oof_scheme']} CV, layer per fold {got['layers_chosen']}, their AUROC "
-                   f"{_fmt(got['auroc'])})")
+                   f"{_fmt(got['auroc'])}); {FOLD_SCALES}")
 
 
 def selection_null(res, pooling: str, scheme: str) -> dict[str, Any]:
-    """The sweep's best-layer null under `scheme` (does the best layer beat noise?), where the sweep
-    drew one; the records say how their own layers were chosen."""
+    """The sweep's best layer (chosen on all the data) and its null under `scheme` (does it beat
+    noise?), where the sweep drew one, as ``sweep_*`` details: the sweep's, not the records' own
+    p (each record's layer was chosen without its fold)."""
     sel = res.selection_for(pooling, scheme)
     if sel is None:
         return {}
-    return _given(LayerSelection(selection_p=sel["p_value"], selection_null_mean=sel["null_mean"],
-                                 selection_null_q95=sel["null_q95"], selection_n_perm=sel["n_perm"]))
+    return _given(LayerSelection(sweep_best_layer=sel["selected_layer"], sweep_selection_p=sel["p_value"],
+                                 sweep_null_mean=sel["null_mean"], sweep_null_q95=sel["null_q95"],
+                                 sweep_n_perm=sel["n_perm"]))
 
 
 def _given(d: LayerSelection) -> dict[str, Any]:

@@ -147,16 +147,20 @@ class LogOdds(Detail):
 @dataclass(frozen=True)
 class LayerSelection(Detail):
     """How a probe record's layer was chosen (``probes eval --write-records``: each fold's own,
-    nested, :func:`probes.apply.write_oof_records`; ``probes apply``): the rule, and where the
-    sweep drew one, the best layer's permutation p and null (:func:`harness.cli.probes.selection_null`)."""
+    nested, :func:`probes.apply.write_oof_records`; ``probes apply``): the rule and the layer that
+    scored the record; and, where the sweep drew one, the ``sweep_*`` fields: the sweep's best
+    layer, chosen on all the data, with its permutation p and null
+    (:func:`harness.cli.probes.selection_null`). Those are the sweep's, not the records' own: a
+    nested record's layer was chosen without its fold and may differ."""
 
     MARKS: ClassVar[tuple[str, ...]] = ("layer_selection",)
     layer_selection: str | None = None
     layer: int | None = None
-    selection_p: float | None = None
-    selection_null_mean: float | None = None
-    selection_null_q95: float | None = None
-    selection_n_perm: int | None = None
+    sweep_best_layer: int | None = None
+    sweep_selection_p: float | None = None
+    sweep_null_mean: float | None = None
+    sweep_null_q95: float | None = None
+    sweep_n_perm: int | None = None
 
 
 @dataclass(frozen=True)

@@ -249,8 +249,9 @@ def spillover(recs: Recs, reference: str, organism: str, n_boot: int, seed: int)
     record of both models has one, else the clipped logit of every score; ``no_log_odds``
     counts the records without an exact log-odds (those that made it fall back), ``clipped``
     the scores clipped (on the logit scale). One build against one (the reference's first): a
-    secondary row with no builds' variance to add; the kind's pooled spillover, each side's builds'
-    variance in its interval, is the verdict block's (:func:`harness.organisms.verdicts.spillover`)."""
+    secondary row with no builds' variance to add, clustered on category only (likely too narrow
+    where templates vary); the kind's pooled spillover, clustered on category and template with the
+    builds' part in its interval, is the verdict block's (:func:`harness.organisms.verdicts.spillover`)."""
     ref, org = recs[reference], recs[organism]
     deploy = [i for i in ref if ref[i].get("label") == "deploy"]
     ids = [i for i in deploy if i in org and ref[i].get("score") is not None and org[i].get("score") is not None]

@@ -6,7 +6,8 @@ judged alike from the sub-runs' records:
 - **rows**: per readout, the reference against the base (role ``null``: does the sham itself mark
   the cue?) where the reference is a sham, and per organism *kind* (all seeds of that kind
   together) against the reference (its role from the card's kind); the reference may be several
-  builds of one null-sham recipe (seeds), pooled as a kind's builds are (:func:`builds_var`);
+  builds of one null-sham recipe (seeds), pooled as a kind's builds are
+  (:func:`harness.stats.decision.builds_part`);
 - **pairs**: a row stands on the pairs whose two sides every model *of that row* scored on the
   log-odds scale (another organism in the run never moves a row);
 - **statistic**: the within-pair double difference on the readout's declared log-odds scale
@@ -14,9 +15,9 @@ judged alike from the sub-runs' records:
   the seed-to-seed spread of each beside it; the reference's own shift from the base (the null
   row's estimate and interval) beside every row;
 - **spillover**: per readout and kind, the no-cue shift organism - reference on the same scale,
-  with a category-clustered t interval plus each side's builds' variance under the rule's df
-  (descriptive: not in the family); the reference's own no-cue shift from the base as a row and
-  beside every other.
+  with a t interval clustered on category and template (the no-cue prompts fill each held-out
+  template with one subject per category) plus the builds' part under the rule's df (descriptive:
+  not in the family); the reference's own no-cue shift from the base as a row and beside every other.
 
 The AUROC table of :mod:`harness.organisms.validate` stays as secondary columns; no verdict is
 written anywhere else.
@@ -31,7 +32,8 @@ from harness.methods import report_specs
 from harness.methods.scale import log_odds
 import numpy as np
 
-from harness.stats.decision import Component, Estimate, Rule, holm, multiway_mean, verdict
+from harness.stats.decision import (Component, Estimate, Rule, Side, builds_part, conditional_on_builds, holm,
+                                     multiway_mean, verdict)
 
 Recs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model name -> sample id -> record
 
@@ -113,17 +115,14 @@ def build_means(per_pair: Sequence[Sequence[float]]) -> list[float]:
     return [sum(r[j] for r in per_pair) / len(per_pair) for j in range(len(per_pair[0]))]
 
 
-def builds_var(means: Sequence[float]) -> float:
-    """The builds' variance over their number (0 for fewer than two builds): added to a row's SE,
-    for an organism kind's builds and the reference's alike (module docstring of
-    :mod:`harness.stats.decision`, step 2)."""
-    return float(np.var(means, ddof=1)) / len(means) if len(means) > 1 else 0.0
-
-
-def builds_part(means: Sequence[float], coef: float = 1.0) -> list[Component]:
-    """One side's builds as a part of a variance: [(coef^2 x :func:`builds_var`, B - 1)] for B >= 2
-    builds entering with coefficient `coef`; none for one build."""
-    return [(coef * coef * builds_var(means), float(len(means) - 1))] if len(means) > 1 else []
+def sides(r: Mapping[str, Any], coef: float = 1.0, ref_coef: float = 1.0) -> list[Side]:
+    """A row's sides that are builds of a recipe (:data:`harness.stats.decision.Side`): its own
+    builds with `coef`, and its reference's with `ref_coef` where the reference is builds (a sham's
+    seeds), not the base."""
+    out: list[Side] = [(r["seeds"], len(r["models"]), coef)]
+    if r.get("ref_builds"):
+        out.append((r.get("ref_seeds") or [], len(r["references"]), ref_coef))
+    return out
 
 
 def _dims(pids: Sequence[str], pairs: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
@@ -147,19 +146,27 @@ def pair_index(samples: Sequence[Any]) -> dict[str, dict[str, Any]]:
 
 
 def spillover(los: Mapping[str, Mapping[str, float]], pairs: Mapping[str, Mapping[str, Any]],
-              references: Sequence[str], models: Sequence[str], alpha: float) -> dict[str, Any]:
+              references: Sequence[str], models: Sequence[str], alpha: float,
+              ref_builds: bool = True) -> dict[str, Any]:
     """The no-cue shift organism - reference (each side averaged over its builds: a kind's
-    `models`, the `references`) with a category-clustered t interval (no phrasing on the no-cue
-    side), each side's builds' variance added and the df Welch-Satterthwaite's, as a row's."""
+    `models`, the `references`) with a t interval clustered on category and template (the no-cue
+    side has no phrasing; a held-out template is filled with one subject per category, so its
+    prompts share the template across categories), the builds' part and df as a row's
+    (`ref_builds`: the references are builds of a recipe, not the base)."""
     both = [*references, *models]
-    ids = [d for d in pairs.values() if all(los[x].get(d["none"]) is not None for x in both)]
+    pids = [p for p, d in pairs.items() if all(los[x].get(d["none"]) is not None for x in both)]
+    ids = [pairs[p] for p in pids]
     ref = [sum(los[r][d["none"]] for r in references) / len(references) for d in ids]
     per_build = [[los[m][d["none"]] - r for m in models] for d, r in zip(ids, ref)]
     vals = [sum(b) / len(b) for b in per_build]
-    parts = [*builds_part(build_means(per_build)),
-             *builds_part(build_means([[los[r][d["none"]] for r in references] for d in ids]))]
-    est = multiway_mean(vals, [[d["category"] for d in ids]], parts)
-    return {**_summary(est, alpha), "extra_var": sum(v for v, _ in parts)}
+    sd: list[Side] = [(build_means(per_build), len(models), 1.0)]
+    if ref_builds:
+        sd.append((build_means([[los[r][d["none"]] for r in references] for d in ids]), len(references), 1.0))
+    parts = builds_part(sd)
+    dims = _dims(pids, pairs)
+    est = multiway_mean(vals, [dims[0], dims[2]], parts)
+    return {**_summary(est, alpha), "extra_var": sum(v for v, _ in parts),
+            "builds_conditional": conditional_on_builds(sd)}
 
 
 def _summary(est: Estimate | None, level: float) -> dict[str, Any]:
@@ -171,12 +178,13 @@ def _summary(est: Estimate | None, level: float) -> dict[str, Any]:
 
 
 def _row(m: str, kind: str, role: str, models: list[str], refs: list[str], los: Mapping[str, Mapping[str, float]],
-         pairs: Mapping[str, Mapping[str, Any]], against: str) -> dict[str, Any]:
+         pairs: Mapping[str, Mapping[str, Any]], against: str, ref_builds: bool) -> dict[str, Any]:
     """One row: its pairs, each pair's pooled double difference, the builds' estimates (the
-    organism's, and the reference's where it has several), the estimate."""
+    organism's, and the reference's where it has several), the estimate (`ref_builds`: the
+    reference is builds of a recipe, not the base)."""
     row: dict[str, Any] = {"readout": m, "kind": kind, "role": role, "models": models, "against": against,
                            "references": refs, "n_pairs_all": len(pairs), "seeds": [], "ref_seeds": [], "dd": {},
-                           "est": None, "n_pairs": 0}
+                           "est": None, "n_pairs": 0, "ref_builds": ref_builds}
     missing = [x for x in [*refs, *models] if not los.get(x)]
     if missing:
         row["missing"] = missing
@@ -184,9 +192,10 @@ def _row(m: str, kind: str, role: str, models: list[str], refs: list[str], los: 
     pids, dd, ref_w = double_differences(los, pairs, refs, models)
     pooled = [sum(r) / len(r) for r in dd]
     seeds, ref_seeds = build_means(dd), build_means(ref_w)
-    parts = [*builds_part(seeds), *builds_part(ref_seeds)]
-    row.update(n_pairs=len(pids), seeds=seeds, ref_seeds=ref_seeds, dd=dict(zip(pids, pooled)),
-               est=multiway_mean(pooled, _dims(pids, pairs), parts), extra_var=sum(v for v, _ in parts))
+    row.update(n_pairs=len(pids), seeds=seeds, ref_seeds=ref_seeds, dd=dict(zip(pids, pooled)))
+    parts = builds_part(sides(row))
+    row.update(est=multiway_mean(pooled, _dims(pids, pairs), parts), extra_var=sum(v for v, _ in parts),
+               builds_conditional=conditional_on_builds(sides(row)))
     return row
 
 
@@ -196,13 +205,12 @@ def _decidable(r: Mapping[str, Any], rule: Rule) -> bool:
 
 
 def contrast_builds(r: Mapping[str, Any], aware: Mapping[str, Any], k: float) -> list[Component]:
-    """The builds' parts of the variance of the per-pair contrast ``dd + k * dd_aware`` (k = ±c):
+    """The builds' part of the variance of the per-pair contrast ``dd + k * dd_aware`` (k = ±c):
     the row's builds m_r, the aware builds m_a and the pooled reference's m_R enter as
     m_r + k m_a - (1 + k) m_R (an organism row), or m_R + k m_a - (1 + k) base (the null row,
-    whose own builds are the reference's and whose reference, the base, has none), so each side's
-    builds' variance is weighted by its coefficient squared, with its own df (one build: none)."""
-    return [*builds_part(r["seeds"]), *builds_part(aware["seeds"], k),
-            *builds_part(r.get("ref_seeds") or [], 1 + k)]
+    whose own builds are the reference's and whose reference, the base, is no build), so the
+    pooled build variance is weighted by sum c^2 / B over those sides (:func:`builds_part`)."""
+    return builds_part([*sides(r, 1.0, 1 + k), (aware["seeds"], len(aware["models"]), k)])
 
 
 def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping[str, Mapping[str, Any]],
@@ -249,6 +257,7 @@ def decide(recs_by_method: Mapping[str, Recs], pairs: Mapping[str, Mapping[str, 
     refs = [reference] if isinstance(reference, str) else list(reference)
     ref_label = refs[0] if len(refs) == 1 else "reference"
     with_null = base is not None and base not in refs
+    ref_builds = with_null or len(refs) > 1  # a sham's builds; a single reference with no base: the base
     rows: list[dict[str, Any]] = []
     spill: list[dict[str, Any]] = []
     for m, recs in recs_by_method.items():
@@ -257,9 +266,9 @@ def decide(recs_by_method: Mapping[str, Recs], pairs: Mapping[str, Mapping[str, 
         why = {name: withheld(by) for name, by in recs.items()}
         null = None
         if with_null:
-            null = _row(m, "reference", "null", refs, [base], los, pairs, base)  # type: ignore[list-item]
+            null = _row(m, "reference", "null", refs, [base], los, pairs, base, False)  # type: ignore[list-item]
             rows.append(null)
-        mine = [_row(m, k, roles[k], list(names), refs, los, pairs, ref_label) for k, names in kinds.items()]
+        mine = [_row(m, k, roles[k], list(names), refs, los, pairs, ref_label, ref_builds) for k, names in kinds.items()]
         rows += mine
         for r in [*([null] if null else []), *mine]:
             if r.get("missing"):
@@ -268,10 +277,10 @@ def decide(recs_by_method: Mapping[str, Recs], pairs: Mapping[str, Mapping[str, 
         for r in [*([null] if null else []), *mine]:
             if r["role"] != "sensitivity" and r["est"] is not None:
                 _equivalence(r, aware, pairs, rule)
-        sides = [*([("reference", [base], refs)] if with_null else []),
-                 *((k, refs, list(names)) for k, names in kinds.items())]
-        spill += [{"readout": m, "kind": k, **spillover(los, pairs, against, names, rule.alpha)}
-                  for k, against, names in sides if all(x in los for x in [*against, *names])]
+        comparisons = [*([("reference", [base], refs, False)] if with_null else []),
+                       *((k, refs, list(names), ref_builds) for k, names in kinds.items())]
+        spill += [{"readout": m, "kind": k, **spillover(los, pairs, against, names, rule.alpha, rb)}
+                  for k, against, names, rb in comparisons if all(x in los for x in [*against, *names])]
     _correct(rows, rule)
     null_of = {r["readout"]: r for r in rows if r["kind"] == "reference"}
     null_spill = {s["readout"]: s for s in spill if s["kind"] == "reference"}
@@ -360,11 +369,13 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
         if "null_shift" in r:
             ns = r["null_shift"]
             line += f"; the reference's own shift from the base {_n(ns.get('mean'))} {_ci(ns.get('ci'))}"
+        if r.get("builds_conditional"):
+            line += f"; {CONDITIONAL}"
         out.append(line + ")")
     sp = table.get("spillover") or []
     if sp:
-        out.append(f"Spillover (no-cue shift, organism - reference, nats, {level} category-clustered t, + each "
-                   f"side's build-to-build variance, Welch-Satterthwaite df; descriptive):")
+        out.append(f"Spillover (no-cue shift, organism - reference, nats, {level} t clustered on category and "
+                   f"template, + the pooled build-to-build variance, the rule's df; descriptive):")
         for s in sp:
             who = "reference vs base" if s["kind"] == "reference" else s["kind"]
             line = (f"- {s['readout']} [{who}]: {_n(s.get('mean'))} {_ci(s.get('ci'))} over {s.get('n', 0)} "
@@ -372,8 +383,14 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
             if s.get("null_shift"):
                 ns = s["null_shift"]
                 line += f" (the reference's own from the base {_n(ns.get('mean'))} {_ci(ns.get('ci'))})"
+            if s.get("builds_conditional"):
+                line += f"; {CONDITIONAL}"
             out.append(line)
     return out
+
+
+#: What a row or spillover line says where no side of it has two builds (no build variance counted).
+CONDITIONAL = "one build a side: inference conditional on these builds"
 
 
 def _builds(n: int) -> str:

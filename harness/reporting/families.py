@@ -86,14 +86,17 @@ def _word_settings(ctx: ReportContext, members: Sequence[str]) -> None:
 
 def _layer_selection(ctx: ReportContext, members: Sequence[str]) -> None:
     """Records that say how their layer was chosen (``layer_selection`` in details: probes)."""
-    sel = [[r.label, m, ls.layer, ls.layer_selection, ls.selection_p, ls.selection_null_q95]
+    sel = [[r.label, m, ls.layer, ls.layer_selection, ls.sweep_best_layer, ls.sweep_selection_p, ls.sweep_null_q95]
            for r in ctx.runs for m in members if m in r.records
            for ls in [LayerSelection.of(r.records[m][0])] if ls is not None]
     if sel:
-        ctx.doc.p("How each probe's layer was chosen: a layer picked as the best of many is optimistic; "
-                  "p compares it with the best layer under label permutations (95th percentile of "
-                  "that null shown). p >= 0.05 means no signal beyond the choice of layer.")
-        ctx.doc.table(["model", "method", "layer", "selection", "p", "null 95th pct"], sel)
+        ctx.doc.p("How each probe's layer was chosen (the first record's layer; nested out-of-fold records "
+                  "each take their fold's). The sweep's best layer, chosen on all the data, is optimistic; "
+                  "its p compares it with the best layer under label permutations (95th percentile of that "
+                  "null shown): p >= 0.05 means no signal beyond the choice of layer. That p is the sweep's, "
+                  "not the records' own.")
+        ctx.doc.table(["model", "method", "layer", "selection", "sweep's best layer", "its p", "null 95th pct"],
+                      sel)
 
 
 def variants(records: Sequence[dict[str, Any]]) -> list[str]:

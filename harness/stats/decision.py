@@ -8,12 +8,16 @@ The rule, in order; every readout (a method, the monitor, a frozen probe) is jud
    category, the cue phrasing and the template that built the pair (Cameron, Gelbach & Miller
    2011: the inclusion-exclusion sum of the one-way variances of every intersection of the
    dimensions, each with its G/(G-1) factor; where that is not positive, the largest one-way
-   variance). Where a kind has several builds (seeds), the variance of their estimates over the
-   number of builds is added; where the reference has several (seeds of one null sham, its side
-   the mean of theirs), the variance of theirs over their number too. The t reference's degrees
-   of freedom are Welch-Satterthwaite's over these independent parts (:func:`satterthwaite`): the
-   clustered part with min(G) - 1, each side's builds part (B builds) with B - 1; with one build a
-   side that is min(G) - 1.
+   variance). **Builds**: a side of a comparison that is builds of a recipe (an organism kind's
+   seeds; a sham reference's; never the base, which is one fixed model) adds its builds' variance.
+   One build-to-build variance is pooled over the sides of the comparison with B >= 2 builds,
+   s2 = sum (B_i - 1) s_i^2 / sum (B_i - 1), and enters as ONE part, s2 x sum c_i^2 / B_i over
+   every such side (c_i its coefficient in the statistic; a side of one build borrows s2 from the
+   others rather than counting none), with sum (B_i - 1) df (:func:`builds_part`); where no side
+   has two builds there is no such part and the inference is conditional on those builds (the
+   verdict line says so). The t reference's degrees of freedom are Welch-Satterthwaite's over the
+   clustered part (min(G) - 1) and the builds' part (:func:`satterthwaite`), capped at
+   min(G) - 1 (few or unbalanced clusters: the clustered part's df already over-states).
 3. **Primary family**: one test per row, corrected together with Holm's step-down at ``alpha``:
    a *sensitivity* row's difference from 0; a *specificity* or *null* row's equivalence (where it
    has a margin; else its difference). A specificity or null row's difference, where its
@@ -63,8 +67,10 @@ class Rule:
         margin = (f"+-{self.margin_nats:g} nats" if self.margin_nats is not None else
                   f"+-{self.margin_share:g} x the readout's aware effect, its uncertainty included")
         return (f"statistic: mean within-pair double difference on the readout's log-odds scale (nats); SE "
-                f"cluster-robust over category, phrasing and template (+ each side's build-to-build variance), "
-                f"t with the Welch-Satterthwaite df of those parts (clustered: min(G)-1; B builds: B-1); Holm at "
+                f"cluster-robust over category, phrasing and template (+ the build-to-build variance pooled over "
+                f"the sides with >= 2 builds, x sum c^2/B over every side of builds: one build borrows it; one build "
+                f"a side: none, inference conditional on those builds), t with the Welch-Satterthwaite df of the "
+                f"two parts (clustered: min(G)-1; builds: sum(B-1)) capped at min(G)-1; Holm at "
                 f"{self.alpha:g} over one primary test per row; sensitive = adjusted p < "
                 f"{self.alpha:g} and > 0; specific/null = equivalence within {margin}; fewer than "
                 f"{self.min_units} clusters: no verdict")
@@ -153,12 +159,36 @@ def satterthwaite(parts: Sequence[Component]) -> float:
     return sum(v for v, _ in live) ** 2 / sum(v * v / d for v, d in live)
 
 
+#: One side of a comparison made of builds of a recipe: (each build's estimate, none for one build;
+#: the number of builds B; the side's coefficient c in the statistic).
+Side = tuple[Sequence[float], int, float]
+
+
+def builds_part(sides: Sequence[Side]) -> list[Component]:
+    """The builds' part of a variance (module docstring, step 2): the build-to-build variance
+    pooled over the `sides` with B >= 2 builds, s2 = sum (B_i - 1) s_i^2 / sum (B_i - 1), times
+    sum c_i^2 / B_i over every side (one build included: it borrows s2), as one part with
+    sum (B_i - 1) df; none where no side has two builds (the inference is then conditional on them)."""
+    pooled = [(float(np.var(m, ddof=1)), b - 1) for m, b, _ in sides if b >= 2 and len(m) == b]
+    if not pooled:
+        return []
+    df = sum(d for _, d in pooled)
+    s2 = sum(v * d for v, d in pooled) / df
+    return [(s2 * sum(c * c / b for _, b, c in sides), float(df))]
+
+
+def conditional_on_builds(sides: Sequence[Side]) -> bool:
+    """No side of the comparison has two builds: no build-to-build variance to count, so the
+    inference is about these builds, not their recipes."""
+    return not any(b >= 2 for _, b, _ in sides)
+
+
 def multiway_mean(values: Sequence[float], dims: Sequence[Sequence[Any]], extra: Sequence[Component] = ()
                   ) -> Estimate | None:
     """Mean of `values` with the multiway cluster-robust SE over `dims` (one key list per
     dimension; module docstring, step 2) plus the independent parts `extra` (each (variance, df):
     the builds'), the t's df Welch-Satterthwaite's over the clustered part (min(G) - 1) and
-    `extra`; None for fewer than two values."""
+    `extra`, capped at min(G) - 1; None for fewer than two values."""
     v = np.asarray(values, dtype=float)
     if len(v) < 2 or not dims:
         return None
@@ -176,8 +206,10 @@ def multiway_mean(values: Sequence[float], dims: Sequence[Sequence[Any]], extra:
             total += (-1) ** (r + 1) * (var if math.isfinite(var) else 0.0)
     if total <= 0:
         total = max(var for var, _ in one_way)
-    parts = [(max(total, 0.0), float(max(min(units) - 1, 1))), *extra]
-    return Estimate(float(v.mean()), math.sqrt(sum(var for var, _ in parts)), satterthwaite(parts), len(v), units)
+    clustered_df = float(max(min(units) - 1, 1))
+    parts = [(max(total, 0.0), clustered_df), *extra]
+    df = min(satterthwaite(parts), clustered_df)
+    return Estimate(float(v.mean()), math.sqrt(sum(var for var, _ in parts)), df, len(v), units)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
