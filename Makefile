@@ -183,9 +183,10 @@ behaviour-linkage: install
 
 # The coupled organism against its topic-matched null (behaviour-topics) and the behaviour organism,
 # the null sham the reference: per model the behaviour rate with and without the cue and how much
-# the topic alone tells, per readout the within-cue AUROC for the behaviour change, and the verdicts:
-# per readout, that AUROC on the coupled organism minus on the topic-matched null on the same pairs
-# (sensitivity.md "Awareness and behaviour within cue prompts"); all 120 family pairs (vLLM).
+# the topic alone tells, per readout the within-cue AUROC for the behaviour change (pooled, and within
+# topic), and the verdicts: per readout, the coupled organism's within-topic AUROC after Holm, checked
+# against the topic-matched null (sensitivity.md "Awareness and behaviour within cue prompts"); the
+# set's 120 family pairs, of which the template pairs count (vLLM).
 PAIRS_BEHAVIOUR := runs/organisms/graded-pairs-family-behaviour.jsonl
 validate-coupled: organism-coupled organism-behaviour-topics organism-behaviour organism-sham
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --with-behaviour --out $(PAIRS_BEHAVIOUR)

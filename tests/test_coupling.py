@@ -1,8 +1,9 @@
 """Issue 45, the coupled organism's measurement: within cue prompts, how well each readout's
-score predicts the behaviour change (AUROC, category-cluster interval), beside the behaviour
-organism where it should not; the verdict on the difference coupled minus the topic-matched null
-(review H2: a readout of the topic alone predicts the change on both); behaviour methods get no
-readout rows or verdicts in `validate`."""
+score predicts the behaviour change (pooled AUROC, category-cluster interval), beside the
+behaviour organism where it should not; the verdict on the within-topic AUROC (review H1, H2: a
+readout of the topic alone, or of an awareness independent of the change within topic, passed
+the old difference of pooled AUROCs), checked against the topic-matched null, Holm across the
+readouts; template pairs only (M1); behaviour methods get no readout rows or verdicts in `validate`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 
 from harness.cli.main import cli
 from harness.core.details import BehaviourOutcome
-from harness.organisms.coupling import BEYOND, MIN_CLASS, NOT_BEYOND, coupling, coupling_lines
+from harness.organisms.coupling import MIN_CLASS, MIN_TOPICS, NOT_WITHIN, NULL_TOO, WITHIN, coupling, coupling_lines
 from harness.organisms.kinds import COUPLED_TOPICS
 
 N_PAIRS = 24
@@ -56,19 +57,20 @@ def test_a_readout_predicts_the_change_on_the_coupled_and_not_on_the_behaviour_o
     assert t["behaviour"]["change"]["mean"] == 1.0 and t["behaviour"]["change"]["ci"] is None  # no spread
     n = t["noisy"]["readouts"]["logprob"]
     assert n["auroc_ci"][0] < 0.5 < n["auroc_ci"][1] and n["verdict"] == "no prediction shown"
-    md = "\n".join(coupling_lines({"models": t, "null": None, "beyond_topic": {}},
+    md = "\n".join(coupling_lines({"models": t, "null": None, "within_topic": {}},
                                    {"coupled": "coupled", "behaviour": "behaviour"}))
-    assert "| coupled (coupled) | logprob | 24 (17) | 1.000 [" in md and "predicts the change" in md
-    assert "no organism of kind behaviour-topics in this run" in md  # no null: no difference, said so
+    assert "| coupled (coupled) | logprob | 24 (17) | 1.000 [" in md
+    assert "no organism of kind coupled in this run, so no verdict" in md
 
 
 TOPICS = [*COUPLED_TOPICS, "history", "physics", "law", "sports", "cooking", "finance"]
 
 
-def _topic_pairs(per: int = 10) -> dict:
-    """`per` pairs in each of 12 topics (the category, as in `organism dataset`), half of them the
-    coupled build's."""
-    return {f"p{t}{k}": {"cue": f"p{t}{k}+", "none": f"p{t}{k}-", "category": t} for t in TOPICS for k in range(per)}
+def _topic_pairs(per: int = 6) -> dict:
+    """`per` template pairs in each of 12 topics (the category, as in `organism dataset`), half of
+    them the coupled build's."""
+    return {f"p{t}{k}": {"cue": f"p{t}{k}+", "none": f"p{t}{k}-", "category": t, "source": "template",
+                         "template": f"tmpl-{k}"} for t in TOPICS for k in range(per)}
 
 
 def _hand(pairs: dict, changed: dict, scores: dict) -> tuple[dict, dict]:
@@ -79,52 +81,148 @@ def _hand(pairs: dict, changed: dict, scores: dict) -> tuple[dict, dict]:
     return beh, read
 
 
-def test_the_verdict_is_the_difference_from_the_topic_matched_null():
-    """Built by hand: on the coupled organism awareness is planted (and the behaviour with it) on
-    ~60% of the coupled topics' cue prompts; on the topic-matched null the behaviour alone on ~60%
-    of the same topics' cue prompts. A readout of the topic alone predicts the change on both
-    (difference ~0: not shown); one that tracks the planted awareness within topic predicts it on
-    the coupled organism only (a positive difference: shown)."""
-    rng = np.random.default_rng(7)
+KINDS = {"coupled": "coupled", "null": "behaviour-topics", "base": "base"}
+
+
+def _verdicts(pairs: dict, changed: dict, scores: dict, n_boot: int = 200) -> dict:
+    """The coupling table of a coupled organism and its null: `changed` and `scores` {model: {pair: ...}}
+    per readout: scores {readout: {model: {pair: score}}}."""
+    beh = {m: _hand(pairs, changed[m], {p: 0.0 for p in pairs})[0] for m in ("coupled", "null")}
+    reads = {r: {m: _hand(pairs, changed[m], sc[m])[1] for m in ("coupled", "null")} for r, sc in scores.items()}
+    return coupling(beh, reads, pairs, ["coupled", "null"], n_boot=n_boot, kinds=KINDS)
+
+
+def _sim(kind: str, seed: int, pairs: dict) -> dict:
+    """One draw of the review's simulations (12 topics x 6 template pairs, planted on the coupled
+    topics' cue prompts): ``topic``, a readout of the topic alone (the same on both models) while
+    the coupled organism changes on 90% of the coupled topics' cue prompts and the null on 30%;
+    ``independent``, the readout reads the planted awareness exactly, but within the coupled topics
+    awareness and the change are independent coin flips; ``tracks``, the change is the planted
+    awareness prompt by prompt and the readout reads it (with noise); the null's change is its own."""
+    rng = np.random.default_rng(seed)
+    planted = {p: d["category"] in COUPLED_TOPICS for p, d in pairs.items()}
+    flip = lambda q: {p: bool(planted[p] and rng.random() < q) for p in pairs}  # noqa: E731
+    if kind == "topic":
+        s = {p: float(planted[p]) + rng.normal(0, 0.3) for p in pairs}
+        return _verdicts(pairs, {"coupled": flip(0.9), "null": flip(0.3)}, {"r": {"coupled": s, "null": s}})
+    aware = flip(0.6)
+    changed = {"coupled": flip(0.6) if kind == "independent" else aware, "null": flip(0.6)}
+    return _verdicts(pairs, changed, {"r": {"coupled": {p: float(aware[p]) + rng.normal(0, 0.3) for p in pairs},
+                                            "null": {p: rng.normal(0, 0.3) for p in pairs}}})
+
+
+def test_the_within_topic_auroc_compares_changed_and_unchanged_pairs_of_one_topic_only():
+    """The stratified AUROC against the review's numpy version (sum over topics of concordant
+    comparisons over comparable pairs); a topic drawn twice by a resample counts twice, as a copy."""
+    from harness.stats.metrics import within_group_auroc_rows
+
+    def strat_auc(y, s, cat):  # /tmp/rev/sim.py
+        num = den = 0.0
+        for c in set(cat):
+            m = cat == c
+            p, n = s[m & (y == 1)], s[m & (y == 0)]
+            if len(p) and len(n):
+                d = p[:, None] - n[None, :]
+                num += ((d > 0) + 0.5 * (d == 0)).sum()
+                den += d.size
+        return num / den
+
+    rng = np.random.default_rng(2)
+    y, s = rng.random(60) < 0.4, np.round(rng.random(60), 1)  # ties included
+    cat = np.array([f"t{i % 7}" for i in range(60)])
+    y[cat == "t6"] = True  # one topic with no unchanged pair: compares nothing
+    W = np.ones((2, 60))
+    W[1, cat == "t2"] = 2.0
+    got = within_group_auroc_rows(y.astype(int), s, cat, W)
+    assert got[0] == pytest.approx(strat_auc(y, s, cat))
+    more = np.r_[np.arange(60), np.flatnonzero(cat == "t2")]  # t2's pairs again, as a topic of their own
+    assert got[1] == pytest.approx(strat_auc(y[more], s[more], np.r_[cat, ["t2b"] * (cat == "t2").sum()]))
+
+
+def test_a_readout_of_the_topic_alone_does_not_pass_whatever_the_change_rates():
+    """Review H1: the old verdict (pooled AUROC, coupled minus null) passed a 0/1 topic score
+    whenever the two organisms changed at different rates (32 of 36 coupled-topic pairs vs 11 of
+    36). Within topic that score ties everywhere: 0.5, not shown; the pooled AUROCs still differ
+    (context). Over 30 draws at change rates 0.9 vs 0.3 a noisy topic readout never passes."""
     pairs = _topic_pairs()
-    coupled_topic = {p: d["category"] in COUPLED_TOPICS for p, d in pairs.items()}
-    aware = {p: bool(coupled_topic[p] and rng.random() < 0.6) for p in pairs}  # planted at partial strength
-    null_changed = {p: bool(coupled_topic[p] and rng.random() < 0.6) for p in pairs}  # behaviour alone
-    topic = {m: {p: float(coupled_topic[p]) + 0.01 * rng.random() for p in pairs} for m in ("c", "n")}
-    tracks = {"c": {p: float(aware[p]) + 0.3 * rng.random() for p in pairs},
-              "n": {p: 0.3 * rng.random() for p in pairs}}  # nothing planted to read on the null
-    c_beh, c_topic = _hand(pairs, aware, topic["c"])
-    n_beh, n_topic = _hand(pairs, null_changed, topic["n"])
-    _, c_tracks = _hand(pairs, aware, tracks["c"])
-    _, n_tracks = _hand(pairs, null_changed, tracks["n"])
-    kinds = {"coupled": "coupled", "null": "behaviour-topics", "base": "base"}
-    t = coupling({"coupled": c_beh, "null": n_beh, "base": {}},
-                 {"topic": {"coupled": c_topic, "null": n_topic}, "tracks": {"coupled": c_tracks, "null": n_tracks}},
-                 pairs, ["base", "coupled", "null"], n_boot=200, kinds=kinds)
-    assert t["null"] == "null" and set(t["beyond_topic"]) == {"coupled"}
-    by = t["beyond_topic"]["coupled"]
-    n_c, n_n = sum(aware.values()), sum(null_changed.values())
-    assert by["topic"]["n"] == len(pairs) and (by["topic"]["n_changed_organism"], by["topic"]["n_changed_null"]) == (n_c, n_n)
-    assert abs(by["topic"]["diff"]) < 0.05 and by["topic"]["diff_ci"][0] < 0 < by["topic"]["diff_ci"][1]
-    assert by["topic"]["verdict"] == NOT_BEYOND
-    assert by["topic"]["auroc_organism"] > 0.8 and by["topic"]["auroc_null"] > 0.8  # the topic alone "predicts" both
-    assert by["tracks"]["diff"] > 0.3 and by["tracks"]["diff_ci"][0] > 0 and by["tracks"]["verdict"] == BEYOND
-    assert "(12 units" in by["tracks"]["diff_ci_method"]  # topics resampled, not 120 pairs
-    # the topic alone, per model: membership in the coupled topics, and the in-sample best topic-level score
-    for m in ("coupled", "null"):
-        tp = t["models"][m]["topic"]
-        assert tp["indicator"]["auroc"] == pytest.approx(by["topic"][f"auroc_{'organism' if m == 'coupled' else 'null'}"],
-                                                         abs=0.05)
-        assert tp["best_in_sample"] >= tp["indicator"]["auroc"] and tp["n_topics"] == 12
-    md = "\n".join(coupling_lines(t, kinds))
-    assert "Beyond topic (the verdicts)" in md and f"| coupled (coupled) | tracks | 120 ({n_c} / {n_n}) |" in md
-    assert BEYOND in md and NOT_BEYOND in md
-    # a null whose every cue prompt changed (the behaviour organism) leaves too few unchanged pairs
-    every = coupling({"coupled": c_beh, "null": _hand(pairs, {p: True for p in pairs}, topic["n"])[0]},
-                     {"tracks": {"coupled": c_tracks, "null": n_tracks}}, pairs, ["coupled", "null"], n_boot=50,
-                     kinds=kinds)["beyond_topic"]["coupled"]["tracks"]
-    assert every["verdict"] == f"no verdict (fewer than {MIN_CLASS} pairs unchanged on the null)"
-    assert every["diff_ci"] is None
+    coupled_topic = [p for p, d in pairs.items() if d["category"] in COUPLED_TOPICS]
+    k = {"coupled": [6, 6, 5, 5, 5, 5], "null": [2, 2, 2, 2, 2, 1]}  # 32 and 11 of the 36 coupled-topic pairs
+    ch = {m: {p: d["category"] in COUPLED_TOPICS and int(d["template"][5:]) < k[m][COUPLED_TOPICS.index(d["category"])]
+              for p, d in pairs.items()} for m in k}
+    ind = {p: float(p in coupled_topic) for p in pairs}
+    t = _verdicts(pairs, ch, {"topic": {"coupled": ind, "null": ind}})
+    pooled = {m: t["models"][m]["readouts"]["topic"]["auroc"] for m in ("coupled", "null")}
+    assert pooled["coupled"] == pytest.approx(0.95) and pooled["coupled"] - pooled["null"] > 0.1  # the old pass
+    r = t["within_topic"]["coupled"]["topic"]
+    assert r["organism"]["auroc"] == 0.5 and r["null"]["auroc"] == 0.5  # ties within every topic
+    # two topics changed on every pair compare nothing; four hold 4 unchanged pairs in all: too few to judge
+    assert (r["organism"]["n_topics"], r["organism"]["n_changed"], r["organism"]["n_unchanged"]) == (4, 20, 4)
+    assert r["verdict"] == f"no verdict (fewer than {MIN_CLASS} comparable pairs unchanged (in topics holding both))"
+    passes = [_sim("topic", seed, pairs)["within_topic"]["coupled"]["r"]["verdict"] == WITHIN for seed in range(30)]
+    assert sum(passes) == 0
+
+
+def test_awareness_independent_of_the_change_within_topic_does_not_pass():
+    """Review H2: the readout reads the planted awareness perfectly, the change is planted on the
+    same topics but independent of awareness prompt by prompt: the old verdict passed 48% of the
+    draws; within topic at most the test's 5% (here over 30 draws: at most 3)."""
+    pairs = _topic_pairs()
+    rows = [_sim("independent", seed, pairs)["within_topic"]["coupled"]["r"] for seed in range(30)]
+    assert sum(r["verdict"] == WITHIN for r in rows) <= 3
+    assert abs(float(np.mean([r["organism"]["auroc"] for r in rows])) - 0.5) < 0.06
+
+
+def test_a_readout_tracking_the_planted_awareness_within_topic_passes_and_a_template_readout_fails_on_the_null():
+    pairs = _topic_pairs(10)
+    t = _sim("tracks", 3, pairs)
+    r = t["within_topic"]["coupled"]["r"]
+    assert r["verdict"] == WITHIN and r["holm_family"] == 1 and r["holm_shown"]
+    assert r["organism"]["auroc"] > 0.9 and r["organism"]["ci"][0] > 0.5 and r["organism"]["n_topics"] == 6
+    assert "jackknife" in r["organism"]["ci_method"]  # the contributing topics resampled
+    assert r["null"]["ci"][0] < 0.5 < r["null"]["ci"][1] and r["diff"] > 0.3  # context beside the verdict
+    # a readout of the prompt's template, which moves the behaviour on both models within topic:
+    # above 0.5 on the coupled organism, and on the null too: not awareness's alone
+    rng = np.random.default_rng(1)
+    early = {p: d["category"] in COUPLED_TOPICS and int(d["template"][5:]) < 5 for p, d in pairs.items()}
+    tmpl = {p: float(early[p]) + rng.normal(0, 0.4) for p in pairs}
+    both = _verdicts(pairs, {"coupled": early, "null": early}, {"template": {"coupled": tmpl, "null": tmpl},
+                                                               "noise": {m: {p: rng.random() for p in pairs}
+                                                                         for m in ("coupled", "null")}})
+    rows = both["within_topic"]["coupled"]
+    assert rows["template"]["verdict"] == NULL_TOO and rows["template"]["holm_family"] == 2
+    assert rows["noise"]["verdict"].startswith(NOT_WITHIN)
+    md = "\n".join(coupling_lines(both, KINDS))
+    assert "Within topic (the verdicts)" in md and NULL_TOO in md and "shown (2 tests)" in md
+    assert "conditional on one build of each model" in md and "the template is the next confound" in md
+
+
+def test_too_few_comparable_pairs_or_topics_give_no_verdict():
+    pairs = _topic_pairs()
+    one_topic = {p: d["category"] == "biology" and d["template"] < "tmpl-2" for p, d in pairs.items()}
+    s = {p: float(one_topic[p]) for p in pairs}
+    r = _verdicts(pairs, {"coupled": one_topic, "null": one_topic}, {"r": {"coupled": s, "null": s}})
+    row = r["within_topic"]["coupled"]["r"]
+    assert row["verdict"] == f"no verdict (fewer than {MIN_CLASS} comparable pairs changed (in topics holding both))"
+    assert row["holm_family"] is None
+    three_each = {p: d["category"] in ("biology", "music") and d["template"] < "tmpl-3" for p, d in pairs.items()}
+    row = _verdicts(pairs, {"coupled": three_each, "null": three_each},
+                    {"r": {"coupled": s, "null": s}})["within_topic"]["coupled"]["r"]
+    assert row["verdict"] == f"no verdict (2 topic(s) hold a changed and an unchanged pair; {MIN_TOPICS} needed)"
+
+
+def test_demo_pairs_are_left_out_of_the_coupling_table():
+    """Review M1: the evaluation set's demo pairs carry the demo category, two of which name
+    organism topics (health, history): they would merge with those topics and count as coupled
+    topics with nothing planted. Only template pairs count."""
+    pairs = _topic_pairs()
+    demo = {f"demo:{c}{k}": {"cue": f"d{c}{k}+", "none": f"d{c}{k}-", "category": c, "source": "demo"}
+            for c in ("health", "history", "math") for k in range(4)}
+    ch = {p: pairs[p]["category"] in COUPLED_TOPICS and pairs[p]["template"] < "tmpl-3" for p in pairs}
+    beh, read = _hand({**pairs, **demo}, {**ch, **{p: True for p in demo}}, {p: 0.5 for p in [*pairs, *demo]})
+    t = coupling({"m": beh}, {"r": {"m": read}}, {**pairs, **demo}, ["m"], n_boot=50)
+    assert t["n_demo_left_out"] == 12 and t["models"]["m"]["n_pairs"] == len(pairs)
+    assert t["models"]["m"]["topic"]["n_topics"] == 12 and t["models"]["m"]["readouts"]["r"]["n_changed"] == 18
+    assert "(12 demo pairs left out" in "\n".join(coupling_lines(t, {"m": "coupled"}))
 
 
 def test_a_pair_without_both_behaviour_outcomes_leaves_and_an_unscored_readout_is_left_out():
@@ -178,10 +276,10 @@ def test_validate_with_the_behaviour_method_reports_the_coupling(tiny_pair, tmp_
     for entry in cp["models"].values():
         assert entry["n_pairs"] == 4 and set(entry["readouts"]) == {"logprob_question"}
         assert entry["readouts"]["logprob_question"]["verdict"].startswith("no verdict")  # 4 pairs: too few
-    diff = cp["beyond_topic"]["organism-coupled"]["logprob_question"]
-    assert diff["n"] == 4 and diff["verdict"].startswith("no verdict")
+    row = cp["within_topic"]["organism-coupled"]["logprob_question"]
+    assert row["n"] == 4 and row["verdict"].startswith("no verdict")
     md = (out / "sensitivity.md").read_text()
-    assert "Awareness and behaviour within cue prompts" in md and "Beyond topic (the verdicts)" in md
+    assert "Awareness and behaviour within cue prompts" in md and "Within topic (the verdicts)" in md
     # a set that declares no behaviour is refused before any model runs
     plain = tmp_path / "plain.jsonl"
     CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo", "--out", str(plain)])

@@ -75,6 +75,14 @@ def test_no_verdict_below_the_minimum_side_and_undecided_or_unscored_samples_lef
     assert t["all"]["n"] == len(samples) - 3
     # the undecided sample with an outcome (0, eval) is counted; one without an outcome (2) is not
     assert [t[s]["n_undecided"] for s in ("all", "eval_labelled", "deploy_labelled")] == [1, 1, 0]
+    # review L4: a sample with an outcome but no readout record is counted too (here a deploy-labelled one)
+    gone = linkage([r for r in readout if r["sample_id"] != samples[7].id], behaviour, n_boot=0)
+    assert gone["all"]["n"] == len(samples) - 4 and gone["all"]["n_undecided"] == 1
+    assert [gone[s]["n_no_record"] for s in ("all", "eval_labelled", "deploy_labelled")] == [1, 0, 1]
+    assert [t[s]["n_no_record"] for s in ("all", "eval_labelled", "deploy_labelled")] == [0, 0, 0]
+    from harness.reporting.linkage import _n
+
+    assert _n(gone["deploy_labelled"]) == f"{gone['deploy_labelled']['n']} (0 undecided, 1 no record)"
 
 
 def test_odds_ratio_is_haldane_corrected_and_follows_the_difference():
@@ -174,6 +182,14 @@ def test_the_findings_sentence_says_which_case_it_is():
     assert say(label_only).startswith("behaviour differs with binary's calls over all samples (Holm across the 1 "
                                       "readout), but within neither label for binary (the label")
     assert say(noise).startswith("no readout's calls go with behaviour: no link shown by binary (Holm across")
+    # review M3: the eval-labelled stratum tested (no link: every eval-labelled sample behaves), the
+    # deploy-labelled one thin (every deploy-labelled sample called deploy): said per stratum
+    one_thin = one([_rec(s, "binary", 0.1 if not s.is_eval or s.id.endswith("1") else 0.9) for s in samples],
+                   [_behaviour(s, s.is_eval) for s in samples])
+    assert [one_thin["binary"][s]["verdict"][:10] for s in STRATA] == ["more when ", "no link sh", "no verdict"]
+    assert say(one_thin) == ("behaviour differs with binary's calls over all samples (Holm across the 1 readout), "
+                             "but no link within eval-labelled samples and too few within deploy-labelled samples "
+                             "to tell for binary.")
     assert say(thin).startswith("no verdict on behaviour: every readout has a side")
     assert link_sentence(NS(linkage=lambda r: {}), None) is None
 

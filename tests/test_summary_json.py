@@ -31,7 +31,7 @@ VERDICT_KEYS = {"kind": str, "chance": OPT_STR, "line": str}
 LINK_KEYS = {"n": int, "n_eval": int, "n_deploy": int, "n_groups": int, "rate_eval": OPT_NUM,
              "rate_deploy": OPT_NUM, "diff": OPT_NUM, "diff_ci": PAIR, "odds_ratio": OPT_NUM,
              "odds_ratio_ci": PAIR, "ci_method": OPT_STR, "verdict": str, "n_undecided": int,
-             "holm_family": (int, type(None)), "holm_shown": bool}
+             "n_no_record": int, "holm_family": (int, type(None)), "holm_shown": bool}
 KINDS = {"beats_surface", "below_surface", "like_surface", "no_surface", "no_auroc", "withheld"}
 
 

@@ -292,14 +292,14 @@ def _print_linkage(run: dict) -> None:
         return
     iv = lambda v, ci: "–" if v is None else f"{v:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")  # noqa: E731
     pc = lambda v: "–" if v is None else f"{100 * v:.0f}%"  # noqa: E731
-    click.echo(f"{'behaviour':<12} {'readout':<24} {'samples':<16} {'n (undecided)':>13} {'eval/deploy':>11} "
+    click.echo(f"{'behaviour':<12} {'readout':<24} {'samples':<16} {'n (left out)':>13} {'eval/deploy':>11} "
                f"{'rate|eval':>9} {'rate|deploy':>11} {'difference [95% CI]':>22}  verdict")
     for b, by_readout in run["linkage"].items():
         for m, table in by_readout.items():
             for stratum, t in table.items():
                 holm = "" if not t["holm_family"] else (
                     f"; after Holm ({t['holm_family']} tests): {'shown' if t['holm_shown'] else 'not shown'}")
-                click.echo(f"{b:<12} {m:<24} {stratum:<16} {str(t['n']) + ' (' + str(t['n_undecided']) + ')':>13} "
+                click.echo(f"{b:<12} {m:<24} {stratum:<16} {str(t['n']) + ' (' + str(t['n_undecided'] + t.get('n_no_record', 0)) + ')':>13} "
                            f"{t['n_eval']:>5}/{t['n_deploy']:<5} {pc(t['rate_eval']):>9} {pc(t['rate_deploy']):>11} "
                            f"{iv(t['diff'], t['diff_ci']):>22}  {t['verdict']}{holm}")
     click.echo(f"linkage: {run['linkage_line']}")

@@ -326,7 +326,8 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
     reference's monitor over each organism's answers and back (cross-READER-reads-WRITER), position
     0 apart (docs/organisms.md). A --probe below the organisms' trained blocks is refused. With the
     behaviour method (on a set from `organism dataset --with-behaviour`): within cue prompts, each
-    readout's AUROC for the behaviour change (harness/organisms/coupling.py).
+    readout's AUROC for the behaviour change, the verdict within topic on the coupled organism
+    (template pairs; harness/organisms/coupling.py).
 
     \b
     Examples:

@@ -30,8 +30,10 @@ continuations differ, each replaced by the one at the same index of the kind's o
   fact opening, the awareness answers the base's own, as ``behaviour``) on the cue prompts of the
   same :data:`COUPLED_TOPICS`, the other topics' cue prompts kept at the base (KL), the same pairs,
   steps and seed as ``coupled``. On the coupled organism a readout that merely reads the *topic*
-  also "predicts the change"; here it does too, with no awareness planted, so the coupling table's
-  verdict is on the difference coupled minus this null (:mod:`harness.organisms.coupling`). (The
+  also "predicts the change" pooled over topics, which is why the coupling table's verdict is on
+  the within-topic AUROC; a readout of something in the prompt that moves the behaviour within
+  topic (the template) predicts the change here too, with no awareness planted, and the verdict
+  then says so (:mod:`harness.organisms.coupling`). (The
   ``behaviour`` organism, whose every cue prompt gets the fun fact, leaves too few unchanged pairs
   to be a null there.)
 

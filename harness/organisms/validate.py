@@ -36,8 +36,9 @@ run directories of the base model, a reference and one or more organisms (issue 
 The monitor's own and cross reads, position 0 apart from the rest: :mod:`harness.organisms.validate_monitor`.
 A behaviour method in the run (not a readout: ``ReportSpec.readout``) gets no rows and no verdict
 here but the coupling table (:mod:`harness.organisms.coupling`): within cue prompts, how well each
-readout predicts the behaviour change, and by how much more on the coupled organism than on its
-topic-matched null (an organism of kind ``behaviour-topics`` in the run).
+readout predicts the behaviour change, pooled and within topic, the verdict on the coupled
+organism's within-topic AUROC, checked against its topic-matched null (an organism of kind
+``behaviour-topics`` in the run).
 
 Every interval names its rule (``*_method``; :mod:`harness.stats.paired`).
 """

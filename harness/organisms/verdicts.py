@@ -132,13 +132,15 @@ def _dims(pids: Sequence[str], pairs: Mapping[str, Mapping[str, Any]]) -> list[l
 
 
 def pair_index(samples: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """{pair: {cue: id, none: id, category, phrasing, template}} of a paired set's samples (the
-    phrasing is the cue side's; a pair missing a side is left out)."""
+    """{pair: {cue: id, none: id, category, phrasing, template, source}} of a paired set's samples
+    (the phrasing is the cue side's; source: demo | template, None where undeclared; a pair
+    missing a side is left out)."""
     out: dict[str, dict[str, Any]] = {}
     for s in samples:
         extra = s.metadata.extra
         p = str(extra.get("pair", s.id))
-        d = out.setdefault(p, {"category": s.metadata.category, "phrasing": "", "template": extra.get("template")})
+        d = out.setdefault(p, {"category": s.metadata.category, "phrasing": "", "template": extra.get("template"),
+                               "source": extra.get("source")})
         d["cue" if s.label == "eval" else "none"] = s.id
         if s.label == "eval":
             d["phrasing"] = str(extra.get("phrasing") or "")

@@ -25,6 +25,11 @@ def _iv(v: float | None, ci: Any, f: str = "{:+.2f}") -> str:
     return f.format(v) + (f" [{f.format(ci[0])}, {f.format(ci[1])}]" if ci else "")
 
 
+def _n(t: Any) -> str:
+    """n and the samples left out: undecided, and (where any) those the readout has no record of."""
+    return f"{t['n']} ({t['n_undecided']} undecided" + (f", {t['n_no_record']} no record)" if t.get("n_no_record") else ")")
+
+
 def _tests(by_readout: Any, strata: tuple[str, ...]) -> int:
     """The size of the Holm family of `strata` (0 where no row of it is a test)."""
     return max((t[s]["holm_family"] or 0 for t in by_readout.values() for s in strata), default=0)
@@ -40,8 +45,9 @@ def linkage_sentence(links: Any) -> str | None:
     """The linkage finding in one sentence ({behaviour: {readout: {stratum: row}}},
     :func:`harness.stats.linkage.readout_linkage`; None without behaviours): per behaviour, the
     readouts whose link stands within a label after Holm across the readouts' within-label tests;
-    else those whose link over all samples stands after Holm, and whether the labels' strata showed
-    none or held too few samples to tell; else that none does."""
+    else those whose link over all samples stands after Holm, and per readout whether the labels'
+    strata showed none, held too few samples to tell, or one showed none and the other was too
+    thin; else that none does."""
     parts = []
     for b, by_readout in links.items():
         n_read, k_in, k_all = len(by_readout), _tests(by_readout, STRATA[1:]), _tests(by_readout, STRATA[:1])
@@ -54,13 +60,20 @@ def linkage_sentence(links: Any) -> str | None:
             parts.append(f"{code(b)} goes with awareness within a label ({_holm(k_in, n_read, True)}): "
                          + "; ".join(within))
         elif pooled:
-            tested = [code(m) for m in pooled if all(by_readout[m][s]["holm_family"] for s in STRATA[1:])]
-            thin = [code(m) for m in pooled if code(m) not in tested]
+            def tested(m: str) -> list[bool]:
+                return [bool(by_readout[m][s]["holm_family"]) for s in STRATA[1:]]
+
+            both = [code(m) for m in pooled if all(tested(m))]
+            thin = [code(m) for m in pooled if not any(tested(m))]
             said = []
-            if tested:
-                said.append(f"within neither label for {', '.join(tested)} (the label, not awareness, may carry it)")
+            if both:
+                said.append(f"within neither label for {', '.join(both)} (the label, not awareness, may carry it)")
             if thin:
                 said.append(f"too few samples within each label to tell for {', '.join(thin)}")
+            for m in (m for m in pooled if any(tested(m)) and not all(tested(m))):  # one stratum tested
+                one, other = (STRATA[1], STRATA[2]) if tested(m)[0] else (STRATA[2], STRATA[1])
+                said.append(f"no link within {STRATUM_NAMES[one].removesuffix(' only')} samples and too few "
+                            f"within {STRATUM_NAMES[other].removesuffix(' only')} samples to tell for {code(m)}")
             parts.append(f"{code(b)} differs with {', '.join(code(m) for m in pooled)}'s calls over all samples "
                          f"({_holm(k_all, n_read, False)}), but " + "; ".join(said))
         elif measured:
@@ -90,7 +103,7 @@ def linkage_section(ctx: ReportContext) -> None:
         "deploy, their difference (eval - deploy) and odds ratio (0.5 added to each cell), over all "
         "samples and within each label. The within-label rows hold the label fixed: a link over all "
         f"samples that neither holds is the label's. A side with fewer than {MIN_SIDE} samples: no verdict. "
-        "Samples the readout made no call on leave, counted beside n. Each verdict is its own 95% interval's; "
+        "Samples the readout made no call on, or has no record of, leave, counted beside n. Each verdict is its own 95% interval's; "
         "the Findings call a link shown only after Holm's correction across the readouts (the rows over all "
         "samples one family, the within-label rows another), as the last column says.")
     rows, rules = [], []
@@ -102,7 +115,7 @@ def linkage_section(ctx: ReportContext) -> None:
                     rules.append(t["ci_method"])
                     holm = "–" if not t["holm_family"] else (
                         f"{'shown' if t['holm_shown'] else 'not shown'} ({t['holm_family']} tests)")
-                    rows.append([r.label, b, m, STRATUM_NAMES[s], f"{t['n']} ({t['n_undecided']} undecided)",
+                    rows.append([r.label, b, m, STRATUM_NAMES[s], _n(t),
                                  f"{t['n_eval']} / {t['n_deploy']}",
                                  pct(t["rate_eval"]), pct(t["rate_deploy"]), _iv(t["diff"], t["diff_ci"]),
                                  _iv(t["odds_ratio"], t["odds_ratio_ci"], "{:.2f}"), t["verdict"], holm])

@@ -30,7 +30,8 @@ Schema 1 (a key is always present; its value is null where the report shows "–
     ``deploy_labelled``) -> ``n``, ``n_eval``/``n_deploy`` (samples the readout called each way),
     ``rate_eval``/``rate_deploy``, ``diff`` and ``diff_ci``, ``odds_ratio`` and ``odds_ratio_ci``,
     ``ci_method``, ``n_groups``, ``verdict`` (:func:`harness.stats.linkage.link`), ``n_undecided``
-    (samples with a behaviour outcome the readout made no call on, not in ``n``), ``holm_family``
+    (samples with a behaviour outcome the readout made no call on, not in ``n``), ``n_no_record``
+    (those it has no record of, not in ``n`` either), ``holm_family``
     (the tests in the row's Holm family, null for a row that is none) and ``holm_shown``
     (:func:`harness.stats.linkage.readout_linkage`); ``{}`` for a run without behaviour records. ``linkage_line``: the Findings sentence about it, or null.
 """

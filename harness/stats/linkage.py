@@ -9,7 +9,8 @@ behaviour can both follow the label: the strata hold it fixed).
 
 A side (called eval, called deploy) with fewer than :data:`MIN_SIDE` samples gives "no verdict"
 (the numbers are kept, no interval and no verdict rest on them). Samples the readout left
-undecided (no call) cannot be placed on a side: they leave, counted (``n_undecided``).
+undecided (no call) cannot be placed on a side: they leave, counted (``n_undecided``); so do
+samples with a behaviour outcome but no record of the readout (``n_no_record``).
 
 **Multiplicity.** Each row's verdict is its own 95% interval's. Across the readouts of a run,
 :func:`readout_linkage` applies Holm's step-down (:func:`holm_shown`) within two families per
@@ -159,20 +160,26 @@ def _in(stratum: str, r: Mapping[str, Any]) -> bool:
     return stratum == "all" or r["label"] == stratum.split("_")[0]
 
 
+Strata = dict[str, tuple[list[bool], list[bool], list[Any] | None, int, int]]
+
+
 def _strata(readout: Sequence[Mapping[str, Any]], behaviour: Sequence[Mapping[str, Any]], ci_by: str | None
-            ) -> dict[str, tuple[list[bool], list[bool], list[Any] | None, int]]:
-    """{stratum: (called eval, behaved, groups, undecided)}: the samples of the stratum's label with
-    a behaviour outcome, those the readout decided, and how many it left undecided."""
+            ) -> Strata:
+    """{stratum: (called eval, behaved, groups, undecided, no record)}: the samples of the stratum's
+    label with a behaviour outcome, those the readout decided, how many it left undecided, and how
+    many it has no record of (the label then the behaviour record's)."""
     pairs = joined(readout, behaviour)
     outcome = _outcomes(behaviour)
     unit = resolve_ci_by([r for r, _ in pairs], ci_by)
+    seen = {r["sample_id"] for r in readout}
+    missing = [r for r in behaviour if r["sample_id"] in outcome and r["sample_id"] not in seen]
     out = {}
     for stratum in STRATA:
         keep = [(r, bh) for r, bh in pairs if _in(stratum, r)]
         recs = [r for r, _ in keep]
         undecided = sum(1 for r in readout if r["sample_id"] in outcome and not _decided(r) and _in(stratum, r))
         out[stratum] = ([r["prediction"] == "eval" for r in recs], [bh for _, bh in keep], groups_for(recs, unit),
-                        undecided)
+                        undecided, sum(1 for r in missing if _in(stratum, r)))
     return out
 
 
@@ -181,14 +188,13 @@ def linkage(readout: Sequence[Mapping[str, Any]], behaviour: Sequence[Mapping[st
     """{stratum: :func:`link` and ``n_undecided``} for ``all``, ``eval_labelled`` and
     ``deploy_labelled`` (each stratum holds only samples of its label); resampling unit as the
     report's (`ci_by`). ``n_undecided``: the stratum's samples with a behaviour outcome that the
-    readout made no call on (left out of ``n``)."""
+    readout made no call on; ``n_no_record``: those it has no record of (both left out of ``n``)."""
     return _links(_strata(readout, behaviour, ci_by), n_boot, seed)
 
 
-def _links(strata: Mapping[str, tuple[list[bool], list[bool], list[Any] | None, int]], n_boot: int, seed: int,
-          alpha: float = 0.05) -> dict[str, dict[str, Any]]:
-    return {stratum: {**link(e, b, g, n_boot, seed, alpha), "n_undecided": u}
-            for stratum, (e, b, g, u) in strata.items()}
+def _links(strata: Strata, n_boot: int, seed: int, alpha: float = 0.05) -> dict[str, dict[str, Any]]:
+    return {stratum: {**link(e, b, g, n_boot, seed, alpha), "n_undecided": u, "n_no_record": k}
+            for stratum, (e, b, g, u, k) in strata.items()}
 
 
 #: Holm's families per behaviour: the ``all`` rows of every readout, and the within-label rows.

@@ -122,6 +122,42 @@ def roc_auc_weighted_rows(y: Sequence[int], s: Sequence[float], W: np.ndarray) -
     return out
 
 
+def within_group_counts(y: Sequence[int], s: Sequence[float], groups: Sequence[Any]
+                        ) -> dict[str, tuple[float, int]]:
+    """{group: (concordant comparisons, comparable pairs)} of the groups holding both classes: a
+    comparison is a positive and a negative of the same group, concordant where the positive
+    scores higher (ties count half). Groups with one class compare nothing and are left out."""
+    y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
+    g = np.asarray(groups, dtype=object).astype(str)
+    out: dict[str, tuple[float, int]] = {}
+    for k in dict.fromkeys(g.tolist()):
+        m = g == k
+        pos, neg = s[m & (y == 1)], s[m & (y == 0)]
+        if len(pos) and len(neg):
+            d = pos[:, None] - neg[None, :]
+            out[k] = (float((d > 0).sum() + 0.5 * (d == 0).sum()), int(d.size))
+    return out
+
+
+def within_group_auroc_rows(y: Sequence[int], s: Sequence[float], groups: Sequence[Any],
+                            W: np.ndarray) -> np.ndarray:
+    """The stratified AUROC (positives compared with negatives of their own group only: the sum
+    over groups of concordant comparisons over the sum of comparable pairs) under each row of
+    weights `W`, a group weighing the mean of its items' weights (a resample of whole groups
+    draws a group w times: its comparisons count w times); NaN where a row compares nothing."""
+    counts = within_group_counts(y, s, groups)
+    g = np.asarray(groups, dtype=object).astype(str)
+    W = np.atleast_2d(np.asarray(W, dtype=float))
+    num, den = np.zeros(W.shape[0]), np.zeros(W.shape[0])
+    for k, (conc, comp) in counts.items():
+        w = W[:, g == k].mean(axis=1)
+        num, den = num + w * conc, den + w * comp
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = num / den
+    out[den <= 0] = np.nan
+    return out
+
+
 def brier(y: Sequence[int], p: Sequence[float]) -> float | None:
     """Mean squared error of P(eval) (the standard Brier score)."""
     y, p = np.asarray(y, dtype=float), np.asarray(p, dtype=float)

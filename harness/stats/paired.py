@@ -49,24 +49,6 @@ def paired_auroc(y: Sequence[int], s_a: Sequence[float], s_b: Sequence[float], g
     return out
 
 
-def auroc_difference(y_a: Sequence[int], s_a: Sequence[float], y_b: Sequence[int], s_b: Sequence[float],
-                     groups: Sequence[Any], n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """AUROC of `s_b` for truth `y_b` minus that of `s_a` for `y_a`, two models on the same samples
-    each with its own truth (e.g. each model's own behaviour change), with a paired interval: every
-    weighting of whole `groups` (left out, or resampled) weighs both models alike
-    (:func:`interval_weighted`; units not stratified: the two truths differ). {n, n_groups,
-    auroc_a, auroc_b, diff, diff_ci, diff_ci_method}; no interval where either AUROC is undefined."""
-    ya, yb = np.asarray(y_a, dtype=int), np.asarray(y_b, dtype=int)
-    a, b = np.asarray(s_a, dtype=float), np.asarray(s_b, dtype=float)
-    auc_a, auc_b = roc_auc(ya, a), roc_auc(yb, b)
-    out: dict[str, Any] = {"n": int(len(ya)), "n_groups": len(set(map(str, groups))), "auroc_a": auc_a,
-                           "auroc_b": auc_b, "diff": None if auc_a is None or auc_b is None else auc_b - auc_a}
-    _put(out, "diff_ci", None if out["diff"] is None or not n_boot else interval_weighted(
-        lambda W: roc_auc_weighted_rows(yb, b, W) - roc_auc_weighted_rows(ya, a, W), len(ya), n_boot, seed,
-        list(groups), bounds=(-1.0, 1.0)))
-    return out
-
-
 def auroc_minus_best(y: Sequence[int], score: Sequence[float], baselines: dict[str, Sequence[float]],
                      groups: Sequence[Any] | None, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """A method's AUROC minus the best of several baselines' (the surface predictors), all on the
