@@ -170,6 +170,7 @@ def test_run_constrain_end_to_end(tmp_path, tiny_model_dir):
     assert row.startswith("binary (constrained)")
     n, _, _, undecided, bad, cut = row[len("binary (constrained)"):].split()[:6]
     assert (n, bad, cut) == ("2", "0", "2/12")  # both 4-token sample answers were cut
+    assert "2/12 (2 sample answers)" in row  # the cut cell as the report shows it (cut_cell)
     # answers to the samples, cut with text kept: a note that asks nothing, not a warning (issue 46)
     assert "note: binary: 2 of 12 answers so far (16.7%) were answers to the sample cut" in r.stderr
     assert "stopped at the token limit" not in r.stderr
