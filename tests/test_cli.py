@@ -159,22 +159,22 @@ def test_quiet_by_default_one_line_per_engine_verbose_restores(tmp_path, tiny_mo
 def test_run_constrain_end_to_end(tmp_path, tiny_model_dir):
     """`run --constrain` on a random model: every binary answer parses, `show` marks the row,
     counts the cut sample answers and a second run without the flag is refused."""
-    import subprocess
-    import sys
+    from tests.helpers.cli import in_process
 
-    base = [sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir), "--backend", "hf",
+    base = ["run", "--model", str(tiny_model_dir), "--backend", "hf",
             "--dataset", "demo", "--limit", "2", "--methods", "binary", "--temperature", "1",
             "--answer-tokens", "4", "--probe-tokens", "24", "--out", str(tmp_path / "r"), "--no-progress"]
-    r = subprocess.run(base + ["--constrain"], capture_output=True, text=True)
+    r = in_process(*base, "--constrain")
     assert r.returncode == 0, r.stderr
     row = next(line for line in r.stdout.splitlines() if line.startswith("binary"))
     assert row.startswith("binary (constrained)")
     n, _, _, undecided, bad, cut = row[len("binary (constrained)"):].split()[:6]
     assert (n, bad, cut) == ("2", "0", "2/12")  # both 4-token sample answers were cut
+    assert "2/12 (2 sample answers)" in row  # the cut cell as the report shows it (cut_cell)
     # answers to the samples, cut with text kept: a note that asks nothing, not a warning (issue 46)
     assert "note: binary: 2 of 12 answers so far (16.7%) were answers to the sample cut" in r.stderr
     assert "stopped at the token limit" not in r.stderr
-    again = subprocess.run(base, capture_output=True, text=True)
+    again = in_process(*base)
     assert again.returncode == 2 and "setting for method binary" in again.stderr
 
 

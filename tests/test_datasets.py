@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from hypothesis import strategies as st
 from harness.data.readers import NEEDHAM_HUMAN_SOURCE, demo_path, load_dataset, summarize, write_jsonl
 from harness.core.errors import DatasetError
 from harness.core.sample import Message, Sample, SampleMeta, ToolCall
+from tests.helpers.cli import in_process
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -172,35 +171,31 @@ def test_undecodable_byte_names_file_line_and_offset(tmp_path):
     t.write_bytes("first\nsecond\n".encode("utf-16"))
     with pytest.raises(DatasetError, match=r"p.txt: the file is UTF-16 \(byte-order mark ff fe\)"):
         load_dataset(t)
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(p)],
-                       capture_output=True, text=True)
+    r = in_process("data", "validate", p)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "line 2" in r.stderr
 
 
 def test_label_option_for_label_less_inputs_only(tmp_path):
     txt = _write(tmp_path, "bench.txt", "one\ntwo\n")
-    cli = [sys.executable, "-m", "harness.cli.main", "data", "validate"]
+    cli = ["data", "validate"]
     for flag in ("--label", "--text-label"):  # the old name stays as a hidden alias
-        r = subprocess.run(cli + [str(txt), flag, "deploy"], capture_output=True, text=True)
+        r = in_process(*cli, txt, flag, "deploy")
         assert r.returncode == 0 and "labels: deploy=2" in r.stdout, r.stderr
-    r = subprocess.run(cli + [str(txt), "--label", "eval", "--text-label", "deploy"],
-                       capture_output=True, text=True)
+    r = in_process(*cli, txt, "--label", "eval", "--text-label", "deploy")
     assert r.returncode == 2 and "disagree" in r.stderr
-    helptext = subprocess.run(cli + ["--help"], capture_output=True, text=True).stdout
+    helptext = in_process(*cli, "--help").stdout
     assert "--label" in helptext and "--text-label" not in helptext
-    r = subprocess.run(cli + ["demo", "--label", "eval"], capture_output=True, text=True)
+    r = in_process(*cli, "demo", "--label", "eval")
     assert r.returncode == 2 and "this file has its own labels" in r.stderr
 
 
 def test_cli_validate_errors_one_line_nonzero(tmp_path):
     p = _write(tmp_path, "d.jsonl", json.dumps({**GOOD, "label": None}) + "\n")
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(p)],
-                       capture_output=True, text=True)
+    r = in_process("data", "validate", p)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "record 1" in lines[0] and "'label'" in lines[0]
-    ok = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", "demo"],
-                        capture_output=True, text=True)
+    ok = in_process("data", "validate", "demo")
     assert ok.returncode == 0 and "labels: deploy=" in ok.stdout
 
 

@@ -14,6 +14,7 @@ import pytest
 from harness.backends.openai.backend import OpenAIBackend, normalize_base_url
 from harness.core.errors import BackendError
 from harness.core.redact import redact_text, redact_url
+from tests.helpers.cli import in_process
 
 SECRET = "s3cr3t-VALUE"
 
@@ -93,8 +94,7 @@ def _model_calls(run) -> int:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                          text=True, timeout=120)
+    return in_process(*args)  # a fresh interpreter only where the environment must differ (the hub)
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", f"http://user:{SECRET}@127.0.0.1:9/v1"])

@@ -20,13 +20,13 @@ from harness.core.redact import redact_text, redact_url
 from harness.data.readers import load_dataset
 from harness.data.subset import select
 from harness.runlog import RunLog
+from tests.helpers.cli import in_process
 
 SECRET = "sk-hostile-0123456789"
 
 
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return in_process(*args)
 
 
 def _main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str

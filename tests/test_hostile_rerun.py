@@ -26,7 +26,7 @@ from harness.data.readers import load_dataset
 from harness.runlog import RunLog
 from probes.activations.shard_file import sha256
 from probes.activations.store import ActivationStore
-from tests.helpers.cli import one_line as _one_line, run_main as _cli
+from tests.helpers.cli import in_process, one_line as _one_line, run_main as _cli
 from tests.helpers.probe_runs import answer_run, random_samples
 
 ROOT = Path(__file__).parents[1]
@@ -441,10 +441,8 @@ def test_a_factor_whose_detect_raises_stops_cues_with_one_line_before_any_model(
     data = tmp_path / "data.jsonl"
     write_jsonl(samples, data)
     (tmp_path / "boom.py").write_text(FACTOR_FILE.format(name="boom", trigger="trigger-zz", add_raises=False))
-    p = subprocess.run([sys.executable, "-m", "harness.cli.main", "cues", "--model", tiny_model_dir,
-                        "--backend", "hf", "--dataset", data, "--factors", f"grading,{tmp_path / 'boom.py'}",
-                        "--out", tmp_path / "cues", "--no-progress"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    p = in_process("cues", "--model", tiny_model_dir, "--backend", "hf", "--dataset", data,
+                   "--factors", f"grading,{tmp_path / 'boom.py'}", "--out", tmp_path / "cues", "--no-progress")
     line = _one_line(p.returncode, p.stderr)
     assert f"factor 'boom' raised ValueError: kaboom while detecting it in sample {target.id!r}" in line, line
     assert not (tmp_path / "cues").exists()  # refused before the run directory, or a model

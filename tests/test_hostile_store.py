@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.data.readers import load_dataset, write_jsonl
+from tests.helpers.cli import in_process
 
 ROOT = Path(__file__).parents[1]
 FAST = ["--backend", "hf", "--methods", "binary", "--answer-tokens", "2", "--probe-tokens", "2",
@@ -21,7 +22,10 @@ FAST = ["--backend", "hf", "--methods", "binary", "--answer-tokens", "2", "--pro
 
 
 def _cli(*args: object, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*(prefix or [sys.executable]), "-m", "harness.cli.main", *map(str, args)],
+    """`evalaware ARGS` in this process; under `prefix` (a read-only mount) in a fresh one."""
+    if prefix is None:
+        return in_process(*args)
+    return subprocess.run([*prefix, "-m", "harness.cli.main", *map(str, args)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
@@ -96,13 +100,14 @@ def test_a_second_dataset_into_one_run_dir_is_refused_before_any_model_loads(tmp
 
 # --- 5. readers never write --------------------------------------------------------------------
 
-def _read_only_prefix(run: Path) -> list[str]:
+def _read_only_prefix(run: Path) -> list[str] | None:
     """A command prefix under which `run` lies on a read-only file system. Root ignores
-    permission bits: there a read-only bind mount in a user namespace; else the bits."""
+    permission bits: there a read-only bind mount in a user namespace; else the bits (None:
+    this process sees them)."""
     if os.geteuid() != 0:
         for p in [run, *run.iterdir()]:
             p.chmod(0o555 if p.is_dir() else 0o444)
-        return [sys.executable]
+        return None
     mount = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" "$0" && exec "$@"'
     prefix = ["unshare", "-Urm", "sh", "-c", mount, str(run), sys.executable]
     if shutil.which("unshare") is None:
@@ -185,29 +190,21 @@ def test_a_hard_linked_lock_is_refused_and_the_other_file_keeps_its_bytes(tmp_pa
 
 # --- 7. a full disk ----------------------------------------------------------------------------
 
-FULL = """
-import sqlite3, sys
-_connect = sqlite3.connect
-
-def connect(*a, **k):  # the database may not grow: SQLite's own 'database or disk is full'
-    db = _connect(*a, **k)
-    db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
-    return db
-
-sqlite3.connect = connect
-from harness.cli.main import main
-sys.argv[0] = "evalaware"
-main()
-"""
-
-
-def test_a_full_disk_is_one_line_and_keeps_what_was_committed(tmp_path, finished_run, tiny_model_dir):
+def test_a_full_disk_is_one_line_and_keeps_what_was_committed(tmp_path, finished_run, tiny_model_dir,
+                                                             monkeypatch):
     run = tmp_path / "full"
     shutil.copytree(finished_run, run)
     before = _records(run)
-    r = subprocess.run([sys.executable, "-c", FULL, "run", "--model", str(tiny_model_dir), *FAST,
-                        "--dataset", "demo", "--limit", "6", "--out", str(run)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    real = sqlite3.connect
+
+    def connect(*a, **k):  # the database may not grow: SQLite's own 'database or disk is full'
+        db = real(*a, **k)
+        db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
+        return db
+
+    with monkeypatch.context() as m:
+        m.setattr(sqlite3, "connect", connect)
+        r = _run(tiny_model_dir, "demo", run, "--limit", "6")
     line = _error_line(r)
     assert line.startswith(f"error: {run / 'store.sqlite'}: cannot write the run log (database or "
                            f"disk is full); this write was rolled back")

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from harness.cli.main import cli  # noqa: E402
 from harness.data.readers import load_dataset, read_dataset, write_jsonl  # noqa: E402
 from harness.core.render import format_transcript  # noqa: E402
 from harness.runlog import RunLog  # noqa: E402
+from tests.helpers.cli import in_process  # noqa: E402
 
 from tests.inspect_log_fixture import (AGENT_SYSTEM, REASONING, write_agent_log,  # noqa: E402
                                   write_epochs_log, write_failed_log)
@@ -98,9 +97,7 @@ def test_data_validate_counts_and_labels(logs, fmt):
 
 
 def test_label_field_missing_is_one_line_error(logs):
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate",
-                        str(logs["eval"]["epochs"]), "--label-field", "split"],
-                       capture_output=True, text=True)
+    r = in_process("data", "validate", logs["eval"]["epochs"], "--label-field", "split")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         f"error: {logs['eval']['epochs']}: id='toy_epochs:a:1': field 'metadata.split': "
@@ -134,21 +131,18 @@ def test_truncated_log_is_one_line_error(logs, fmt, tmp_path):
     src = logs[fmt]["agent"].read_bytes()
     cut = tmp_path / f"cut.{fmt}"
     cut.write_bytes(src[: len(src) * 2 // 3])
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(cut)],
-                       capture_output=True, text=True)
+    r = in_process("data", "validate", cut)
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith(f"error: {cut}: ") and "not a readable Inspect log (truncated or corrupt?)" in line
 
 
 def test_empty_directory_and_duplicate_tasks(logs, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(tmp_path)],
-                       capture_output=True, text=True)
+    r = in_process("data", "validate", tmp_path)
     assert r.returncode == 2 and "no Inspect logs (.eval or .json) in this directory" in r.stderr
     for fmt in FORMATS:
         (tmp_path / logs[fmt]["agent"].name).write_bytes(logs[fmt]["agent"].read_bytes())
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "data", "validate", str(tmp_path)],
-                       capture_output=True, text=True)
+    r = in_process("data", "validate", tmp_path)
     assert r.returncode == 2 and "id='toy_agent:add': duplicate id (also in" in r.stderr
 
 
@@ -162,11 +156,10 @@ def test_reasoning_rendered_marked_and_round_trips(logs, tmp_path):
 
 
 def _run_full_third(model: str, dataset: Path, out: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", model, "--backend", "hf",
-                        "--dataset", str(dataset), "--view", "full", "--person", "third",
-                        "--methods", "binary", "--n-votes", "1", "--answer-tokens", "8",
-                        "--probe-tokens", "8", "--label-field", "split", "--label", "eval",
-                        "--out", str(out), "--no-progress"], capture_output=True, text=True)
+    r = in_process("run", "--model", model, "--backend", "hf", "--dataset", dataset, "--view", "full",
+                   "--person", "third", "--methods", "binary", "--n-votes", "1", "--answer-tokens", "8",
+                   "--probe-tokens", "8", "--label-field", "split", "--label", "eval", "--out", out,
+                   "--no-progress")
     assert r.returncode == 0, r.stderr[-3000:]
 
 

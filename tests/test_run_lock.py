@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from harness.runlog import lock as run_lock
 from harness.runlog.lock import LOCK_NAME, RunDirBusy, run_dir_lock
+from tests.helpers.cli import in_process
 
 HOLD = ("import sys, time\n"
         "from harness.runlog.lock import run_dir_lock\n"
@@ -69,22 +70,22 @@ def test_second_run_refused_at_once_naming_dir_and_pid(tmp_path, holder, tiny_mo
 
 def test_every_writer_is_refused_and_readers_work(tmp_path, holder, tiny_model_dir):
     run_dir = tmp_path / "r"
-    made = _cli("run", "--model", tiny_model_dir, "--backend", "hf", "--dataset", "demo", "--limit",
-                "2", "--methods", "binary", "--answer-tokens", "2", "--probe-tokens", "2",
-                "--no-progress", "--out", run_dir)
+    made = in_process("run", "--model", tiny_model_dir, "--backend", "hf", "--dataset", "demo",
+                      "--limit", "2", "--methods", "binary", "--answer-tokens", "2", "--probe-tokens",
+                      "2", "--no-progress", "--out", run_dir)
     assert made.returncode == 0, made.stderr
     assert (run_dir / LOCK_NAME).read_text() == ""  # released cleanly: no record left
     p = holder(run_dir)
     for args in (["activations", "capture", "--run", run_dir],
                  ["probes", "eval", "--run", run_dir],
                  ["taxonomy", "--run", run_dir, "--out", tmp_path / "tax", "--no-llm-names"]):
-        r = _cli(*args)
+        r = in_process(*args)
         assert r.returncode == 2 and f"in use by pid {p.pid}" in r.stderr, (args, r.stderr)
-    show = _cli("show", run_dir)
+    show = in_process("show", run_dir)
     assert show.returncode == 0 and "binary" in show.stdout, show.stderr
-    exp = _cli("export", run_dir, "--out", tmp_path / "x.jsonl")
+    exp = in_process("export", run_dir, "--out", tmp_path / "x.jsonl")
     assert exp.returncode == 0 and len((tmp_path / "x.jsonl").read_text().splitlines()) == 2
-    rep = _cli("report", run_dir, "--out", tmp_path / "rep")
+    rep = in_process("report", run_dir, "--out", tmp_path / "rep")
     assert rep.returncode == 0, rep.stderr
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from harness.core.errors import StoreError
 from harness.core.records import RECORD_SCHEMA, Record
 from harness.runlog import SCHEMA_VERSION, RunLog, TableSpec, encode_value
 from harness.core.sample import Message, Sample, SampleMeta
+from tests.helpers.cli import in_process
 
 ROOT = Path(__file__).parents[1]
 
@@ -82,8 +81,7 @@ def test_old_run_directory_is_migrated_in_place(tmp_path):
     assert again.opened_version == SCHEMA_VERSION and len(again.results()) == 3
     again.close()
     # the CLI reads it like any run
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "show", str(run)], capture_output=True,
-                       text=True, cwd=ROOT)
+    r = in_process("show", run)
     assert r.returncode == 0, r.stderr
     assert "samples: 2" in r.stdout
 
@@ -97,8 +95,7 @@ def test_newer_schema_refused_naming_file_and_version(tmp_path):
     with pytest.raises(StoreError, match=rf"store\.sqlite: run log schema version {SCHEMA_VERSION + 4} "
                                          r"is newer"):
         RunLog(run, create=False)
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "show", str(run)], capture_output=True,
-                       text=True, cwd=ROOT)
+    r = in_process("show", run)
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and str(run / "store.sqlite") in lines[0]

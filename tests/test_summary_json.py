@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +12,7 @@ from click.testing import CliRunner
 from harness.cli.main import cli
 from harness.reporting import summary as RS
 from harness.reporting.report import write_report
+from tests.helpers.cli import in_process
 from tests.test_report_findings import _findings, _run
 
 NUM, OPT_NUM = (int, float), (int, float, type(None))
@@ -129,10 +128,9 @@ def test_summary_json_show_json_and_the_report_agree(pos_run, tmp_path):
 
 def test_run_writes_summary_json_equal_to_show_json(tmp_path, tiny_model_dir):
     out = tmp_path / "r"
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir),
-                        "--backend", "hf", "--dataset", "demo", "--limit", "4", "--methods", "binary",
-                        "--answer-tokens", "2", "--probe-tokens", "2", "--no-progress", "--out", str(out)],
-                       capture_output=True, text=True)
+    r = in_process("run", "--model", tiny_model_dir, "--backend", "hf", "--dataset", "demo", "--limit", "4",
+                   "--methods", "binary", "--answer-tokens", "2", "--probe-tokens", "2", "--no-progress",
+                   "--out", out)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"summary (AUROC with its interval and rule, surface baseline, verdicts): {out / 'summary.json'}" in r.stdout
     assert f"report: `evalaware report {out}` writes {out.resolve() / 'report' / 'report.html'}" in r.stdout

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,10 +10,10 @@ from click.testing import CliRunner
 
 from harness.cli.main import cli
 from harness.runlog import RunLog
+from tests.helpers.cli import in_process
 from tests.helpers.scripted import ScriptedBackend
 from tests.helpers.taxonomy_texts import motivation_records
 
-REPO = Path(__file__).resolve().parents[1]
 FAST = ["--restarts", "1", "--categories", "5", "--no-progress"]
 
 
@@ -98,10 +95,8 @@ def test_too_few_features_ends_with_a_plain_statement(tmp_path):
                                                                     "taxonomy.md"]
 
 
-def run_main(*args, cwd=REPO):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", "taxonomy", *map(str, args)],
-                          capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+def run_main(*args):
+    return in_process("taxonomy", *args)
 
 
 def test_bad_input_one_line_errors(tmp_path, run_dir):

@@ -33,7 +33,7 @@ from harness.reporting import summary as run_summary
 from harness.cli.report import report
 from harness.reporting.report import method_label
 from harness.runlog.lock import run_dir_lock
-from harness.stats.tally import tally
+from harness.stats.tally import cut_cell, tally
 from harness.run.loop import SCHEDULES, check_dataset, needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.runlog.export import FORMATS, format_for, write_records
@@ -241,9 +241,10 @@ def run(opts: RunOptions, method_opts: MethodOptions, methods: list[str], out: s
 
 def _print_summary(store, methods, run: dict | None) -> None:
     """Per method: accuracy ("–" where no sample was decided: withheld, as the report says),
-    undecided, excluded answers, answers cut at the token limit, judge verdicts unusable / with no
-    verified quote, and from `run` (one run of the summary object, harness/reporting/summary.py,
-    None without results) the AUROC with its 95% interval, its difference from the best surface
+    undecided, excluded answers, answers cut at the token limit (``cut_cell``: and how many of them
+    were answers to the sample, kept as cut), judge verdicts unusable / with no verified quote,
+    and from `run` (one run of the summary object, harness/reporting/summary.py, None without
+    results) the AUROC with its 95% interval, its difference from the best surface
     predictor's with its interval, and the excluded answers by kind (e.g. `no_signal`); then the
     surface baseline, the report's finding and the interval rules. Rows are marked constrained /
     self-judged from the run's settings. Behaviour records (no readout) are in the linkage table
@@ -265,12 +266,11 @@ def _print_summary(store, methods, run: dict | None) -> None:
         silent = acc["n"] and acc["undecided"] == acc["n"]  # no sample decided: no share to show
         fmt = lambda x: "–" if x is None or silent else f"{x:.2f}"  # noqa: E731
         judged = lambda k: f"{t[k]}/{t['verdicts']}" if t["verdicts"] else "-"  # noqa: E731
-        cut = f"{t['cut']}/{t['answers']}" if t["answers"] else "-"
         excl = ", ".join(f"{k} {v}" for k, v in sorted(answer_errors(recs).items())) or "-"
         vs = e.get("vs_surface") or {}
         click.echo(f"{method_label(m, man):<32} {acc['n']:>4} "
                    f"{fmt(acc['eval_correct']):>10} {fmt(acc['deploy_correct']):>14} {acc['undecided']:>9} "
-                   f"{acc['invalid_answers']:>11} {cut:>7} {judged('unjudged'):>8} "
+                   f"{acc['invalid_answers']:>11} {cut_cell(t):>7} {judged('unjudged'):>8} "
                    f"{judged('unverified'):>10} {iv(e.get('auroc'), e.get('auroc_ci')):>17} "
                    f"{iv(vs.get('diff'), vs.get('diff_ci'), '{:+.2f}'):>20}  {excl}")
     if run is None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
 import sys
 from typing import Any
 
@@ -19,6 +22,31 @@ def run_main(args: list[Any], monkeypatch: Any, capsys: Any) -> tuple[int, str, 
         code = int(e.code or 0)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def in_process(*args: Any) -> subprocess.CompletedProcess[str]:
+    """`evalaware ARGS` run in this process, reported as ``subprocess.run(capture_output=True,
+    text=True)`` reports a fresh one (exit code, stdout, stderr), the quiet mode it sets undone.
+    For tests of what a command does; a test of what a fresh interpreter imports, prints or
+    exits with keeps a subprocess. Saves each call a fresh interpreter's torch and transformers
+    imports (seconds). Needs no fixture, so module-scoped fixtures can use it too."""
+    from harness.cli.main import main
+    from harness.core import console
+
+    argv = ["evalaware", *map(str, args)]
+    out, err = io.StringIO(), io.StringIO()
+    saved, sys.argv = sys.argv, argv
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+                code = 0
+            except SystemExit as e:
+                code = int(e.code or 0)
+    finally:
+        sys.argv = saved
+        console.reset()
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def one_line(code: int, err: str) -> str:
