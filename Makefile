@@ -184,8 +184,9 @@ behaviour-linkage: install
 # The coupled organism against its topic-matched null (behaviour-topics) and the behaviour organism,
 # the null sham the reference: per model the behaviour rate with and without the cue and how much
 # the topic alone tells, per readout the within-cue AUROC for the behaviour change (pooled, and within
-# topic), and the verdicts: per readout, the coupled organism's within-topic AUROC after Holm, checked
-# against the topic-matched null (sensitivity.md "Awareness and behaviour within cue prompts"); the
+# topic), and the verdicts: per readout, the coupled organism's within-topic AUROC (permutation test,
+# Holm), beyond the topic-matched null's and beyond the base's and the sham's on the same labels
+# (sensitivity.md "Awareness and behaviour within cue prompts"); the
 # set's 120 family pairs, of which the template pairs count (vLLM).
 PAIRS_BEHAVIOUR := runs/organisms/graded-pairs-family-behaviour.jsonl
 validate-coupled: organism-coupled organism-behaviour-topics organism-behaviour organism-sham

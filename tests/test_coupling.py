@@ -14,8 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli.main import cli
-from harness.core.details import BehaviourOutcome
-from harness.organisms.coupling import MIN_CLASS, MIN_TOPICS, NOT_WITHIN, NULL_TOO, WITHIN, coupling, coupling_lines
+from harness.core.details import BehaviourOutcome, LogOdds
+from harness.organisms.coupling import (ANSWER_FLAG, CONTROL_TOO, MIN_CLASS, MIN_TOPICS, NOT_WITHIN, NULL_TOO, WITHIN,
+                                        coupling, coupling_lines)
+from harness.stats.metrics import within_group_permutation_p
 from harness.organisms.kinds import COUPLED_TOPICS
 
 N_PAIRS = 24
@@ -85,11 +87,14 @@ KINDS = {"coupled": "coupled", "null": "behaviour-topics", "base": "base"}
 
 
 def _verdicts(pairs: dict, changed: dict, scores: dict, n_boot: int = 200) -> dict:
-    """The coupling table of a coupled organism and its null: `changed` and `scores` {model: {pair: ...}}
-    per readout: scores {readout: {model: {pair: score}}}."""
-    beh = {m: _hand(pairs, changed[m], {p: 0.0 for p in pairs})[0] for m in ("coupled", "null")}
-    reads = {r: {m: _hand(pairs, changed[m], sc[m])[1] for m in ("coupled", "null")} for r, sc in scores.items()}
-    return coupling(beh, reads, pairs, ["coupled", "null"], n_boot=n_boot, kinds=KINDS)
+    """The coupling table of a coupled organism, its null and (where `scores` has one) the base
+    model: `changed` {model: {pair: changed}}, `scores` {readout: {model: {pair: score}}} (the
+    base's behaviour: never)."""
+    ms = ["coupled", "null", *(["base"] if any("base" in sc for sc in scores.values()) else [])]
+    changed = {"base": {p: False for p in pairs}, **changed}
+    beh = {m: _hand(pairs, changed[m], {p: 0.0 for p in pairs})[0] for m in ms}
+    reads = {r: {m: _hand(pairs, changed[m], sc[m])[1] for m in ms if m in sc} for r, sc in scores.items()}
+    return coupling(beh, reads, pairs, ms, n_boot=n_boot, kinds=KINDS)
 
 
 def _sim(kind: str, seed: int, pairs: dict) -> dict:
@@ -98,17 +103,19 @@ def _sim(kind: str, seed: int, pairs: dict) -> dict:
     the coupled organism changes on 90% of the coupled topics' cue prompts and the null on 30%;
     ``independent``, the readout reads the planted awareness exactly, but within the coupled topics
     awareness and the change are independent coin flips; ``tracks``, the change is the planted
-    awareness prompt by prompt and the readout reads it (with noise); the null's change is its own."""
+    awareness prompt by prompt and the readout reads it (with noise); the null's change is its own;
+    the base model's readout is noise."""
     rng = np.random.default_rng(seed)
     planted = {p: d["category"] in COUPLED_TOPICS for p, d in pairs.items()}
     flip = lambda q: {p: bool(planted[p] and rng.random() < q) for p in pairs}  # noqa: E731
+    noise = {p: rng.normal(0, 0.3) for p in pairs}
     if kind == "topic":
         s = {p: float(planted[p]) + rng.normal(0, 0.3) for p in pairs}
-        return _verdicts(pairs, {"coupled": flip(0.9), "null": flip(0.3)}, {"r": {"coupled": s, "null": s}})
+        return _verdicts(pairs, {"coupled": flip(0.9), "null": flip(0.3)}, {"r": {"coupled": s, "null": s, "base": s}})
     aware = flip(0.6)
     changed = {"coupled": flip(0.6) if kind == "independent" else aware, "null": flip(0.6)}
     return _verdicts(pairs, changed, {"r": {"coupled": {p: float(aware[p]) + rng.normal(0, 0.3) for p in pairs},
-                                            "null": {p: rng.normal(0, 0.3) for p in pairs}}})
+                                            "null": {p: rng.normal(0, 0.3) for p in pairs}, "base": noise}})
 
 
 def test_the_within_topic_auroc_compares_changed_and_unchanged_pairs_of_one_topic_only():
@@ -172,28 +179,130 @@ def test_awareness_independent_of_the_change_within_topic_does_not_pass():
     assert abs(float(np.mean([r["organism"]["auroc"] for r in rows])) - 0.5) < 0.06
 
 
-def test_a_readout_tracking_the_planted_awareness_within_topic_passes_and_a_template_readout_fails_on_the_null():
+def test_a_readout_tracking_the_planted_awareness_within_topic_passes_where_the_base_reads_noise():
     pairs = _topic_pairs(10)
     t = _sim("tracks", 3, pairs)
     r = t["within_topic"]["coupled"]["r"]
-    assert r["verdict"] == WITHIN and r["holm_family"] == 1 and r["holm_shown"]
+    assert r["verdict"] == WITHIN and r["holm_family"] == 1 and r["holm_shown"] and r["p_holm"] < 0.05
     assert r["organism"]["auroc"] > 0.9 and r["organism"]["ci"][0] > 0.5 and r["organism"]["n_topics"] == 6
-    assert "jackknife" in r["organism"]["ci_method"]  # the contributing topics resampled
-    assert r["null"]["ci"][0] < 0.5 < r["null"]["ci"][1] and r["diff"] > 0.3  # context beside the verdict
-    # a readout of the prompt's template, which moves the behaviour on both models within topic:
-    # above 0.5 on the coupled organism, and on the null too: not awareness's alone
+    assert "jackknife" in r["organism"]["ci_method"]  # the contributing topics resampled (shown, not the test)
+    assert r["null"]["ci"][0] < 0.5 < r["null"]["ci"][1] and r["diff"] > 0.3 and r["diff_ci"][0] > 0
+    c = r["controls"]["base"]
+    assert c["diff"] > 0.3 and c["diff_ci"][0] > 0 and abs(c["control"]["auroc"] - 0.5) < 0.2
+    assert t["controls"] == ["base"]
+    md = "\n".join(coupling_lines(t, KINDS))
+    assert "coupled - control [95% CI]" in md and "| base: +" in md and "the templates fixed" in md
+
+
+def _template_draw(seed: int, a_null: float) -> dict:
+    """The review's /tmp/rev2/s4.py: firing (the change) driven by the template on both organisms
+    within the coupled topics (a shared template effect), no awareness planted anywhere; the readout
+    reads the template only, on every model alike (the base included: it reads the prompt)."""
+    pairs = _topic_pairs()
+    r = np.random.default_rng(seed)
+    teff = np.linspace(-1.5, 1.5, 6)
+    sig = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+    tm = {p: int(d["template"][5:]) for p, d in pairs.items()}
+    fire = lambda a: {p: bool(d["category"] in COUPLED_TOPICS and r.random() < sig(a + 2.0 * teff[tm[p]]))  # noqa: E731
+                      for p, d in pairs.items()}
+    ch = {"coupled": fire(0.0), "null": fire(a_null)}
+    read = {p: teff[tm[p]] + r.normal(0, 0.5) for p in pairs}
+    return _verdicts(pairs, ch, {"template": {"coupled": read, "null": read, "base": read}}, n_boot=100)
+
+
+def test_a_template_readout_gets_no_awareness_verdict_where_the_null_is_too_thin_or_changes_like_the_coupled():
+    """Review 2, H1: the null check was 'the null did not reach significance', so (a) a null that
+    changes on every coupled-topic cue prompt (too thin to judge) skipped it silently and a template
+    readout read 'awareness predicts the change within topic'; (b) a null that fires like the coupled
+    organism, both driven by the template, let it pass in 22% of draws. Now the coupled-minus-null
+    difference must lie above 0 and so must the coupled-minus-base difference on the same labels."""
+    pairs = _topic_pairs()
+    cp = {p: d["category"] in COUPLED_TOPICS for p, d in pairs.items()}
+    tm = {p: int(d["template"][5:]) for p, d in pairs.items()}
+    rng = np.random.default_rng(0)
+    tmpl = {p: -tm[p] + rng.normal(0, 0.1) for p in pairs}
+    ch = {"coupled": {p: cp[p] and tm[p] < 4 for p in pairs}, "null": cp}  # the null changes on every one
+    r = _verdicts(pairs, ch, {"template": {"coupled": tmpl, "null": tmpl}})["within_topic"]["coupled"]["template"]
+    assert r["holm_shown"] and r["organism"]["auroc"] == 1.0  # the readout alone passes the old test
+    assert r["verdict"] == ("no verdict (null check not possible: the null's fewer than 5 comparable pairs unchanged "
+                            "(in topics holding both))")
+    t = _verdicts(pairs, ch, {"template": {"coupled": tmpl, "null": tmpl, "base": tmpl}})
+    assert t["within_topic"]["coupled"]["template"]["controls"]["base"]["diff"] == 0.0  # same labels, same ranks
+    assert "null check not possible" in "\n".join(coupling_lines(t, KINDS))
+    rows = [_template_draw(seed, 0.0)["within_topic"]["coupled"]["template"] for seed in range(20)]
+    assert not any(row["verdict"] == WITHIN for row in rows)
+    assert sum(bool(row["diff_ci"] and row["diff_ci"][0] > 0) for row in rows) <= 1  # the null check alone
+    assert not any(row["controls"]["base"]["diff_ci"] and row["controls"]["base"]["diff_ci"][0] > 0 for row in rows)
+    assert any(row["verdict"].startswith(CONTROL_TOO) or row["verdict"] == NULL_TOO for row in rows)
+
+
+def test_a_template_readout_that_moves_both_models_does_not_pass_and_a_noise_readout_is_not_shown():
+    pairs = _topic_pairs(10)
     rng = np.random.default_rng(1)
     early = {p: d["category"] in COUPLED_TOPICS and int(d["template"][5:]) < 5 for p, d in pairs.items()}
     tmpl = {p: float(early[p]) + rng.normal(0, 0.4) for p in pairs}
-    both = _verdicts(pairs, {"coupled": early, "null": early}, {"template": {"coupled": tmpl, "null": tmpl},
-                                                               "noise": {m: {p: rng.random() for p in pairs}
-                                                                         for m in ("coupled", "null")}})
+    both = _verdicts(pairs, {"coupled": early, "null": early},
+                     {"template": {"coupled": tmpl, "null": tmpl, "base": tmpl},
+                      "noise": {m: {p: rng.random() for p in pairs} for m in ("coupled", "null", "base")}})
     rows = both["within_topic"]["coupled"]
     assert rows["template"]["verdict"] == NULL_TOO and rows["template"]["holm_family"] == 2
     assert rows["noise"]["verdict"].startswith(NOT_WITHIN)
     md = "\n".join(coupling_lines(both, KINDS))
-    assert "Within topic (the verdicts)" in md and NULL_TOO in md and "shown (2 tests)" in md
-    assert "conditional on one build of each model" in md and "the template is the next confound" in md
+    assert "Within topic (the verdicts)" in md and NULL_TOO in md and "2 tests)" in md
+    assert "conditional on one build of each model" in md and "the cue's phrasing or its position" in md
+
+
+def test_the_verdict_tests_by_permutation_within_topic():
+    """Review 2, M2: the test was the interval (exact at AUROC 1 over topics, effective n inside),
+    so a perfect 6-topic readout of 3 changed / 3 unchanged pairs each was not shown under Holm with
+    3 readouts while a worse one passed. The permutation p (labels permuted within topic) passes it,
+    and a noise readout's p is about uniform."""
+    pairs = _topic_pairs()
+    cp = {p: d["category"] in COUPLED_TOPICS for p, d in pairs.items()}
+    tm = {p: int(d["template"][5:]) for p, d in pairs.items()}
+    ch = {"coupled": {p: cp[p] and tm[p] < 3 for p in pairs}, "null": {p: cp[p] and tm[p] % 2 == 0 for p in pairs}}
+    rng = np.random.default_rng(4)
+    perfect = {p: float(ch["coupled"][p]) + 0.1 * rng.random() for p in pairs}
+    sc = {k: {"coupled": v, "null": {p: rng.random() for p in pairs}, "base": {p: rng.random() for p in pairs}}
+          for k, v in (("perfect", perfect), ("n1", {p: rng.random() for p in pairs}),
+                       ("n2", {p: rng.random() for p in pairs}))}
+    rows = _verdicts(pairs, ch, sc)["within_topic"]["coupled"]
+    r = rows["perfect"]
+    assert r["organism"]["auroc"] == 1.0 and (r["organism"]["n_changed"], r["organism"]["n_topics"]) == (18, 6)
+    assert r["holm_family"] == 3 and r["p"] < 0.002 and r["p_holm"] < 0.05 and r["holm_shown"]
+    assert r["verdict"] == WITHIN
+    ps = []
+    for seed in range(12):
+        g = np.random.default_rng(seed)
+        y, s, cats = (g.random(36) < 0.5).astype(int), g.random(36), [f"t{i // 6}" for i in range(36)]
+        ps.append(within_group_permutation_p(y, s, cats, 2000, seed)[0])
+    assert 0.3 < float(np.mean(ps)) < 0.7 and sum(p < 0.05 for p in ps) <= 2
+    assert within_group_permutation_p([1, 0, 1, 0], [2, 1, 2, 1], ["a", "a", "b", "b"], 500, 0)[0] == pytest.approx(
+        (1 + 500 * 0.25) / 501, abs=0.06)  # perfect in two topics of 2: a chance of 1/4
+
+
+def test_saturated_scores_rank_by_the_exact_log_odds():
+    """Review 2, M3: a P(eval) of exactly 1.0 on every cue side tied everything (AUROC 0.5); the
+    readout ranks by the exact log-odds where every model's record holds one (validate's scale)."""
+    pairs = _topic_pairs()
+    cp = {p: d["category"] in COUPLED_TOPICS for p, d in pairs.items()}
+    ch = {p: cp[p] and int(pairs[p]["template"][5:]) < 3 for p in pairs}
+    beh, read = _hand(pairs, ch, {p: 1.0 for p in pairs})
+    for p, d in pairs.items():
+        read[d["cue"]] = {"score": 1.0, "details": LogOdds(20.0 + 5 * ch[p] + 0.01 * len(p)).to_dict()}
+    t = coupling({"coupled": beh}, {"logprob": {"coupled": read}}, pairs, ["coupled"], n_boot=50,
+                 kinds={"coupled": "coupled"})
+    row = t["models"]["coupled"]["readouts"]["logprob"]
+    assert row["scale"] == "log-odds" and row["within"]["auroc"] == 1.0
+    v = t["within_topic"]["coupled"]["logprob"]
+    assert v["scale"] == "log-odds" and v["holm_shown"]
+    assert v["verdict"] == "no verdict (null check not possible: no organism of kind behaviour-topics in this run)"
+    read[pairs["pbiology0"]["cue"]] = {"score": 1.0}  # one record without: the scores, one scale
+    t = coupling({"coupled": beh}, {"logprob": {"coupled": read}}, pairs, ["coupled"], n_boot=0,
+                 kinds={"coupled": "coupled"})
+    assert t["models"]["coupled"]["readouts"]["logprob"]["within"]["auroc"] == 0.5
+    md = "\n".join(coupling_lines(t, {"coupled": "coupled"}))
+    assert f"| logprob ({ANSWER_FLAG}) |" in md and t["reads_answer"] == ["logprob"]
 
 
 def test_too_few_comparable_pairs_or_topics_give_no_verdict():

@@ -37,8 +37,9 @@ The monitor's own and cross reads, position 0 apart from the rest: :mod:`harness
 A behaviour method in the run (not a readout: ``ReportSpec.readout``) gets no rows and no verdict
 here but the coupling table (:mod:`harness.organisms.coupling`): within cue prompts, how well each
 readout predicts the behaviour change, pooled and within topic, the verdict on the coupled
-organism's within-topic AUROC, checked against its topic-matched null (an organism of kind
-``behaviour-topics`` in the run).
+organism's within-topic AUROC (a permutation test), which must lie beyond its topic-matched null's
+(an organism of kind ``behaviour-topics`` in the run) and beyond the base's and the sham
+reference's readout on the same labels.
 
 Every interval names its rule (``*_method``; :mod:`harness.stats.paired`).
 """
@@ -58,6 +59,7 @@ from harness.organisms.coupling import coupling, coupling_lines
 from harness.methods.logprob import REPORT_FAMILY as LOGPROB_FAMILY
 from harness.runlog import RunLog
 from harness.stats.metrics import LOGIT_EPS, clipped_logit as logit_clipped
+from harness.stats.summaries import rank_values as _ranks, ranking_scale
 from harness.organisms.verdicts import decide, pair_index, role_of
 from harness.stats.decision import Rule
 from harness.stats.paired import mean_with_ci, paired_auroc, within_pair_differences
@@ -175,17 +177,6 @@ def logprob_methods(methods: Sequence[str]) -> list[str]:
 
 def _excludes_half(ci: Sequence[float] | None) -> bool:
     return bool(ci) and (ci[0] > 0.5 or ci[1] < 0.5)  # type: ignore[index]
-
-
-def ranking_scale(recs: Recs, ids: Sequence[str], models: Sequence[str]) -> str:
-    """``log-odds`` where every record of `ids` of every model in `models` holds an exact log-odds
-    (:meth:`LogOdds.value`), else ``score``: one scale for a whole comparison."""
-    ok = bool(ids) and all(LogOdds.value(recs[m][i]) is not None for m in models for i in ids)
-    return "log-odds" if ok else "score"
-
-
-def _ranks(by_id: Mapping[str, Mapping[str, Any]], ids: Sequence[str], scale: str) -> list[float]:
-    return [LogOdds.value(by_id[i]) if scale == "log-odds" else by_id[i]["score"] for i in ids]  # type: ignore[misc]
 
 
 def _pair_diffs(row: dict[str, Any], suffix: str, pid: Sequence[str], y: Sequence[int],

@@ -158,6 +158,46 @@ def within_group_auroc_rows(y: Sequence[int], s: Sequence[float], groups: Sequen
     return out
 
 
+def within_group_permutation_p(y: Sequence[int], s: Sequence[float], groups: Sequence[Any], n_perm: int = 2000,
+                               seed: int = 0) -> tuple[float, float] | None:
+    """One-sided permutation p-values of the stratified AUROC (:func:`within_group_auroc_rows`):
+    (above, below) its observed value, the labels permuted within each group (`n_perm` seeded
+    permutations; p = (1 + #permuted >= observed) / (1 + n_perm), and likewise <=). Each group keeps
+    its count of positives, so its comparable pairs are fixed and a group's concordant count is its
+    positives' midrank sum less n1 (n1 + 1) / 2. None where nothing is compared."""
+    y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
+    g = np.asarray(groups, dtype=object).astype(str)
+    rng = np.random.default_rng(seed)
+    obs, perm, den = 0.0, np.zeros(n_perm), 0
+    for k in dict.fromkeys(g.tolist()):
+        m = g == k
+        yk, sk = y[m], s[m]
+        n1 = int(yk.sum())
+        if n1 == 0 or n1 == len(yk):
+            continue
+        r = _midranks(sk)
+        base = n1 * (n1 + 1) / 2
+        obs += float((yk * r).sum()) - base
+        perm += (rng.permuted(np.tile(yk, (n_perm, 1)), axis=1) * r).sum(1) - base
+        den += n1 * (len(yk) - n1)
+    if den == 0 or n_perm <= 0:
+        return None
+    eps = 1e-9 * den
+    return ((1 + int((perm >= obs - eps).sum())) / (1 + n_perm), (1 + int((perm <= obs + eps).sum())) / (1 + n_perm))
+
+
+def _midranks(s: np.ndarray) -> np.ndarray:
+    """1-based ranks of `s`, ties given their mean rank."""
+    order = np.argsort(s, kind="mergesort")
+    r = np.empty(len(s))
+    r[order] = np.arange(1, len(s) + 1)
+    for v in np.unique(s):
+        t = s == v
+        if t.sum() > 1:
+            r[t] = r[t].mean()
+    return r
+
+
 def brier(y: Sequence[int], p: Sequence[float]) -> float | None:
     """Mean squared error of P(eval) (the standard Brier score)."""
     y, p = np.asarray(y, dtype=float), np.asarray(p, dtype=float)

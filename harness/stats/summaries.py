@@ -44,6 +44,20 @@ def ranked(records: Iterable[Record]) -> tuple[np.ndarray, np.ndarray]:
     return y, s
 
 
+def ranking_scale(recs: Mapping[str, Mapping[str, Mapping[str, Any]]], ids: Sequence[str],
+                  models: Sequence[str]) -> str:
+    """``log-odds`` where every record of `ids` of every model in `models` holds an exact log-odds
+    (:meth:`LogOdds.value`), else ``score``: one scale for a whole comparison (`recs`: model ->
+    sample id -> record)."""
+    ok = bool(ids) and all(LogOdds.value(recs[m][i]) is not None for m in models for i in ids)
+    return "log-odds" if ok else "score"
+
+
+def rank_values(by_id: Mapping[str, Mapping[str, Any]], ids: Sequence[str], scale: str) -> list[float]:
+    """What records `ids` rank by on `scale` (:func:`ranking_scale`): the exact log-odds or the score."""
+    return [LogOdds.value(by_id[i]) if scale == "log-odds" else by_id[i]["score"] for i in ids]  # type: ignore[misc]
+
+
 def auroc_gate(y: np.ndarray) -> str | None:
     """Why no ranking figure (AUROC, TPR at a fixed FPR) is computed from these scored labels:
     fewer than MIN_AUROC_PER_CLASS per class (3 eval + 3 deploy give AUROC 1.0 [1.0, 1.0] by
