@@ -77,7 +77,8 @@ def test_an_hf_engine_argument_transformers_does_not_know_is_refused_by_name(tin
         # part of the identity (cache keys): calls made under other engine arguments are not
         # reused; without -M the identity, and so every cache key, is what it was
         assert b.identity == {**hf_tiny.identity, "engine_args": {"attn_implementation": "eager"}}
-        assert set(hf_tiny.identity) == {"backend", "weights_sha256", "dtype"}
+        # (and its generation semantics: harness/backends/hf/backend.py generation_tag)
+        assert set(hf_tiny.identity) == {"backend", "weights_sha256", "dtype", "generation"}
     finally:
         b.close()
     with pytest.raises(BackendError, match="-M bogus_knob: not an engine argument of transformers"):

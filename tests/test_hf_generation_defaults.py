@@ -49,7 +49,10 @@ def test_sampling_draws_from_the_whole_distribution(hf_tiny):
     assert len(draws) == 200 and len({d[0] for d in draws}) > 60
 
 
-def test_hf_generations_are_keyed_apart_from_those_made_before():
+def test_hf_generations_are_keyed_apart_from_those_made_before(hf_tiny):
+    """The tag is in the identity, so in every call key and in the run's recorded model: a run
+    or cache made before is neither resumed nor reused with these generations."""
+    assert hf_tiny.identity["generation"] == HFBackend.generation_tag
     payload = {"prompt": list(PROMPT), "params": SamplingParams(temperature=1.0).to_dict()}
-    tagged = {**payload, "generation": HFBackend.generation_tag}
-    assert call_key({"backend": "hf"}, "generate", tagged) != call_key({"backend": "hf"}, "generate", payload)
+    before = {k: v for k, v in hf_tiny.identity.items() if k != "generation"}
+    assert call_key(hf_tiny.identity, "generate", payload) != call_key(before, "generate", payload)

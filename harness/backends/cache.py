@@ -82,9 +82,7 @@ class CachedBackend(WrappedBackend):
         return [found[k] for k in keys]
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        tag = getattr(self.inner, "generation_tag", None)  # a backend's change to how it generates
-        payloads = [{"prompt": list(r.prompt_ids), "params": r.params.to_dict(), **({"generation": tag} if tag else {})}
-                    for r in requests]
+        payloads = [{"prompt": list(r.prompt_ids), "params": r.params.to_dict()} for r in requests]
 
         def compute(idx: list[int]) -> list[dict[str, Any]]:
             gens = self.inner.generate([requests[i] for i in idx])

@@ -36,10 +36,7 @@ class HFBackend(Backend):
 
     kind = "hf"
     capabilities = HF.capabilities  # what it takes and can do: its spec (harness.backends.specs)
-    #: In every generation's cache key (:class:`harness.backends.cache.CachedBackend`): generations
-    #: made before the checkpoint's defaults were set aside and sampling stopped being cut to the top
-    #: 50 tokens (:func:`_neutral_defaults`) are not reused.
-    generation_tag = "request-only/v2"
+    generation_tag = "request-only/v2"  # in the identity: no run or cache mixes it with earlier generation
 
     def __init__(self, model: str, dtype: str = "auto", device: str | None = None,
                  batch_size: int = 8, trust_remote_code: bool = False,
@@ -69,7 +66,7 @@ class HFBackend(Backend):
         if revision:  # the snapshot's directory was loaded: name the model and revision asked for
             self.model_info.update(model=model, revision=revision)
         self._identity = {"backend": "hf", "weights_sha256": self.model_info["weights_sha256"],
-                          "dtype": self.dtype, **engine_identity(engine_args)}
+                          "dtype": self.dtype, "generation": self.generation_tag, **engine_identity(engine_args)}
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -77,28 +74,13 @@ class HFBackend(Backend):
 
     @classmethod
     def trainable(cls, path: str) -> tuple[Any, Any]:
-        from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
-
-        tokenizer = AutoTokenizer.from_pretrained(path)  # before the model, as organisms were always built
-        return tokenizer, AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        return _trainable(path)
 
     @classmethod
     def trainable_answers(cls, tokenizer: Any, model: Any, prompts: Sequence[TokenIds], max_tokens: int,
                           samples: int = 0, seed: int = 0) -> list[list[DrawnAnswer]]:
-        """Through the backend's one generation call (:func:`_generate`), with its padding and end
-        ids: the greedy answer, or `samples` temperature-1 samples with no top-k or top-p
-        truncation (``GenerationConfig``'s unset top-k would be filled with transformers' 50)."""
-        from transformers import GenerationConfig  # heavy: ~2 s to import
-
-        pad, eos = _pad_and_eos(tokenizer, model)
-        how = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if samples else dict(do_sample=False)
-        k = max(1, samples)
-        cfg = GenerationConfig(max_new_tokens=max_tokens, num_return_sequences=k, pad_token_id=pad,
-                               eos_token_id=eos, **how)
-        devices = [model.device] if model.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):  # the caller's random state is left as it was
-            rows = _generate(model, prompts, pad, cfg, seed if samples else None)
-        return [[_through_eos(r, eos) for r in rows[i * k:(i + 1) * k]] for i in range(len(prompts))]
+        """The greedy answer or `samples` temperature-1 samples: :func:`_drawn_answers`."""
+        return _drawn_answers(tokenizer, model, prompts, max_tokens, samples, seed)
 
     @property
     def vocab_size(self) -> int:
@@ -325,6 +307,32 @@ def _generate(model: Any, prompts: Sequence[TokenIds], pad_id: int, config: Any,
     with torch.inference_mode():
         gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **extra)
     return gen[:, ids.shape[1]:].cpu().tolist()
+
+
+def _trainable(path: str) -> tuple[Any, Any]:
+    """(tokenizer, float32 model) of `path` for training (an organism build)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
+
+    tokenizer = AutoTokenizer.from_pretrained(path)  # before the model, as organisms were always built
+    return tokenizer, AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+
+
+def _drawn_answers(tokenizer: Any, model: Any, prompts: Sequence[TokenIds], max_tokens: int,
+                   samples: int, seed: int) -> list[list[DrawnAnswer]]:
+    """Through the backend's one generation call (:func:`_generate`), with its padding and end
+    ids: the greedy answer, or `samples` temperature-1 samples with no top-k or top-p
+    truncation (``GenerationConfig``'s unset top-k would be filled with transformers' 50)."""
+    from transformers import GenerationConfig  # heavy: ~2 s to import
+
+    pad, eos = _pad_and_eos(tokenizer, model)
+    how = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if samples else dict(do_sample=False)
+    k = max(1, samples)
+    cfg = GenerationConfig(max_new_tokens=max_tokens, num_return_sequences=k, pad_token_id=pad,
+                           eos_token_id=eos, **how)
+    devices = [model.device] if model.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):  # the caller's random state is left as it was
+        rows = _generate(model, prompts, pad, cfg, seed if samples else None)
+    return [[_through_eos(r, eos) for r in rows[i * k:(i + 1) * k]] for i in range(len(prompts))]
 
 
 def _through_eos(toks: list[int], eos_ids: Sequence[int]) -> DrawnAnswer:
