@@ -96,7 +96,8 @@ organism: install
 # the behaviour-only one 1,621 + 47 s; the null sham draws 4 samples per cue prompt first: on
 # 2026-11-29 its drawing took 92 chunks at 8.7 s each alone on 2 cores (the first chunks: ~13 min in
 # all), then ran on one thread of one core (its build: 5,136 s in all, 1,438 s drawing, 1,200 steps
-# at 2.7-3.6 s): not a clean figure for 2 idle cores.
+# at 2.7-3.6 s): not a clean figure for 2 idle cores. Seed 1 (2026-11-29, one thread pinned to one core, the
+# other core busy): 5,315 s (drawing 92 chunks at 12-18 s, 1,200 steps at 2.4-3.4 s, measure ~6 min).
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
