@@ -165,6 +165,8 @@ def within_group_permutation_p(y: Sequence[int], s: Sequence[float], groups: Seq
     permutations; p = (1 + #permuted >= observed) / (1 + n_perm), and likewise <=). Each group keeps
     its count of positives, so its comparable pairs are fixed and a group's concordant count is its
     positives' midrank sum less n1 (n1 + 1) / 2. None where nothing is compared."""
+    from scipy.stats import rankdata  # scipy: ~0.5 s, not at CLI start-up
+
     y, s = np.asarray(y, dtype=int), np.asarray(s, dtype=float)
     g = np.asarray(groups, dtype=object).astype(str)
     rng = np.random.default_rng(seed)
@@ -175,7 +177,7 @@ def within_group_permutation_p(y: Sequence[int], s: Sequence[float], groups: Seq
         n1 = int(yk.sum())
         if n1 == 0 or n1 == len(yk):
             continue
-        r = _midranks(sk)
+        r = rankdata(sk)  # mid-ranks: ties share their mean rank
         base = n1 * (n1 + 1) / 2
         obs += float((yk * r).sum()) - base
         perm += (rng.permuted(np.tile(yk, (n_perm, 1)), axis=1) * r).sum(1) - base
@@ -184,18 +186,6 @@ def within_group_permutation_p(y: Sequence[int], s: Sequence[float], groups: Seq
         return None
     eps = 1e-9 * den
     return ((1 + int((perm >= obs - eps).sum())) / (1 + n_perm), (1 + int((perm <= obs + eps).sum())) / (1 + n_perm))
-
-
-def _midranks(s: np.ndarray) -> np.ndarray:
-    """1-based ranks of `s`, ties given their mean rank."""
-    order = np.argsort(s, kind="mergesort")
-    r = np.empty(len(s))
-    r[order] = np.arange(1, len(s) + 1)
-    for v in np.unique(s):
-        t = s == v
-        if t.sum() > 1:
-            r[t] = r[t].mean()
-    return r
 
 
 def brier(y: Sequence[int], p: Sequence[float]) -> float | None:
