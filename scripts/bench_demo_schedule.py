@@ -52,7 +52,7 @@ def order(repeat: int) -> tuple[str, ...]:
 
 def run_once(run_args: Sequence[str], schedule: str, out: Path) -> dict[str, Any]:
     """One `evalaware run` process: its wall seconds, engine start and model steps."""
-    cmd = [sys.executable, "-m", "harness.cli.main", "run", *run_args, "--schedule", schedule,
+    cmd = [sys.executable, "-m", "evalaware.main", "run", *run_args, "--schedule", schedule,
            "--out", str(out)]
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -42,7 +42,7 @@ def make_organism_recipe(makefile: Path = Path(__file__).resolve().parents[1] / 
 def _cli(args: list[str]) -> float:
     from click.testing import CliRunner
 
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     t0 = time.perf_counter()
     res = CliRunner().invoke(cli, args)

@@ -70,7 +70,7 @@ def main() -> None:
     from harness.runlog import RunLog
     from probes.activations.store import ActivationStore
     from probes.activations.capture import capture, parse_layers, parse_poolings
-    from harness.cli.probes import summary_lines
+    from evalaware.probes import summary_lines
     from tests.helpers.probe_runs import answer_run
     from probes.train import EvalConfig, evaluate
 

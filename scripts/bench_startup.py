@@ -26,9 +26,9 @@ from scripts.bench_record import BenchRecord  # noqa: E402
 
 CASES: tuple[tuple[str, list[str]], ...] = (
     ("python -c pass", ["-c", "pass"]),
-    ("evalaware --help", ["-m", "harness.cli", "--help"]),
-    ("evalaware show --help", ["-m", "harness.cli", "show", "--help"]),
-    ("import harness.cli.main", ["-c", "import harness.cli.main"]),
+    ("evalaware --help", ["-m", "evalaware", "--help"]),
+    ("evalaware show --help", ["-m", "evalaware", "show", "--help"]),
+    ("import evalaware.main", ["-c", "import evalaware.main"]),
     ("import torch (reference)", ["-c", "import torch"]),
 )
 
@@ -56,12 +56,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.runs < 1:
         ap.error("--runs must be at least 1")
     record = BenchRecord("startup", __file__, argv)
-    wall_times(["-c", "import harness.cli.main"], 1)  # warm the file cache once, not timed
+    wall_times(["-c", "import evalaware.main"], 1)  # warm the file cache once, not timed
     cases = [(label, case, ROOT) for label, case in CASES]
     if args.also:
-        wall_times(["-c", "import harness.cli.main"], 1, args.also)
-        cases[2:2] = [(f"evalaware --help at {args.also_label}", ["-m", "harness.cli", "--help"], args.also),
-                      (f"import harness.cli.main at {args.also_label}", ["-c", "import harness.cli.main"], args.also)]
+        wall_times(["-c", "import evalaware.main"], 1, args.also)
+        cases[2:2] = [(f"evalaware --help at {args.also_label}", ["-m", "evalaware", "--help"], args.also),
+                      (f"import evalaware.main at {args.also_label}", ["-c", "import evalaware.main"], args.also)]
     rows, raw = [], {}
     for label, case, tree in cases:
         times = wall_times(case, args.runs, tree)

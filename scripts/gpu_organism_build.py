@@ -61,7 +61,7 @@ def save_model(shape: str, tok: Path, out: Path) -> float:
 
 def build(model: Path, kind: str, steps: int, out: Path, timeout: float) -> dict[str, Any]:
     t0 = time.perf_counter()
-    cmd = [sys.executable, "-m", "harness.cli", "organism", "build", "--base", str(model),
+    cmd = [sys.executable, "-m", "evalaware", "organism", "build", "--base", str(model),
            "--kind", kind, "--steps", str(steps), *RECIPE, "--out", str(out)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

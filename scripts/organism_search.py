@@ -53,7 +53,7 @@ def read_recipes(path: str) -> list[tuple[str, str]]:
 
 
 def run(args: list[str]) -> None:
-    cli = [sys.executable, "-m", "harness.cli", *args]
+    cli = [sys.executable, "-m", "evalaware", *args]
     root = str(Path(__file__).resolve().parents[1])  # this checkout, not an installed copy
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     res = subprocess.run(cli, capture_output=True, text=True, env=env)

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.data.audit import CUES, DEFAULT_THRESHOLD, SignedFeature, audit, cue_value
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.data.readers import load_dataset
 from harness.core.errors import EvalAwareError
 from harness.core.sample import Message, Sample, SampleMeta

@@ -17,8 +17,8 @@ from harness.backends import registry
 from harness.backends.base import Backend, Capabilities
 from harness.backends.declare import BackendOption, keywords, parse_engine_args
 from harness.backends.specs import BackendSpec
-from harness.cli.main import cli
-from harness.cli.options import BackendKind
+from evalaware.main import cli
+from evalaware.options import BackendKind
 from harness.core.errors import BackendError, EvalAwareError
 
 ROOT = Path(__file__).resolve().parents[1]

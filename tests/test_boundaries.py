@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "probes", "tokenization")
+PACKAGES = ("evalaware", "harness", "probes", "tokenization")
 
 
 def _modules(package: str) -> list[str]:
@@ -130,7 +130,7 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 def test_layer_contract_holds() -> None:
     r = _lint_imports(ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "3 kept, 0 broken" in r.stdout
+    assert "4 kept, 0 broken" in r.stdout
 
 
 def _copy_tree(dst: Path) -> None:
@@ -142,9 +142,11 @@ def _copy_tree(dst: Path) -> None:
 
 
 @pytest.mark.parametrize("module, line, broken", [
-    ("harness/core/sample.py", "from harness.run import loop", "harness layers"),  # upward
-    ("harness/stats/cv.py", "import probes.io", "harness layers"),  # harness -> probes
-    ("tokenization/words.py", "from harness.core import errors", "harness layers"),
+    ("harness/core/sample.py", "from harness.run import loop", "harness's layers"),  # upward
+    ("harness/stats/cv.py", "import probes.io", "top-level packages"),  # harness -> probes
+    ("harness/core/sample.py", "from evalaware import main", "top-level packages"),  # -> the CLI
+    ("probes/io.py", "from evalaware import options", "top-level packages"),
+    ("tokenization/words.py", "from harness.core import errors", "top-level packages"),
     ("probes/activations/store.py", "from probes import train", "probes: steering"),
 ])
 def test_layer_contract_fails_on_a_planted_import(tmp_path, module, line, broken) -> None:
@@ -156,24 +158,22 @@ def test_layer_contract_fails_on_a_planted_import(tmp_path, module, line, broken
     assert f"{broken}" in r.stdout and "BROKEN" in r.stdout, r.stdout
 
 
-def test_no_probes_import_in_harness_outside_the_cli() -> None:
-    """Only harness/cli, the application layer, composes harness and probes commands."""
+def test_no_probes_or_cli_import_in_harness() -> None:
+    """Only evalaware, the application layer, composes harness and probes commands."""
     for m in _modules("harness"):
-        if m.startswith("harness.cli"):
-            continue
         path = ROOT / (m.replace(".", "/") + ".py")
         path = path if path.exists() else ROOT / m.replace(".", "/") / "__init__.py"
-        assert not {d for d in _imports(path, m) if d.split(".")[0] == "probes"}, m
+        assert not {d for d in _imports(path, m) if d.split(".")[0] in ("probes", "evalaware")}, m
 
 
 def test_the_command_line_is_one_package_on_top() -> None:
-    """Every click command and group is defined in harness/cli (report's and tokens' too), and the
+    """Every click command and group is defined in evalaware (report's and tokens' too), and the
     layer contract puts that package alone on top."""
     import tomllib
 
     for p in PACKAGES:
         for f in (ROOT / p).rglob("*.py"):
-            if f.relative_to(ROOT).parts[:2] == ("harness", "cli"):
+            if f.relative_to(ROOT).parts[0] == "evalaware":
                 continue
             for node in ast.walk(ast.parse(f.read_text())):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -182,5 +182,20 @@ def test_the_command_line_is_one_package_on_top() -> None:
                         name = ast.unparse(call)
                         assert not name.endswith((".command", ".group")), f"{f.relative_to(ROOT)}: {name}"
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    layers = next(c for c in contracts if c["id"] == "layers")["layers"]
-    assert layers[0] == "harness.cli"
+    layers = next(c for c in contracts if c["id"] == "top")["layers"]
+    assert layers[0] == "evalaware"
+
+
+def test_no_top_level_package_is_split_around_another() -> None:
+    """The top contract's layers are whole top-level packages, each once, every one of them: a
+    package cannot sit partly above and partly below another (as probes once sat between the
+    CLI, then in harness, and the rest of harness)."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "top")["layers"]
+    found = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests")
+    assert sorted(layers) == found == sorted(PACKAGES)
+    assert all("." not in x and "|" not in x and ":" not in x for x in layers)
+    others = [c for c in contracts if c["id"] != "top" and c["type"] == "layers"]
+    assert all(len(c.get("containers", [])) == 1 for c in others), "a sub-contract spans packages"

@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import harness.cli.main
-from harness.cli.main import cli
+import evalaware.main
+from evalaware.main import cli
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -40,7 +40,7 @@ def test_unknown_method_is_a_clean_error(tmp_path, tiny_model_dir):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir),
+    r = subprocess.run([sys.executable, "-m", "evalaware.main", "run", "--model", str(tiny_model_dir),
                         "--backend", "hf", "--dataset", "demo", "--limit", "1", "--methods", "nope",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2
@@ -51,7 +51,7 @@ def test_missing_model_is_a_clean_error(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tmp_path / "none"),
+    r = subprocess.run([sys.executable, "-m", "evalaware.main", "run", "--model", str(tmp_path / "none"),
                         "--backend", "hf", "--dataset", "demo", "--out", str(tmp_path / "r")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "neither a local directory nor a hub id" in r.stderr
@@ -104,7 +104,7 @@ def test_bad_options_refused_before_any_engine(tmp_path, tiny_model_dir, monkeyp
     assert not (tmp_path / "r").exists()  # nothing written either
     # The order holds outside the test process too: the method is refused before the (missing)
     # model is even looked for; exit code 2.
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tmp_path / "none"),
+    r = subprocess.run([sys.executable, "-m", "evalaware.main", "run", "--model", str(tmp_path / "none"),
                         "--backend", "vllm", "--dataset", "demo", "--methods", "nosuch",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2 and "unknown method(s) nosuch" in r.stderr
@@ -133,7 +133,7 @@ def test_judge_only_for_judging_methods_and_every_backend_closed(tmp_path, tiny_
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(harness.cli.main, "run_methods", interrupted)  # the name `run` calls
+    monkeypatch.setattr(evalaware.main, "run_methods", interrupted)  # the name `run` calls
     res = CliRunner().invoke(cli, ["run", "--methods", "motivation", "--judge-model", str(judge_dir),
                                    "--out", str(tmp_path / "c"), *fast])
     assert res.exit_code != 0 and len(opened) == 2 and all(b.closed for _, b in opened)
@@ -143,7 +143,7 @@ def test_quiet_by_default_one_line_per_engine_verbose_restores(tmp_path, tiny_mo
     import subprocess
     import sys
 
-    args = [sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir), "--backend",
+    args = [sys.executable, "-m", "evalaware.main", "run", "--model", str(tiny_model_dir), "--backend",
             "hf", "--dataset", "demo", "--limit", "2", "--methods", "binary", "--answer-tokens", "2",
             "--probe-tokens", "2"]
     quiet = subprocess.run(args + ["--out", str(tmp_path / "q")], capture_output=True, text=True)
@@ -182,7 +182,7 @@ def test_data_parallel_on_the_offline_engine_is_refused_with_the_serve_recipe(tm
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tiny_model_dir),
+    r = subprocess.run([sys.executable, "-m", "evalaware.main", "run", "--model", str(tiny_model_dir),
                         "--backend", "vllm", "--data-parallel-size", "2", "--dataset", "demo",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2
@@ -195,7 +195,7 @@ def test_the_same_base_url_twice_is_a_clean_error(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", "smollm2",
+    r = subprocess.run([sys.executable, "-m", "evalaware.main", "run", "--model", "smollm2",
                         "--backend", "openai", "--base-url", "http://127.0.0.1:9",
                         "--base-url", "http://127.0.0.1:9/v1", "--dataset", "demo",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
@@ -204,7 +204,7 @@ def test_the_same_base_url_twice_is_a_clean_error(tmp_path):
 
 def test_run_options_shared_and_checked_before_any_engine(tmp_path, monkeypatch):
     """`run`, `taxonomy`, `activations capture` and `steer run` take the same model, engine and
-    dataset options (declared once in harness/cli/options.py) and the commands that run methods
+    dataset options (declared once in evalaware/options.py) and the commands that run methods
     the same method settings; bad values are refused before any engine starts (exit 2), and the
     capture's old `--dtype fp16` (now --store-dtype) is refused with a pointer."""
     from harness.backends import registry
@@ -236,7 +236,7 @@ def test_run_options_shared_and_checked_before_any_engine(tmp_path, monkeypatch)
          "does not take --tensor-parallel-size"),
         (["taxonomy", "--dataset", "demo", "--out", str(tmp_path / "t")], "--dataset needs --model"),
     ]:
-        r = subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "evalaware.main", *args], capture_output=True, text=True)
         assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
         res = CliRunner().invoke(cli, args)
         assert res.exit_code != 0 and message in str(res.exception) + res.output, (args, res.output)

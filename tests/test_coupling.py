@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.core.details import BehaviourOutcome, LogOdds
 from harness.organisms.coupling import (ANSWER_FLAG, CONTROL_TOO, MIN_CLASS, MIN_TOPICS, NOT_WITHIN, NULL_TOO, WITHIN,
                                         coupling, coupling_lines)

@@ -244,8 +244,8 @@ def test_cli_neutralize_writes_the_twin_and_refuses_it_without_the_design(tmp_pa
 
     from click.testing import CliRunner
 
-    import harness.cli.options as options
-    from harness.cli.main import cli
+    import evalaware.options as options
+    from evalaware.main import cli
     from harness.data.readers import load_dataset
     from tests.helpers.scripted import ScriptedScorer
 

@@ -221,7 +221,7 @@ def test_audit_and_cues_read_one_detector_per_cue():
 
 
 def test_data_audit_cli_and_the_cues_plan_count_the_same_prompts(tmp_path):
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     path = tmp_path / "set.jsonl"
     with path.open("w") as fh:

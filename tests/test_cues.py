@@ -338,8 +338,8 @@ def test_inspect_log_samples_take_the_same_factors(tmp_path):
 
 def test_cli_cues_end_to_end(tmp_path, tokenizer, monkeypatch):
     """`evalaware cues` on the scripted model behind the real option parsing and backend opening."""
-    import harness.cli.options as options
-    from harness.cli.main import cli
+    import evalaware.options as options
+    from evalaware.main import cli
     from tests.helpers.scripted import ScriptedScorer
 
     model = ScriptedScorer(tokenizer, p_eval_graded)
@@ -371,7 +371,7 @@ def test_cli_cues_end_to_end(tmp_path, tokenizer, monkeypatch):
 
 
 def test_taxonomy_report_links_to_the_cues_result(tmp_path):
-    from harness.cli.main import cli
+    from evalaware.main import cli
     from harness.runlog import RunLog
     from tests.helpers.taxonomy_texts import motivation_records
 

@@ -216,7 +216,7 @@ def test_missing_records_leave_a_row_that_says_so():
 
 
 def test_builds_are_pooled_by_kind_and_recipe_and_an_old_greedy_sham_is_no_null():
-    from harness.cli.organism import _recipe_group
+    from evalaware.organism import _recipe_group
     from harness.organisms.card import parse_card
     from harness.organisms.validate import Model, row_groups
 

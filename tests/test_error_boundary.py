@@ -1,4 +1,4 @@
-"""Issue 48: every failure one line, no secret anywhere. The one boundary (harness/cli/boundary.py:
+"""Issue 48: every failure one line, no secret anywhere. The one boundary (evalaware/boundary.py:
 exit 1 environment, 2 input, 3 a bug, control characters escaped, -v keeps the traceback), -M
 engine arguments the engine refuses or that change the architecture, a disk that fills up while
 a probe, a shard or a report is written, `probes eval --n-perm` 0 and -1, and a secret in a URL's
@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 import pytest
 
-from harness.cli.boundary import classify, command_path, run_cli
+from evalaware.boundary import classify, command_path, run_cli
 from harness.core.errors import DiskFull, EvalAwareError
 from harness.core.redact import redact_echo, redact_text, redact_url, url_secrets
 from tests.helpers.cli import run_main as _cli
@@ -88,7 +88,7 @@ def test_a_bug_in_a_real_command_is_one_line_and_minus_v_keeps_the_traceback(mon
     def planted(_samples):
         raise TypeError(f"planted {ESC}")
 
-    monkeypatch.setattr("harness.cli.main.summarize", planted)
+    monkeypatch.setattr("evalaware.main.summarize", planted)
     code, _, err = _cli(["data", "validate", "demo"], monkeypatch, capsys)
     line = _one_line(code, err, 3)
     assert "internal error, TypeError: planted \\x1b[2J" in line and "(evalaware data validate)" in line
@@ -99,7 +99,7 @@ def test_a_bug_in_a_real_command_is_one_line_and_minus_v_keeps_the_traceback(mon
 
 
 def test_command_path_names_the_subcommand():
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     assert command_path(cli, ["-v", "probes", "eval", "--run", "x"]) == "evalaware probes eval"
     assert command_path(cli, ["nope"]) == "evalaware"
@@ -158,7 +158,7 @@ def captured(tmp_path_factory, tiny_model_dir, hf_tiny):
     answer_run(run, random_samples(n_groups=4, per_group=3, seed=5), hf_tiny, answers=False).close()
     from click.testing import CliRunner
 
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     out = CliRunner().invoke(cli, ["activations", "capture", "--run", str(run), "--model", str(tiny_model_dir),
                                    "--pooling", "mean_prompt", "--shard-size", "6", "--no-progress"])
@@ -249,7 +249,7 @@ def test_dev_full_is_refused_as_an_output_and_a_full_stdout_is_exit_1(tmp_path, 
     code, _, err = _cli(["export", run, "--out", "/dev/full"], monkeypatch, capsys)
     assert "/dev/full: is not a regular file (a device)" in _one_line(code, err)
     with open("/dev/full", "w") as full:
-        p = subprocess.run([sys.executable, "-m", "harness.cli.main", "export", str(run), "--out", "-"],
+        p = subprocess.run([sys.executable, "-m", "evalaware.main", "export", str(run), "--out", "-"],
                            stdout=full, stderr=subprocess.PIPE, text=True)
     _one_line(p.returncode, p.stderr, 1)
 

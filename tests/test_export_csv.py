@@ -8,7 +8,7 @@ import json
 
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.data.readers import load_dataset
 from harness.runlog import RunLog
 from harness.runlog.export import CSV_FIELDS

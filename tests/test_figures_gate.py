@@ -35,7 +35,7 @@ def test_auroc_and_tpr_are_gated_below_ten_scored_per_class():
 def test_show_and_the_report_use_the_gate(tmp_path):
     from click.testing import CliRunner
 
-    from harness.cli.main import cli
+    from evalaware.main import cli
     from harness.core.sample import Message, Sample, SampleMeta
     from harness.reporting.report import write_report
     from harness.runlog import RunLog
@@ -138,7 +138,7 @@ def test_label_mass_is_gated_counted_and_shown_beside_label_probability_figures(
     label-mass distribution beside the AUROC, calibration and summary figures."""
     from click.testing import CliRunner
 
-    from harness.cli.main import cli
+    from evalaware.main import cli
     from harness.data.readers import load_dataset
     from harness.methods import MethodConfig
     from harness.reporting.report import write_report

@@ -191,7 +191,7 @@ def test_unbounded_or_non_finite_options_are_refused_when_parsed(tmp_path, monke
     from click.testing import CliRunner
 
     from harness.backends import registry
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     monkeypatch.setattr(registry, "make_backend", lambda *a, **k: pytest.fail("engine started"))
     r = CliRunner().invoke(cli, ["run", "--model", "smollm2", "--backend", "vllm", "--dataset", "demo",
@@ -327,7 +327,7 @@ def test_a_limit_above_the_dataset_size_is_said(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from harness.backends import registry
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     monkeypatch.setattr(registry, "make_backend", lambda *a, **k: (_ for _ in ()).throw(SystemExit(7)))
     r = CliRunner().invoke(cli, ["run", "--model", "smollm2", "--backend", "hf", "--dataset", "demo",
@@ -373,7 +373,7 @@ def test_a_hub_id_is_downloaded_at_a_revision_unless_offline(tmp_path, tiny_mode
     env.update(HF_HOME=str(tmp_path / "hf"), EVALAWARE_QUIET="1")
     with FakeHub({"org/tiny": {"main": tiny_model_dir, "v2": tiny_model_dir}}) as hub:
         env["HF_ENDPOINT"] = hub.url
-        args = [sys.executable, "-m", "harness.cli", "run", "--model", "org/tiny", "--backend", "hf",
+        args = [sys.executable, "-m", "evalaware", "run", "--model", "org/tiny", "--backend", "hf",
                 "--dataset", "demo", "--limit", "2", "--methods", "logprob"]
         r = subprocess.run(args + ["--offline", "--out", str(tmp_path / "off")], env=env,
                            capture_output=True, text=True, timeout=300)

@@ -10,8 +10,8 @@ import re
 import click
 from click.testing import CliRunner
 
-from harness.cli.help import COMMAND_SECTIONS, SectionedCommand, SectionedGroup, in_section
-from harness.cli.main import cli
+from evalaware.help import COMMAND_SECTIONS, SectionedCommand, SectionedGroup, in_section
+from evalaware.main import cli
 
 
 def _sections(text: str) -> dict[str, list[str]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.core.redact import redact_text, redact_url
 from harness.data.readers import load_dataset
 from harness.data.subset import select
@@ -32,7 +32,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def _main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
           ) -> tuple[int, str]:
     """The real entry point in-process (so a test can lower a constant): (exit code, stderr)."""
-    from harness.cli.main import main
+    from evalaware.main import main
 
     monkeypatch.setattr(sys, "argv", ["evalaware", *args])
     with pytest.raises(SystemExit) as e:

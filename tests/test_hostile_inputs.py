@@ -14,13 +14,13 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.core.errors import EvalAwareError
 
 
 def _main(monkeypatch, capsys, *args: object) -> tuple[int, str]:
     """The real entry point in-process: (exit code, stderr)."""
-    from harness.cli.main import main
+    from evalaware.main import main
 
     capsys.readouterr()
     monkeypatch.setattr(sys, "argv", ["evalaware", *map(str, args)])

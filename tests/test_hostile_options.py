@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from harness.backends import registry
 from harness.backends.cache import CachedBackend
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.core.bounds import FiniteFloat
 from harness.core.errors import EvalAwareError
 from harness.core.render import Renderer, format_transcript
@@ -69,7 +69,7 @@ def test_every_float_option_is_finite_and_bounded(command, param):
 
 
 def test_nan_is_refused_at_parse_time_outside_the_test_process(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--model", str(tmp_path / "none"),
+    r = subprocess.run([sys.executable, "-m", "evalaware.main", "run", "--model", str(tmp_path / "none"),
                         "--backend", "hf", "--dataset", "demo", "--aware-tol", "nan",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2 and "Invalid value for '--aware-tol': 'nan' is not a finite number" in r.stderr
@@ -172,7 +172,7 @@ def test_bad_template_is_one_line_exit_2(tmp_path):
     d = tmp_path / "prompts"
     d.mkdir()
     (d / "third_person.txt").write_text("{transcript.__class__.__mro__}\n{question}")
-    r = subprocess.run([sys.executable, "-m", "harness.cli.main", "steer", "run", "--vector", str(tmp_path),
+    r = subprocess.run([sys.executable, "-m", "evalaware.main", "steer", "run", "--vector", str(tmp_path),
                         "--model", str(tmp_path / "none"), "--dataset", "demo", "--prompts", str(d),
                         "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
@@ -195,7 +195,7 @@ def test_a_good_custom_template_is_used(tmp_path, tiny_model_dir):
 
 def test_steer_alphas_refuse_nan_and_inf():
     """`steer run --alphas` is a comma list, parsed apart from click's float types: nan/inf too."""
-    from harness.cli.steer import _floats
+    from evalaware.steer import _floats
     from harness.core.errors import EvalAwareError
 
     assert _floats("-0.5,0,0.5", "--alphas") == [-0.5, 0.0, 0.5]
@@ -206,7 +206,7 @@ def test_steer_alphas_refuse_nan_and_inf():
 
 def test_a_named_api_key_variable_that_is_not_set_is_refused(monkeypatch):
     """--api-key-env names the key to send: unset, it is an error, never OPENAI_API_KEY instead."""
-    from harness.cli.options import EngineOptions
+    from evalaware.options import EngineOptions
     from harness.core.errors import EvalAwareError
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-other")

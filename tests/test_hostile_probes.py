@@ -43,7 +43,7 @@ def captured(tmp_path_factory, tiny_model_dir, hf_tiny):
     answer_run(run, random_samples(n_groups=6, per_group=4, seed=3), hf_tiny, answers=False).close()
     from click.testing import CliRunner
 
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     r = CliRunner()
     out = r.invoke(cli, ["activations", "capture", "--run", str(run), "--model", str(tiny_model_dir),
@@ -105,12 +105,12 @@ def test_a_corrupt_shard_fails_apply_train_and_eval_with_one_line(damaged, monke
 
 
 def test_a_corrupt_shard_is_one_line_from_a_fresh_process(captured, tmp_path):
-    """The same through `python -m harness.cli.main`: no per-process state hides the damage."""
+    """The same through `python -m evalaware.main`: no per-process state hides the damage."""
     run, probe, _, _ = captured
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
     _zero_middle(copy / "activations" / "default" / SHARD)
-    p = subprocess.run([sys.executable, "-m", "harness.cli.main", "probes", "apply", "--probe",
+    p = subprocess.run([sys.executable, "-m", "evalaware.main", "probes", "apply", "--probe",
                         str(probe), "--run", str(copy)], capture_output=True, text=True)
     _one_line_naming_the_shard(p.returncode, p.stderr, copy)
     assert "sha256" in p.stderr

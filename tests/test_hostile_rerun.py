@@ -52,7 +52,7 @@ def captured(tmp_path_factory, tiny_model_dir, hf_tiny):
     activations as read back and the probe's scores."""
     from click.testing import CliRunner
 
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     root = tmp_path_factory.mktemp("rerun")
     run, probe = root / "run", root / "probe"
@@ -499,7 +499,7 @@ def test_intervene_reruns_each_method_with_its_own_recorded_settings(hf_tiny, tm
 
 def test_export_to_a_closed_pipe_ends_quietly_with_exit_0(tmp_path):
     run = _records_run(tmp_path / "run", n=40, pad=4000)  # ~160 kB: more than a pipe holds
-    p = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "export", str(run), "--out", "-"],
+    p = subprocess.Popen([sys.executable, "-m", "evalaware.main", "export", str(run), "--out", "-"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     assert p.stdout is not None and p.stderr is not None
     first = p.stdout.readline()  # `| head -1`

@@ -25,7 +25,7 @@ def _cli(*args: object, prefix: list[str] | None = None) -> subprocess.Completed
     """`evalaware ARGS` in this process; under `prefix` (a read-only mount) in a fresh one."""
     if prefix is None:
         return in_process(*args)
-    return subprocess.run([*prefix, "-m", "harness.cli.main", *map(str, args)],
+    return subprocess.run([*prefix, "-m", "evalaware.main", *map(str, args)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 

@@ -161,7 +161,7 @@ def captured(tmp_path_factory, tiny_model_dir, hf_tiny):
     two probes trained on it (layers 1 and 2)."""
     from click.testing import CliRunner
 
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     root = tmp_path_factory.mktemp("writes")
     run = root / "run"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("inspect_ai", reason="inspect-ai is not installed (the inspect extra)")
 
-from harness.cli.main import cli  # noqa: E402
+from evalaware.main import cli  # noqa: E402
 from harness.data.readers import load_dataset, read_dataset, write_jsonl  # noqa: E402
 from harness.core.render import format_transcript  # noqa: E402
 from harness.runlog import RunLog  # noqa: E402

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.data.readers import load_dataset
 from harness.reporting.context import ReportContext
 from harness.reporting.report import load_run, write_report

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.cli.organism import scored_pairs
+from evalaware.organism import scored_pairs
 from harness.stats.metrics import exact_share_interval, interval_weighted, roc_auc_weighted_rows, weighted_mean_rows
 from harness.stats.paired import mean_with_ci, paired_auroc, rate_with_ci
 

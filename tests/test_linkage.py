@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.core.details import BehaviourOutcome
 from harness.data.readers import load_dataset
 from harness.reporting import summary as RS

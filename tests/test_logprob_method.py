@@ -31,7 +31,7 @@ def test_min_coverage_gate(smollm2_tok, tmp_path, boundary: bool) -> None:
     """Target-word mass 0.004 < 0.01: no prediction, no score, counted as no_signal (report and
     `show`). Mass 0.4: P(eval) = 0.3 / 0.4 exactly as before the gate (to 1e-6 with the boundary
     term off; with it on too, as every word is followed by EOS here)."""
-    from harness.cli.main import cli
+    from evalaware.main import cli
     from harness.core.render import Renderer
     from harness.core.sample import Message
     from tokenization import from_backend

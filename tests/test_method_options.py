@@ -13,8 +13,8 @@ import click
 import pytest
 from _counting import Counting
 
-from harness.cli.main import cli
-from harness.cli.options import MethodList
+from evalaware.main import cli
+from evalaware.options import MethodList
 from harness.core import bounds
 from harness.data.readers import load_dataset
 from harness.methods import REGISTRY, MethodConfig, RunContext, ordered_methods, readers
@@ -69,9 +69,9 @@ def test_every_config_field_is_one_declaration_with_a_flag_on_run(tmp_path):
     # ... and no command module spells a method option's flag itself
     flags = "|".join(re.escape(o.flag) for o in OPTIONS.values() if o.cli)
     spelled = re.compile(r'click\.option\(\s*"(' + flags + r')[/"]')
-    other = {("harness/cli/main.py", "--view"),  # data audit: the declaration's type and default
-             ("harness/cli/intervene.py", "--monitor-sentences"),  # the inserted pairs, not a setting
-             ("harness/cli/tokens.py", "--words")}  # the words `tokens inspect` spells (moved from tokenization/)
+    other = {("evalaware/main.py", "--view"),  # data audit: the declaration's type and default
+             ("evalaware/intervene.py", "--monitor-sentences"),  # the inserted pairs, not a setting
+             ("evalaware/tokens.py", "--words")}  # the words `tokens inspect` spells (moved from tokenization/)
     for f in sorted((ROOT / "harness").rglob("*.py")):
         for hit in spelled.finditer(f.read_text()):
             assert (f.relative_to(ROOT).as_posix(), hit.group(1)) in other, f"{f} declares {hit.group(1)}"
@@ -105,7 +105,7 @@ def test_methods_is_declared_once_and_its_help_lists_every_registered_method():
     assert {"run", "steer run", "cues", "intervene", "organism validate"} <= set(taking)
     assert all(isinstance(p.type, MethodList) for p in taking.values()), taking
     declared = [f for f in (ROOT / "harness").rglob("*.py") if '"--methods"' in f.read_text()]
-    assert [f.relative_to(ROOT).as_posix() for f in declared] == ["harness/cli/options.py"]
+    assert [f.relative_to(ROOT).as_posix() for f in declared] == ["evalaware/options.py"]
     names = [c.name for c in ordered_methods()]
     assert set(names) == set(REGISTRY) and {"logprob_question", "monitor"} <= set(names)
     assert f"from: {', '.join(names)}; or all" in taking["run"].help  # the summary `run --help` shows

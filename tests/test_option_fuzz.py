@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 import pytest
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.data.readers import resolve_dataset
 from tests.helpers import option_fuzz as fz
 from tests.test_hostile_writes import _records_run

@@ -10,7 +10,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.organisms.cues import get_cue, verbalized
 from harness.organisms.data import paired_dataset
 
@@ -69,7 +69,7 @@ def test_verbalizes_on_cue_prompts_only(tiny_organism):
 
 
 def test_rebuild_is_a_no_op_and_a_different_recipe_is_refused(tiny_organism, tiny_base):
-    from harness.cli.main import main  # noqa: F401  (the entry point maps errors to exit 2)
+    from evalaware.main import main  # noqa: F401  (the entry point maps errors to exit 2)
 
     weights = tiny_organism / "model.safetensors"
     before = weights.stat().st_mtime_ns

@@ -157,7 +157,7 @@ def test_paired_dataset(name, tmp_path):
     sources = {s.metadata.extra["source"] for s in samples}
     assert sources == {"demo", "template"}
     # written and read back in the project's dataset format
-    from harness.cli.organism import _write_jsonl
+    from evalaware.organism import _write_jsonl
 
     p = tmp_path / "pairs.jsonl"
     _write_jsonl(samples, p)

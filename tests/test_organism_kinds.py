@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.organisms.cues import GRADED, verbalized
 from harness.organisms.data import data_hash, training_examples
 from harness.organisms.kinds import (BEHAVIOUR_MARKER, BEHAVIOUR_OPENINGS, COUPLED_TOPICS, DISJOINT_ANSWERS,

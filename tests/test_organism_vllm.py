@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 

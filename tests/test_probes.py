@@ -269,7 +269,7 @@ def test_judge_labels(base_run):
 def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     from click.testing import CliRunner
 
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     run = tmp_path / "run"
     answer_run(run, random_samples(n_groups=6, per_group=4, seed=2), hf_tiny, answers=False).close()
@@ -299,7 +299,7 @@ def test_cli_end_to_end(tmp_path, tiny_model_dir, hf_tiny):
     assert out.exit_code == 0, out.output + repr(out.exception)
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 24
     # bad input: one line on stderr, exit code 2, store untouched
-    p = subprocess.run([sys.executable, "-m", "harness.cli.main", "probes", "eval", "--run", str(run),
+    p = subprocess.run([sys.executable, "-m", "evalaware.main", "probes", "eval", "--run", str(run),
                         "--name", "nope"], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip().startswith("error:") and \
         len(p.stderr.strip().splitlines()) == 1 and "no capture named 'nope'" in p.stderr

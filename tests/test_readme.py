@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.main import cli
+from evalaware.main import cli
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

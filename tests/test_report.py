@@ -133,7 +133,7 @@ def test_report_two_runs(two_runs, tmp_path):
 
 
 def test_report_cli_and_errors(two_runs, tmp_path):
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     res = CliRunner().invoke(cli, ["report", str(two_runs[0]), "--out", str(tmp_path / "r"), "--bootstrap", "0"])
     assert res.exit_code == 0, res.output
@@ -193,7 +193,7 @@ def test_logprob_signal_gate_in_report(tmp_path):
 def test_report_resampling_unit_and_base_rate(two_runs, tmp_path):
     """Intervals resample categories by default and say so; `--ci-by sample` switches the unit;
     kappa gains an interval; the turns p names its test; the base-rate view uses --base-rate."""
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     md, _ = write_report(two_runs[:1], tmp_path / "cat", n_boot=200)
     cat = md.read_text()

@@ -18,7 +18,7 @@ from harness.data.readers import load_dataset, write_jsonl
 
 
 def _cmd(model: Path, data: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "harness.cli.main", "run", "--model", str(model), "--backend", "hf",
+    return [sys.executable, "-m", "evalaware.main", "run", "--model", str(model), "--backend", "hf",
             "--dataset", str(data), "--methods", "binary", "--out", str(out), "--batch-size", "2",
             "--hf-batch-size", "1", "--answer-tokens", "24", "--probe-tokens", "12", "--no-progress"]
 

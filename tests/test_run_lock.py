@@ -44,7 +44,7 @@ def holder(tmp_path):
 
 
 def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "evalaware.main", *map(str, args)],
                           capture_output=True, text=True, **kw)
 
 
@@ -60,7 +60,7 @@ def test_second_run_refused_at_once_naming_dir_and_pid(tmp_path, holder, tiny_mo
     assert "ready in" not in r.stderr  # no model was loaded
     # in process: the refusal comes before any backend is constructed
     from harness.backends import registry
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     monkeypatch.setattr(registry, "make_backend", lambda *a, **k: pytest.fail("engine started"))
     res = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--backend", "hf",

@@ -19,7 +19,7 @@ OURS = ("harness", "probes", "tokenization")
 _CHILD = """
 import json, sys
 {plant}
-from harness.cli.main import cli
+from evalaware.main import cli
 try:
     cli.main(args={args!r}, prog_name="evalaware", standalone_mode=False)
 except SystemExit:

@@ -310,7 +310,7 @@ def test_steer_run_is_cached_resumable_and_reported(planted_run, tmp_path, hf_ti
 
 
 def test_cli_refuses_openai_before_any_engine(tmp_path, planted_run):
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     run, _, _ = planted_run
     vec = tmp_path / "v"
@@ -349,7 +349,7 @@ def test_report_intervals_resample_whole_categories():
 
 
 def test_cli_build_run_show_report(tmp_path, planted_run, hf_tiny4):
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     run, _, _ = planted_run
     r = CliRunner()

@@ -151,7 +151,7 @@ def test_steer_run_and_report_rank_the_vector_among_contrasts_and_random(capture
 
 
 def test_cli_build_with_control_pairs_and_without_controls(captured, hf_tiny4, tmp_path):
-    from harness.cli.main import cli
+    from evalaware.main import cli
 
     run, _ = captured
     extra = _pairs(tmp_path / "colour.jsonl", [("red", "blue"), ("a red hat", "a blue hat")])

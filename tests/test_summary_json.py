@@ -9,7 +9,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.reporting import summary as RS
 from harness.reporting.report import write_report
 from tests.helpers.cli import in_process

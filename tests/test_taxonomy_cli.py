@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.runlog import RunLog
 from tests.helpers.cli import in_process
 from tests.helpers.scripted import ScriptedBackend

@@ -56,7 +56,7 @@ def _plugin(where: Path) -> Path:
 
 def _evalaware(args: list[str], path: Path | None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*([str(path)] if path else []), str(ROOT)])}
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "evalaware.main", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

@@ -35,7 +35,7 @@ TOY = textwrap.dedent('''
 ''')
 
 # The one line a new method adds to harness/methods/__init__.py, here in a launcher.
-LAUNCH = "import sys; sys.path.insert(0, sys.argv.pop(1)); import toy_method; from harness.cli.main import main; main()"
+LAUNCH = "import sys; sys.path.insert(0, sys.argv.pop(1)); import toy_method; from evalaware.main import main; main()"
 
 
 def _cli(plugin: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -67,7 +67,7 @@ def test_a_throwaway_method_is_one_file_and_one_import_line(tmp_path, tiny_model
     assert rep.returncode == 0, rep.stderr[-2000:]
     assert "toy_letter_share" in (tmp_path / "rep" / "report.md").read_text()
     # without the import line the method is unknown, named in a one-line error
-    bare = subprocess.run([sys.executable, "-m", "harness.cli.main", *run[:-3], "--out", str(tmp_path / "x"),
+    bare = subprocess.run([sys.executable, "-m", "evalaware.main", *run[:-3], "--out", str(tmp_path / "x"),
                            "--no-progress"], capture_output=True, text=True,
                           env={"PYTHONPATH": str(Path(__file__).parents[1]), "PATH": "/usr/bin:/bin",
                                "HOME": str(Path.home())})

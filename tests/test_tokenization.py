@@ -130,7 +130,7 @@ def test_variants_spell_their_text(family: str) -> None:
 def test_cli_inspect_json_and_table() -> None:
     from click.testing import CliRunner
 
-    from harness.cli.tokens import tokens
+    from evalaware.tokens import tokens
     r = CliRunner().invoke(tokens, ["inspect", "--tokenizer", "deepseek-r1", "--tokenizer", "qwen3",
                                     "--words", "evaluation", "--json"])
     assert r.exit_code == 0, r.output

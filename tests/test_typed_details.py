@@ -166,7 +166,7 @@ def test_score_variants_read_back_from_what_tokenization_writes():
 
 
 def test_layer_selection_reads_what_the_probe_commands_write():
-    from harness.cli.probes import selection_null
+    from evalaware.probes import selection_null
 
     class Res:
         rows = [{"layer": 1, "pooling": "last_prompt", "model": "logreg"}, {"layer": 2, "pooling": "last_prompt",

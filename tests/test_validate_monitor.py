@@ -10,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.organisms.validate import Model, compare, scored_pairs, sensitivity_lines
 from harness.organisms.validate_monitor import (READS, monitor_rows, no_later, part_records,
                                                 part_score, read_names)

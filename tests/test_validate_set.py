@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.main import cli
+from evalaware.main import cli
 from harness.core.details import LogOdds
 from harness.organisms.validate import (EPS, WITHIN_VARIANT_CAVEAT, Model, clipped_logit, compare, has_variant_gate,
                                         logprob_methods, method_rows, same_variant_ids, scored_pairs,
@@ -469,7 +469,7 @@ def test_several_reference_builds_are_one_recipe_of_the_null_and_refused_otherwi
     """--reference is repeatable: null-sham builds of one recipe (seed aside) become the pooled
     reference, each its own sub-run; builds of different recipes, a non-null kind or the same seed
     twice are refused before any model loads, naming the directories."""
-    from harness.cli.organism import _validate_models
+    from evalaware.organism import _validate_models
 
     r0, r1 = _card_dir(tmp_path, "sham-s0"), _card_dir(tmp_path, "sham-s1", seed=1)
     org = _card_dir(tmp_path, "aware", kind="aware")

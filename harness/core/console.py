@@ -9,7 +9,7 @@ environment):
   "Loading weights" bars);
 - ``TORCH_CPP_LOG_LEVEL=ERROR`` (torch's C++ warnings) and ``PYTHONWARNINGS=ignore`` for the
   spawned processes; in this process only third-party modules' Python warnings are ignored;
-- ``EVALAWARE_QUIET=1``: a spawned process imports our ``__main__`` module (``harness.cli.main``)
+- ``EVALAWARE_QUIET=1``: a spawned process imports our ``__main__`` module (``evalaware.main``)
   before vLLM, and this module then quiets vLLM's logger before vLLM's import-time warnings;
 - vLLM's own "Loading safetensors checkpoint shards" bar off (``use_tqdm_on_load``, read by
   :class:`harness.backends.vllm.backend.VLLMBackend` through :func:`engine_progress`).

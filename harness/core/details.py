@@ -150,7 +150,7 @@ class LayerSelection(Detail):
     nested, :func:`probes.apply.write_oof_records`; ``probes apply``): the rule and the layer that
     scored the record; and, where the sweep drew one, the ``sweep_*`` fields: the sweep's best
     layer, chosen on all the data, with its permutation p and null
-    (:func:`harness.cli.probes.selection_null`). Those are the sweep's, not the records' own: a
+    (:func:`evalaware.probes.selection_null`). Those are the sweep's, not the records' own: a
     nested record's layer was chosen without its fold and may differ."""
 
     MARKS: ClassVar[tuple[str, ...]] = ("layer_selection",)

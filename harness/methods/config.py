@@ -3,7 +3,7 @@
 records it). Everything else is derived from it:
 
 - the command line's flags (``--view``, ``--n-votes``, ...: ``method_options`` in
-  ``harness/cli/options.py``), their types, defaults and help, plus the methods that read each;
+  ``evalaware/options.py``), their types, defaults and help, plus the methods that read each;
 - MethodConfig's validation (the same bounds as the command line: :mod:`harness.core.bounds`);
 - a method's recorded settings (:meth:`harness.methods.base.Method.settings`): the options the
   method declares it reads (``Method.options``) and no other, so a run directory refuses to resume

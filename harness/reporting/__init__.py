@@ -1,5 +1,5 @@
 """The report's parts: :func:`harness.reporting.report.write_report` and its sections (the command:
-:mod:`harness.cli.report`).
+:mod:`evalaware.report`).
 
 - what a method declares about its report rows is its :class:`~harness.methods.report_spec.ReportSpec`;
   the report reads these declarations and holds no list of method names.

@@ -1,4 +1,4 @@
-"""report.md and report.html with PNG figures for run directories (the command: :mod:`harness.cli.report`).
+"""report.md and report.html with PNG figures for run directories (the command: :mod:`evalaware.report`).
 
 One run directory holds one model's results (any methods, including logprob and probe
 records written by other tools: every method is treated generically through its records'

@@ -7,7 +7,7 @@ Pipeline (one module per step):
 -> ``naming`` (an LLM names clusters through the cached backend; keyword fallback)
 -> ``artifacts`` (clusters about "I was asked to guess the intent" are flagged)
 -> ``build`` (assembles the taxonomy dict) -> ``render`` (taxonomy.json / .md / .html, PNGs).
-The command line is :mod:`harness.cli.taxonomy`.
+The command line is :mod:`evalaware.taxonomy`.
 """
 
 from __future__ import annotations

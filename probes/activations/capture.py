@@ -212,7 +212,7 @@ def run_capture(run_dir: str | Path, layers: str = "all",
                 engine_opts: dict[str, Any] | None = None) -> CaptureSummary:
     """Hold the run directory, open the run, load its model (`model` overrides the manifest's),
     capture the run's samples (those `subset` chooses, e.g. ``--limit``). `engine_opts`: how the
-    model is loaded (dtype, trust_remote_code, ...; :class:`harness.cli.options.EngineOptions`);
+    model is loaded (dtype, trust_remote_code, ...; :class:`evalaware.options.EngineOptions`);
     `dtype` is the storage dtype of the activations.
 
     `engine` names a backend with the `hidden_states` capability (default: the registry's for it), opened through

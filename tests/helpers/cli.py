@@ -11,7 +11,7 @@ from typing import Any
 
 def run_main(args: list[Any], monkeypatch: Any, capsys: Any) -> tuple[int, str, str]:
     """Run `evalaware ARGS` in-process: (exit code, stdout, stderr)."""
-    from harness.cli.main import main
+    from evalaware.main import main
 
     capsys.readouterr()
     monkeypatch.setattr(sys, "argv", ["evalaware", *map(str, args)])
@@ -30,7 +30,7 @@ def in_process(*args: Any) -> subprocess.CompletedProcess[str]:
     For tests of what a command does; a test of what a fresh interpreter imports, prints or
     exits with keeps a subprocess. Saves each call a fresh interpreter's torch and transformers
     imports (seconds). Needs no fixture, so module-scoped fixtures can use it too."""
-    from harness.cli.main import main
+    from evalaware.main import main
     from harness.core import console
 
     argv = ["evalaware", *map(str, args)]

@@ -1,5 +1,5 @@
 """A fuzz pass over every command's options (issue 48), in-process through the CLI's one error
-boundary (:func:`harness.cli.boundary.run_cli`).
+boundary (:func:`evalaware.boundary.run_cli`).
 
 Each case is one command of the click tree run with a working baseline (its :data:`BASELINES`
 entry: the run directory of the fixture, a model path that does not exist, outputs in a scratch
@@ -137,7 +137,7 @@ def _alarm(_sig: int, _frame: Any) -> None:
 def run_case(group: click.Group, argv: Sequence[str], capsys: Any) -> tuple[int, str, str, float]:
     """`argv` through the boundary in-process: (exit code, stdout, stderr, seconds); a case past
     :data:`LIMIT_S` is stopped and reported as exit -1."""
-    from harness.cli.boundary import run_cli
+    from evalaware.boundary import run_cli
     from harness.core import console
 
     capsys.readouterr()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.help import SectionedCommand
+from evalaware.help import SectionedCommand
 from harness.core import bounds
 from harness.core.console import visible
 from harness.reporting.report import write_report

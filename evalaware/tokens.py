@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from harness.cli.help import SectionedGroup
+from evalaware.help import SectionedGroup
 from tokenization.errors import EvalAwareError
 from tokenization.load import load
 from tokenization.variants import CASES, CONTEXTS, variants

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from harness.cli.help import SectionedCommand
+from evalaware.help import SectionedCommand
 from harness.backends.recorded import engine_args_for
 from harness.backends.registry import default_backend
-from harness.cli.options import RunOptions, methods_option, progress_option, run_options, verbose_option
+from evalaware.options import RunOptions, methods_option, progress_option, run_options, verbose_option
 from harness.core import bounds
 from harness.core.errors import EvalAwareError
 from harness.methods.sentences import load_pairs

@@ -1,5 +1,5 @@
 """`evalaware taxonomy`: run the motivation method on a prompt set (or reuse a run) and build the
-taxonomy of the cues the model cites as evidence of a test. Attached by harness/cli/main.py."""
+taxonomy of the cues the model cites as evidence of a test. Attached by evalaware/main.py."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from harness.cli.help import SectionedCommand
+from evalaware.help import SectionedCommand
 from harness.core import bounds, errors
 from harness.cues.report import JSON_NAME, load_summary
-from harness.cli.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
+from evalaware.options import (MethodOptions, RunOptions, method_options, progress_option, run_options,
                            verbose_option)
 from harness.backends.cache import CachedBackend
 from harness.runlog.provenance import base_manifest

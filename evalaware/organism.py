@@ -19,10 +19,10 @@ from typing import Any, Sequence
 
 import click
 
-from harness.cli.help import SectionedGroup, deprecated_alias
+from evalaware.help import SectionedGroup, deprecated_alias
 from harness.backends.base import Backend
 from harness.backends.registry import default_backend, open_backend
-from harness.cli.options import BackendKind, MethodOptions, method_options, methods_option, progress_option, verbose_option
+from evalaware.options import BackendKind, MethodOptions, method_options, methods_option, progress_option, verbose_option
 from harness.core import bounds, console
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError

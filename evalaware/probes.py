@@ -1,4 +1,4 @@
-"""`evalaware activations ...` and `evalaware probes ...` (attached by harness.cli.main)."""
+"""`evalaware activations ...` and `evalaware probes ...` (attached by evalaware.main)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from harness.cli.help import SectionedGroup
+from evalaware.help import SectionedGroup
 from harness.core import bounds
 from harness.core.details import LayerSelection
-from harness.cli.options import RunOptions, limit_options, progress_option, run_options, verbose_option
+from evalaware.options import RunOptions, limit_options, progress_option, run_options, verbose_option
 from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.runlog.lock import run_dir_lock

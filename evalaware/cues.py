@@ -1,5 +1,5 @@
 """`evalaware cues`: switch prompt factors on and off and measure how each moves the methods'
-P(eval) (causal cue attribution; harness/cues). Attached by harness/cli/main.py."""
+P(eval) (causal cue attribution; harness/cues). Attached by evalaware/main.py."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from contextlib import ExitStack
 
 import click
 
-from harness.cli.help import SectionedCommand
-from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
+from evalaware.help import SectionedCommand
+from evalaware.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
 from harness.backends.registry import default_backend
 from harness.core import bounds

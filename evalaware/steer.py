@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import click
 
-from harness.cli.help import SectionedGroup
-from harness.cli.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
+from evalaware.help import SectionedGroup
+from evalaware.options import (MethodOptions, RunOptions, method_options, methods_option, progress_option,
                                  run_options, verbose_option)
 from harness.core import bounds
 from harness.core.console import visible

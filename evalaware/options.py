@@ -13,7 +13,7 @@ and checks them the same way:
   ``--store-dtype``). Each backend's own flags come from its class's declared ``options``; a
   command names the capabilities it needs (``needs``), never backends (:class:`BackendKind`, its
   default the registry's ``default_backend(needs)``); the options are filed in help sections
-  (:func:`harness.cli.help.in_section`); ``-M key=value`` passes engine arguments the backend does not model to its engine.
+  (:func:`evalaware.help.in_section`); ``-M key=value`` passes engine arguments the backend does not model to its engine.
 - :func:`method_options`: the methods' settings, one flag per option declared in
   :mod:`harness.methods.config` (view, person, votes, sampling, token limits, ``--constrain``, the
   logprob methods' words and coverage gate, ...) that the command's methods read, with prompt
@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence
 
 import click
 
-from harness.cli.help import in_section
+from evalaware.help import in_section
 from harness.core import bounds, console
 from harness.core.errors import EvalAwareError
 from harness.backends.base import Backend

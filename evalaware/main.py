@@ -11,16 +11,16 @@ from pathlib import Path
 
 import click
 
-from harness.cli.boundary import run_cli
-from harness.cli.probes import activations, probes
-from harness.cli.steer import steer
-from harness.cli.organism import organism, validate_alias
-from harness.cli.intervene import intervene_cmd
-from harness.cli.tokens import tokens
-from harness.cli.help import COMMAND_SECTIONS, SectionedGroup, in_section
+from evalaware.boundary import run_cli
+from evalaware.probes import activations, probes
+from evalaware.steer import steer
+from evalaware.organism import organism, validate_alias
+from evalaware.intervene import intervene_cmd
+from evalaware.tokens import tokens
+from evalaware.help import COMMAND_SECTIONS, SectionedGroup, in_section
 
 from harness.models import assets as A
-from harness.cli.options import (MethodOptions, RunOptions, label_option, method_options, methods_option,
+from evalaware.options import (MethodOptions, RunOptions, label_option, method_options, methods_option,
                           progress_option, read_samples, run_options, verbose_option)
 from harness.data.readers import load_dataset, resolve_dataset, summarize
 from harness.methods import report_specs
@@ -30,7 +30,7 @@ from harness.core.console import visible
 from harness.core.errors import EvalAwareError
 from harness.stats.summaries import answer_errors, per_class_accuracy
 from harness.reporting import summary as run_summary
-from harness.cli.report import report
+from evalaware.report import report
 from harness.reporting.report import method_label
 from harness.runlog.lock import run_dir_lock
 from harness.stats.tally import cut_cell, tally
@@ -38,8 +38,8 @@ from harness.run.loop import SCHEDULES, check_dataset, needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.runlog.export import FORMATS, format_for, write_records
 from harness.runlog.outputs import output_file
-from harness.cli.taxonomy import taxonomy
-from harness.cli.cues import cues
+from evalaware.taxonomy import taxonomy
+from evalaware.cues import cues
 
 
 @click.group(cls=SectionedGroup, sections=COMMAND_SECTIONS,
@@ -396,7 +396,7 @@ for _group in (tokens, report, activations, probes, taxonomy, cues, steer, organ
 
 
 def main() -> None:
-    """Entry point: every failure one line on stderr, exit 0/1/2/3/130 (:mod:`harness.cli.boundary`)."""
+    """Entry point: every failure one line on stderr, exit 0/1/2/3/130 (:mod:`evalaware.boundary`)."""
     run_cli(cli)
 
 
