@@ -23,7 +23,7 @@ def _modules(package: str) -> list[str]:
 def test_tokenization_imports_nothing_from_harness() -> None:
     code = ("import importlib, json, sys\n"
             f"for m in {_modules('tokenization')!r}: importlib.import_module(m)\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('harness', 'probes'))))")
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('evalaware', 'harness', 'probes'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert json.loads(out.stdout) == []

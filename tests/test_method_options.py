@@ -72,7 +72,7 @@ def test_every_config_field_is_one_declaration_with_a_flag_on_run(tmp_path):
     other = {("evalaware/main.py", "--view"),  # data audit: the declaration's type and default
              ("evalaware/intervene.py", "--monitor-sentences"),  # the inserted pairs, not a setting
              ("evalaware/tokens.py", "--words")}  # the words `tokens inspect` spells (moved from tokenization/)
-    for f in sorted((ROOT / "harness").rglob("*.py")):
+    for f in sorted(f for p in ("evalaware", "harness") for f in (ROOT / p).rglob("*.py")):
         for hit in spelled.finditer(f.read_text()):
             assert (f.relative_to(ROOT).as_posix(), hit.group(1)) in other, f"{f} declares {hit.group(1)}"
 
@@ -104,7 +104,7 @@ def test_methods_is_declared_once_and_its_help_lists_every_registered_method():
     taking = {k: p for k, p in taking.items() if p is not None}
     assert {"run", "steer run", "cues", "intervene", "organism validate"} <= set(taking)
     assert all(isinstance(p.type, MethodList) for p in taking.values()), taking
-    declared = [f for f in (ROOT / "harness").rglob("*.py") if '"--methods"' in f.read_text()]
+    declared = [f for p in ("evalaware", "harness") for f in (ROOT / p).rglob("*.py") if '"--methods"' in f.read_text()]
     assert [f.relative_to(ROOT).as_posix() for f in declared] == ["evalaware/options.py"]
     names = [c.name for c in ordered_methods()]
     assert set(names) == set(REGISTRY) and {"logprob_question", "monitor"} <= set(names)

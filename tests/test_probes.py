@@ -210,7 +210,7 @@ def test_one_load_and_align():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    calls = [f"{f.relative_to(root)}:{n.lineno}" for pkg in ("harness", "probes") for f in (root / pkg).rglob("*.py")
+    calls = [f"{f.relative_to(root)}:{n.lineno}" for pkg in ("evalaware", "harness", "probes") for f in (root / pkg).rglob("*.py")
              for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, ast.Call)
              and ast.unparse(n.func).split(".")[-1] == "probe_data"]
     assert len(calls) == 1 and calls[0].startswith("probes/data.py:"), calls

@@ -180,7 +180,7 @@ SQL = re.compile(r"\.execute(many|script)?\(|^\s*import sqlite3|^\s*from sqlite3
 def test_no_sql_outside_the_run_log():
     """Only harness/runlog/ opens SQLite or runs statements (tests may poke at files)."""
     offenders = []
-    for pkg in ("harness", "probes", "tokenization", "scripts"):
+    for pkg in ("evalaware", "harness", "probes", "tokenization", "scripts"):
         for f in sorted((ROOT / pkg).rglob("*.py")):
             if f.is_relative_to(ROOT / "harness" / "runlog"):
                 continue

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "probes", "tokenization", "scripts")
+PACKAGES = ("evalaware", "harness", "probes", "tokenization", "scripts")
 MAX_CLASS_LINES = 200
 
 
