@@ -44,6 +44,11 @@ def wall_times(args: list[str], runs: int, tree: Path = ROOT) -> list[float]:
     return out
 
 
+def cli_module(tree: Path) -> str:
+    """The command line's package in `tree`: evalaware/, or harness/cli/ in trees before it moved."""
+    return "evalaware" if (tree / "evalaware" / "main.py").exists() else "harness.cli"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7, help="runs per command (default 7)")
@@ -59,9 +64,10 @@ def main(argv: list[str] | None = None) -> None:
     wall_times(["-c", "import evalaware.main"], 1)  # warm the file cache once, not timed
     cases = [(label, case, ROOT) for label, case in CASES]
     if args.also:
-        wall_times(["-c", "import evalaware.main"], 1, args.also)
-        cases[2:2] = [(f"evalaware --help at {args.also_label}", ["-m", "evalaware", "--help"], args.also),
-                      (f"import evalaware.main at {args.also_label}", ["-c", "import evalaware.main"], args.also)]
+        cli = cli_module(args.also)
+        wall_times(["-c", f"import {cli}.main"], 1, args.also)
+        cases[2:2] = [(f"evalaware --help at {args.also_label}", ["-m", cli, "--help"], args.also),
+                      (f"import {cli}.main at {args.also_label}", ["-c", f"import {cli}.main"], args.also)]
     rows, raw = [], {}
     for label, case, tree in cases:
         times = wall_times(case, args.runs, tree)
