@@ -120,8 +120,9 @@ organism-disjoint:
 organism-behaviour:
 	$(MAKE) organism ORGANISM_KIND=behaviour ORGANISM_OUT=runs/organisms/smollm2-graded-behaviour$(SEED_SUFFIX)
 # Issue 45: awareness and the behaviour planted together on the cue prompts of half the topics
-# (harness/organisms/kinds.py COUPLED_TOPICS), the other topics' cue prompts kept at the base: not
-# built or timed yet (expect about the behaviour organism's 27 min + 47 s alone on 2 cores).
+# (harness/organisms/kinds.py COUPLED_TOPICS), the other topics' cue prompts kept at the base. Built
+# once (seed 0, main 7632964): 3,255 s on one thread of one core with other jobs on the other core,
+# not a figure for idle cores (the behaviour organism's was 27 min + 47 s alone on 2 cores).
 organism-coupled:
 	$(MAKE) organism ORGANISM_KIND=coupled ORGANISM_OUT=runs/organisms/smollm2-graded-coupled$(SEED_SUFFIX)
 # The coupled organism's topic-matched null: the behaviour alone on the cue prompts of the same
