@@ -20,6 +20,7 @@ from harness.backends.specs import BackendSpec
 from evalaware.main import cli
 from evalaware.options import BackendKind
 from harness.core.errors import BackendError, EvalAwareError
+from tests.helpers.packages import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -174,7 +175,7 @@ NOT_A_BACKEND = {
 
 def outside_backends(root: Path) -> list[tuple[str, Path]]:
     """("path", file) for each module of the packages under `root` outside harness/backends/."""
-    return [(f.relative_to(root).as_posix(), f) for package in ("evalaware", "harness", "probes", "tokenization")
+    return [(f.relative_to(root).as_posix(), f) for package in PACKAGES
             for f in sorted((root / package).rglob("*.py"))
             if not f.relative_to(root).as_posix().startswith("harness/backends/")]
 
@@ -212,7 +213,7 @@ def test_no_backend_name_is_spelled_outside_the_backends():
                                      'f(kind="openai")', 'y = f"{1}" if k == "hf" else None',
                                      'PACKAGES = ("hf",)'])
 def test_the_backend_name_check_finds_a_planted_one(tmp_path, planted):
-    for package in ("evalaware", "harness", "probes", "tokenization"):
+    for package in PACKAGES:
         (tmp_path / package).mkdir()
     (tmp_path / "harness" / "backends").mkdir()
     (tmp_path / "harness" / "backends" / "ok.py").write_text('KIND = "hf"\n')  # inside: fine
@@ -256,7 +257,7 @@ def test_one_way_to_a_model():
 
 
 def test_the_one_way_check_finds_a_planted_engine(tmp_path):
-    for package in ("evalaware", "harness", "probes", "tokenization"):
+    for package in PACKAGES:
         (tmp_path / package).mkdir()
     (tmp_path / "probes" / "a.py").write_text("class Mine(Backend):\n    pass\n")
     (tmp_path / "probes" / "b.py").write_text("from harness.backends.hf.backend import HFBackend\n")

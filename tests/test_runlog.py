@@ -16,6 +16,7 @@ from harness.core.records import RECORD_SCHEMA, Record
 from harness.runlog import SCHEMA_VERSION, RunLog, TableSpec, encode_value
 from harness.core.sample import Message, Sample, SampleMeta
 from tests.helpers.cli import in_process
+from tests.helpers.packages import PACKAGES
 
 ROOT = Path(__file__).parents[1]
 
@@ -180,7 +181,7 @@ SQL = re.compile(r"\.execute(many|script)?\(|^\s*import sqlite3|^\s*from sqlite3
 def test_no_sql_outside_the_run_log():
     """Only harness/runlog/ opens SQLite or runs statements (tests may poke at files)."""
     offenders = []
-    for pkg in ("evalaware", "harness", "probes", "tokenization", "scripts"):
+    for pkg in (*PACKAGES, "scripts"):
         for f in sorted((ROOT / pkg).rglob("*.py")):
             if f.is_relative_to(ROOT / "harness" / "runlog"):
                 continue

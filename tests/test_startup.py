@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.packages import PACKAGES as OURS
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "vllm", "transformers", "sklearn", "scipy", "matplotlib")
-OURS = ("evalaware", "harness", "probes", "tokenization")
 
 _CHILD = """
 import json, sys

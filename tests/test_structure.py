@@ -6,8 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.helpers.packages import PACKAGES as OURS
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("evalaware", "harness", "probes", "tokenization", "scripts")
+PACKAGES = (*OURS, "scripts")
 MAX_CLASS_LINES = 200
 
 
