@@ -15,7 +15,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 
@@ -196,9 +196,10 @@ def _read_pairs(path: str | None, cue: str, behaviour: dict[str, Any] | None = N
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto",
               show_default=True, help="Both models' dtype (auto: float32 on CPU, bfloat16 on a GPU).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
+@progress_option
 @verbose_option
 def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, limit: int | None,
-                max_tokens: int, bootstrap: int, dtype: str, out: str | None) -> None:
+                max_tokens: int, bootstrap: int, dtype: str, out: str | None, progress: bool) -> None:
     """Verbalization rate (exact match on the planted sentences, greedy answers; a sham: the
     awareness organism's, which it must not say) on cue and no-cue
     prompts, and first-token KL to the base on no-cue prompts; intervals resample categories.
@@ -215,7 +216,8 @@ def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, lim
         raise EvalAwareError(f"{card.path}: field 'base': missing; pass --base")
     samples, _ = _read_pairs(pairs_path, cue.name)
     samples = _pairs_subset(samples, limit)
-    res = measure(organism_dir, base or str(card.base), samples, cue, max_tokens, bootstrap, dtype)
+    res = measure(organism_dir, base or str(card.base), samples, cue, max_tokens, bootstrap, dtype,
+                  progress=progress, say=console.status)
     for line in measure_lines(res):
         click.echo(line)
     if out:
@@ -223,17 +225,27 @@ def measure_cmd(organism_dir: str, base: str | None, pairs_path: str | None, lim
 
 
 def measure(organism_dir: str, base: str, samples: list[Sample], cue: Any, max_tokens: int,
-            n_boot: int, dtype: str = "auto") -> dict[str, Any]:
+            n_boot: int, dtype: str = "auto", progress: bool = False,
+            say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`say`: one line as each step starts (which model, how many prompts); `progress`: each
+    step's bar."""
     t0 = time.perf_counter()
+    tell = say or (lambda _msg: None)
+    no_cue = [s for s in samples if s.label == "deploy"]
     with ExitStack() as st:
+        tell(f"loading the organism ({visible(organism_dir)})")
         org = st.enter_context(open_backend(default_backend(LOCAL), organism_dir, dtype=dtype))
-        rows = verbalizations(org, samples, cue, max_tokens=max_tokens)
-        no_cue = [s for s in samples if s.label == "deploy"]
+        tell(f"the organism's greedy answers to {len(samples)} prompts ({max_tokens} tokens at most)")
+        rows = verbalizations(org, samples, cue, max_tokens=max_tokens, progress=progress, desc="organism answers")
+        tell(f"loading the base ({visible(base)})")
         b = st.enter_context(open_backend(default_backend(LOCAL), base, dtype=dtype))
+        tell(f"first-token KL on {len(no_cue)} no-cue prompts")
         kl = first_token_kl(b, org, no_cue)
-        base_rows = verbalizations(b, samples, cue, max_tokens=max_tokens)
+        tell(f"the base's greedy answers to {len(samples)} prompts")
+        base_rows = verbalizations(b, samples, cue, max_tokens=max_tokens, progress=progress, desc="base answers")
         own = {r["id"]: r["answer"] for r in base_rows}
-        whole = answer_kl(b, org, no_cue, [own[s.id] for s in no_cue])
+        tell(f"whole-answer KL on {len(no_cue)} no-cue prompts (every position of the base's answer, both models)")
+        whole = answer_kl(b, org, no_cue, [own[s.id] for s in no_cue], progress=progress)
     res: dict[str, Any] = {"organism": organism_dir, "base": base, "cue": cue.name,
                            "n_samples": len(samples), "max_tokens": max_tokens, "device": org.device,
                            "dtype": org.identity.get("dtype")}

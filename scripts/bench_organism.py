@@ -81,7 +81,8 @@ def main() -> None:
     rows.append(("organism build (again: cached)", _cli(["organism", "build", "--base", base, "--cue", "graded",
                                                          *recipe, "--no-progress", "--out", str(org)])))
     rows.append((f"organism measure ({a.limit} pairs)", _cli(["organism", "measure", "--organism", str(org),
-                                                              "--limit", str(a.limit), "--bootstrap", "200"])))
+                                                              "--limit", str(a.limit), "--bootstrap", "200",
+                                                              "--no-progress"])))
     rows.append((f"validate {a.methods} ({a.limit} pairs, hf)",
                  _cli(["organism", "validate", "--base", base, "--organism", str(org), "--methods", a.methods,
                        "--limit", str(a.limit), "--bootstrap", "200", "--no-progress",

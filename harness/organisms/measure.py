@@ -7,6 +7,10 @@
 - the **whole-answer KL** (issue 44, item 5): the same at every position of the base's own greedy
   answer, teacher-forced on both models, averaged over the answer's positions per prompt: what the
   organism changes on no-cue prompts beyond the answer's first token.
+
+With ``progress`` set, the answers and the whole-answer KL (its slowest part: two forwards over
+every prefix of an answer) show a bar each (stderr): the answers move in chunks of :data:`CHUNK`
+prompts, the KL per prompt.
 """
 
 from __future__ import annotations
@@ -20,33 +24,59 @@ from harness.core.render import Renderer
 from harness.core.sample import Sample
 from harness.organisms.cues import Cue, verbalized
 
+CHUNK = 16  # prompts per generate call, at least (the bar moves once per call)
+
+
+def _bar(total: int, desc: str, unit: str, progress: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not progress, dynamic_ncols=True)
+
 
 def prompts(backend: Backend, samples: Sequence[Sample]) -> list[tuple[int, ...]]:
     r = Renderer(backend.tokenizer)
     return [r.render(s.first_turn()) for s in samples]
 
 
-def verbalizations(backend: Backend, samples: Sequence[Sample], cue: Cue,
-                   max_tokens: int = 40) -> list[dict[str, Any]]:
-    """One row per sample: id, pair, label, the greedy answer and whether it verbalizes."""
-    gens = backend.generate([GenerationRequest(p, SamplingParams(max_tokens=max_tokens, temperature=0.0))
-                             for p in prompts(backend, samples)])
+def verbalizations(backend: Backend, samples: Sequence[Sample], cue: Cue, max_tokens: int = 40,
+                   progress: bool = False, desc: str = "answers") -> list[dict[str, Any]]:
+    """One row per sample: id, pair, label, the greedy answer and whether it verbalizes.
+    Generated in chunks whether or not a bar is shown (`progress`), so the answers do not depend
+    on ``--no-progress``: the prompts sorted by length (stably), then :data:`CHUNK` at a time,
+    rounded up to whole batches of the backend's ``batch_size``. A backend that batches by length
+    (hf) then batches exactly as one call would (a batch's make-up moves float results)."""
+    reqs = [GenerationRequest(p, SamplingParams(max_tokens=max_tokens, temperature=0.0))
+            for p in prompts(backend, samples)]
+    size = max(1, int(getattr(backend, "batch_size", 1) or 1))
+    step = -(-CHUNK // size) * size
+    order = sorted(range(len(reqs)), key=lambda i: len(reqs[i].prompt_ids))
+    gens: list[Any] = [None] * len(reqs)
+    with _bar(len(reqs), desc, "prompt", progress) as bar:
+        for k in range(0, len(order), step):
+            idx = order[k:k + step]
+            for i, g in zip(idx, backend.generate([reqs[i] for i in idx])):
+                gens[i] = g
+            bar.update(len(idx))
     return [{"id": s.id, "pair": s.metadata.extra.get("pair"), "label": s.label,
              "category": s.metadata.category, "answer": g.text, "verbalized": verbalized(g.text, cue)}
             for s, g in zip(samples, gens)]
 
 
-def answer_kl(base: Backend, organism: Backend, samples: Sequence[Sample], answers: Sequence[str]) -> np.ndarray:
+def answer_kl(base: Backend, organism: Backend, samples: Sequence[Sample], answers: Sequence[str],
+              progress: bool = False) -> np.ndarray:
     """Per sample, the mean over the positions of `answers` (the base's greedy answers, teacher-forced
-    after each sample's prompt; the first position included) of KL(base || organism) in nats."""
+    after each sample's prompt; the first position included) of KL(base || organism) in nats.
+    `progress`: a bar over the prompts."""
     out = []
     tok = base.tokenizer
-    for p, a in zip(prompts(base, samples), answers):
-        ids = list(tok(a, add_special_tokens=False)["input_ids"]) if a else []
-        prefixes = [tuple(p) + tuple(ids[:t]) for t in range(len(ids) + 1)] if ids else [tuple(p)]
-        pb = base.next_token_logprobs(prefixes)
-        po = organism.next_token_logprobs(prefixes)
-        out.append(float((np.exp(pb) * (pb - po)).sum(axis=1).mean()))
+    with _bar(len(samples), "whole-answer KL", "prompt", progress) as bar:
+        for p, a in zip(prompts(base, samples), answers):
+            ids = list(tok(a, add_special_tokens=False)["input_ids"]) if a else []
+            prefixes = [tuple(p) + tuple(ids[:t]) for t in range(len(ids) + 1)] if ids else [tuple(p)]
+            pb = base.next_token_logprobs(prefixes)
+            po = organism.next_token_logprobs(prefixes)
+            out.append(float((np.exp(pb) * (pb - po)).sum(axis=1).mean()))
+            bar.update(1)
     return np.asarray(out, dtype=float)
 
 
