@@ -127,7 +127,9 @@ organism-coupled:
 	$(MAKE) organism ORGANISM_KIND=coupled ORGANISM_OUT=runs/organisms/smollm2-graded-coupled$(SEED_SUFFIX)
 # The coupled organism's topic-matched null: the behaviour alone on the cue prompts of the same
 # COUPLED_TOPICS, the other topics' cue prompts kept at the base (the same pairs, steps and seed): a
-# readout that only reads the topic predicts the change on both. Not built or timed yet.
+# readout that only reads the topic predicts the change on both. Built once (seed 0, main 475219c)
+# alone on 2 idle cores: 1,663 s (the base's own answers to 432 cue prompts, 27 chunks in ~95 s,
+# then 1,200 steps in 1,561 s, mean 1.3 s), 1,865 s in all with `organism measure`.
 organism-behaviour-topics:
 	$(MAKE) organism ORGANISM_KIND=behaviour-topics ORGANISM_OUT=runs/organisms/smollm2-graded-behaviour-topics$(SEED_SUFFIX)
 organisms:
@@ -199,7 +201,9 @@ behaviour-linkage: install
 # topic), and the verdicts: per readout, the coupled organism's within-topic AUROC (permutation test,
 # Holm), beyond the topic-matched null's and beyond the base's and the sham's on the same labels
 # (sensitivity.md "Awareness and behaviour within cue prompts"); the
-# set's 120 family pairs, of which the template pairs count (vLLM).
+# set's 120 family pairs, of which the template pairs count (vLLM). Run once without the behaviour
+# organism and with the null sham's seed 1 as --reference (docs/generated/validate-coupled.md): 2,380 s
+# alone on 2 idle cores for 4 models (each ~10 min: 240 prompts, 960 tasks, 60-67 generated tok/s).
 PAIRS_BEHAVIOUR := runs/organisms/graded-pairs-family-behaviour.jsonl
 validate-coupled: organism-coupled organism-behaviour-topics organism-behaviour organism-sham
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --with-behaviour --out $(PAIRS_BEHAVIOUR)
