@@ -103,7 +103,8 @@ organism: install
 # that sharpens the cue side, not a null), awareness in words no readout uses, and a behaviour-only
 # opening (specificity). Measured alone on 2 idle cores before issue 44 (build + measure): the greedy
 # sham 1,832 s (its 1,464 answers ~4 min, then 1,200 steps) + 43 s, the disjoint organism 1,580 + 45 s,
-# the behaviour-only one 1,621 + 47 s; the null sham draws 4 samples per cue prompt first: on
+# the behaviour-only one 1,621 + 47 s (rebuilt 2026-11-29 on one thread of one core beside the slow suite:
+# 3,113 s + 6 min); the null sham draws 4 samples per cue prompt first: on
 # 2026-11-29 its drawing took 92 chunks at 8.7 s each alone on 2 cores (the first chunks: ~13 min in
 # all), then ran on one thread of one core (its build: 5,136 s in all, 1,438 s drawing, 1,200 steps
 # at 2.7-3.6 s): not a clean figure for 2 idle cores. Seed 1 (2026-11-29, one thread pinned to one core, the
