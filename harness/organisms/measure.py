@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.backends.base import Backend, GenerationRequest, SamplingParams
+from harness.core.batching import by_length
 from harness.core.render import Renderer
 from harness.core.sample import Sample
 from harness.organisms.cues import Cue, verbalized
@@ -42,18 +43,16 @@ def verbalizations(backend: Backend, samples: Sequence[Sample], cue: Cue, max_to
                    progress: bool = False, desc: str = "answers") -> list[dict[str, Any]]:
     """One row per sample: id, pair, label, the greedy answer and whether it verbalizes.
     Generated in chunks whether or not a bar is shown (`progress`), so the answers do not depend
-    on ``--no-progress``: the prompts sorted by length (stably), then :data:`CHUNK` at a time,
-    rounded up to whole batches of the backend's ``batch_size``. A backend that batches by length
-    (hf) then batches exactly as one call would (a batch's make-up moves float results)."""
+    on ``--no-progress``: :func:`harness.core.batching.by_length` in chunks of :data:`CHUNK`,
+    rounded up to whole batches of the backend's ``batch_size``. The hf backend, which batches
+    with the same function, then batches exactly as one call would (a batch's make-up moves float
+    results)."""
     reqs = [GenerationRequest(p, SamplingParams(max_tokens=max_tokens, temperature=0.0))
             for p in prompts(backend, samples)]
     size = max(1, int(getattr(backend, "batch_size", 1) or 1))
-    step = -(-CHUNK // size) * size
-    order = sorted(range(len(reqs)), key=lambda i: len(reqs[i].prompt_ids))
     gens: list[Any] = [None] * len(reqs)
     with _bar(len(reqs), desc, "prompt", progress) as bar:
-        for k in range(0, len(order), step):
-            idx = order[k:k + step]
+        for idx in by_length([r.prompt_ids for r in reqs], -(-CHUNK // size) * size):
             for i, g in zip(idx, backend.generate([reqs[i] for i in idx])):
                 gens[i] = g
             bar.update(len(idx))

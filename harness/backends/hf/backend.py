@@ -20,7 +20,8 @@ from harness.models.fingerprint import local_model_path, model_identity
 from harness.backends.base import (Backend, DrawnAnswer, Generation, GenerationRequest, HiddenLayout,
                                    StructuredOutput, TokenIds)
 from harness.backends.specs import HF
-from harness.backends.hf.batches import by_length, left_pad
+from harness.backends.hf.batches import left_pad
+from harness.core.batching import by_length
 from harness.backends.hf.teacher import PromptBatch, run_prompts, teacher_force
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",

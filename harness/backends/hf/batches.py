@@ -1,5 +1,5 @@
-"""Batching for a transformers model: left padding with positions that ignore the padding, and
-length-sorted batches. Public because activation capture (``probes.activations.capture``) and steering-vector
+"""Batching for a transformers model: left padding with positions that ignore the padding (the
+length-sorted batches are :mod:`harness.core.batching`'s). Public because activation capture (``probes.activations.capture``) and steering-vector
 building (``probes.steering.build``) feed the same padded batches to the model's forward hooks."""
 
 from __future__ import annotations
@@ -28,13 +28,3 @@ def left_pad(seqs: Sequence[TokenIds], pad_id: int, device: str | torch.device =
         mask[i, n - len(s):] = 1
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     return ids.to(device), mask.to(device), pos.to(device)
-
-
-def batches(order: list[int], size: int) -> list[list[int]]:
-    """`order` cut into consecutive batches of at most `size`."""
-    return [order[i:i + size] for i in range(0, len(order), size)]
-
-
-def by_length(seqs: Sequence[TokenIds], size: int) -> list[list[int]]:
-    """Indices of `seqs` in batches of similar length (less padding)."""
-    return batches(sorted(range(len(seqs)), key=lambda i: len(seqs[i])), size)

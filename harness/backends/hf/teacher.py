@@ -33,7 +33,8 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from harness.core.errors import BackendError
-from harness.backends.hf.batches import batches, by_length, left_pad
+from harness.backends.hf.batches import left_pad
+from harness.core.batching import batches, by_length
 
 TokenIds = Sequence[int]
 
