@@ -144,6 +144,10 @@ def test_steer_run_and_report_rank_the_vector_among_contrasts_and_random(capture
     md = (write_steer_report(out, n_boot=100) / "steering.md").read_text()
     assert "unrelated-contrast controls: 2 directions" in md and "rank among all controls" in md
     assert f"{c['rank_all']} of 5" in md
+    # one declared rule judges each (method, alpha) row, printed as a verdict line
+    (v,) = res["verdicts"]
+    assert (v["method"], v["alpha"], v["n_controls"]) == ("logprob_question", 0.5, 4)
+    assert v["ci_level"] == pytest.approx(0.95) and f"- {v['sentence']}" in md and res["rule"] in md
     # without them: the same directory's vector conditions, no contrast run
     plan2 = steer_run(vec, hf_tiny4, samples[:6], ["logprob_question"], tmp_path / "plain",
                       contrast_controls=False, **kw)

@@ -33,6 +33,7 @@ from harness.runlog import RunLog
 from harness.runlog.outputs import write_output
 
 from probes.steering.run import PLAN_FILE
+from probes.steering.verdicts import RULE, family_level, steer_verdict, tally
 
 
 def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str], n_boot: int,
@@ -137,6 +138,7 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
     methods = sorted({m for c in data.values() for m in c["records"]})
     table: dict[str, list[dict[str, Any]]] = {}
     controls: dict[str, list[dict[str, Any]]] = {}
+    pending: list[Any] = []
     for m in methods:
         base_scores = {r["sample_id"]: r.get("score") for r in (base or {}).get("records", {}).get(m, [])}
         # compare conditions on the same samples: those scored in every condition (a gate that
@@ -180,7 +182,26 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
         groups = next(iter(data.values()))["groups"] if data else {}
         n_alphas = len({r["alpha"] for r in rows if r["control"] == "vector"})
         controls[m] = random_control(rows, scores, common, groups, n_alphas, n_boot, seed)
-    return {"plan": plan, "methods": table, "controls": controls}
+        pending.append((m, rows, scores, {k: v for k, v in base_scores.items() if v is not None}, common, groups))
+    return {"plan": plan, "methods": table, "controls": controls,
+            "verdicts": _verdicts(pending, n_boot, seed), "rule": RULE}
+
+
+def _verdicts(pending: Sequence[tuple[str, list[dict[str, Any]], dict[str, dict[str, float]], dict[str, float],
+                                      dict[float, set[str]], dict[str, str]]],
+              n_boot: int, seed: int) -> list[dict[str, Any]]:
+    """Every (method, alpha != 0) row with a vector, judged under :mod:`probes.steering.verdicts`'s
+    rule at the Bonferroni level over all of them."""
+    todo = [(m, a, rows, scores, base, common, groups) for m, rows, scores, base, common, groups in pending
+            for a in sorted({r["alpha"] for r in rows if r["control"] == "vector" and r["alpha"] != 0})]
+    level = family_level(len(todo))
+    out = []
+    for m, a, rows, scores, base, common, groups in todo:
+        vec = next(r for r in rows if r["control"] == "vector" and r["alpha"] == a)
+        ctl = [r for r in rows if r["control"] in ("random", "contrast") and r["alpha"] == a and r["delta"] is not None]
+        out.append(steer_verdict(m, a, vec, ctl, scores, base, sorted(common.get(a, set())), groups, level,
+                                 lambda v, lv, g=groups: _mean_ci(v, g, n_boot, seed, alpha=lv)))
+    return out
 
 
 def _shown(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -257,6 +278,11 @@ def write_steer_report(out: str | Path, report_dir: str | Path | None = None, n_
           f"that withholds other samples moves nothing; where a condition of an alpha withholds "
           f"every score, that alpha compares nothing (`–`). `random` rows: the mean over the "
           f"random directions.")
+    if res["verdicts"]:
+        doc.h(2, "Verdicts")
+        doc.p(RULE)
+        doc.ul([v["sentence"] for v in res["verdicts"]])
+        doc.p("Tally: " + ", ".join(f"{k}: {n}" for k, n in tally(res["verdicts"]).items()) + ".")
     specs = report_specs()
     for m, rows in res["methods"].items():
         doc.h(2, m)
