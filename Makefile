@@ -230,8 +230,15 @@ steer-controls: install
 	$(BIN)/evalaware steer report runs/steer-controls
 
 # On the coupled organism: does its awareness direction (cue present vs absent, its trained blocks
-# 23..30) move the behaviour more than every unrelated contrast? Steered on the held-out categories.
-steer-coupled: organism-coupled
+# 23..30) move the behaviour more than every unrelated contrast? Steered on 48 of the held-out
+# categories' samples (--limit: labels balanced, categories spread; all 120 held-out samples at 3
+# alphas would take ~2.5 h on 2 cores), at alpha +0.5 only: without the cue the behaviour is absent
+# (0 of 72 answers, 6 of 72 with it: docs/generated/validate-coupled.md), so only adding the
+# direction can show it. Builds the organism only where it is missing.
+STEER_COUPLED_LIMIT ?= 48
+STEER_COUPLED_ALPHAS ?= 0,0.5
+steer-coupled: install
+	test -f runs/organisms/smollm2-graded-coupled/config.json || $(MAKE) organism-coupled
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --with-behaviour --out $(PAIRS_BEHAVIOUR)
 	$(BIN)/evalaware run --model runs/organisms/smollm2-graded-coupled --backend hf --dataset $(PAIRS_BEHAVIOUR) \
 	    --methods logprob_question --out runs/steer-coupled-src
@@ -239,8 +246,8 @@ steer-coupled: organism-coupled
 	    --layers 23,24,25,26,27,28,29 --no-answer
 	$(BIN)/evalaware steer build --run runs/steer-coupled-src --out runs/vectors/coupled
 	$(BIN)/evalaware steer run --vector runs/vectors/coupled --backend vllm --dataset $(PAIRS_BEHAVIOUR) \
-	    --methods logprob_question,behaviour --alphas $(STEER_ALPHAS) --n-random 20 --answer-tokens 128 \
-	    --out runs/steer-coupled
+	    --methods logprob_question,behaviour --alphas $(STEER_COUPLED_ALPHAS) --n-random 20 --answer-tokens 128 \
+	    --limit $(STEER_COUPLED_LIMIT) --out runs/steer-coupled
 	$(BIN)/evalaware steer report runs/steer-coupled
 
 awareness-behaviour: behaviour-linkage validate-coupled steer-controls steer-coupled

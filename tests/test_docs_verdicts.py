@@ -17,7 +17,8 @@ GENERATED = ROOT / "docs" / "generated"
 VERDICT = re.compile(r"^\s*[-*]\s+\S.*\[[^\]]*\]:\s+(sensitive|inverted|not shown sensitive|equivalent|moved|"
                      r"inconclusive|no verdict)\b")
 #: A steering verdict line as `steer report` prints it (probes.steering.verdicts).
-STEER_VERDICT = re.compile(r"^\s*[-*]\s+\S+ at alpha [+-]?[0-9.]+:\s+(moves it more than every control|"
+#: Searched anywhere in a line (a list item, a numbered item, prose): the line must be generated.
+STEER_VERDICT = re.compile(r"\S+ at alpha \S+:\s+(moves it more than every control|"
                            r"moves it, not shown more than every control|not shown to move it|no verdict)\b")
 #: Conclusions the issue found stated without a table under one rule behind them.
 WITHDRAWN = ("only the monitor is both sensitive and specific", "reads the meaning, not the words",
@@ -38,7 +39,7 @@ def docs_verdicts_not_generated(docs: list[Path], generated: set[str]) -> list[s
     bad = []
     for p in docs:
         for k, line in enumerate(p.read_text().splitlines(), 1):
-            if (VERDICT.match(line) or STEER_VERDICT.match(line)) and line.strip() not in generated:
+            if (VERDICT.match(line) or STEER_VERDICT.search(line)) and line.strip() not in generated:
                 bad.append(f"{p.name}:{k}: {line.strip()}")
     return bad
 
@@ -87,5 +88,6 @@ def test_the_check_catches_a_hand_written_steering_verdict(tmp_path):
     doc = tmp_path / "s.md"
     doc.write_text(f"- behaviour at alpha +0.5: {MORE} (vector delta +0.300)\n"
                    f"* logprob_question at alpha -0.5: {NOT_SHOWN} (vector delta -0.010)\n"
-                   "- behaviour at alpha +0.5 is discussed in prose, not a verdict line\n")
-    assert [b.split(":")[1] for b in docs_verdicts_not_generated([doc], set())] == ["1", "2"]
+                   "- behaviour at alpha +0.5 is discussed in prose, not a verdict line\n"
+                   f"1. In prose: behaviour at alpha +1e-05: {NOT_SHOWN}.\n")
+    assert [b.split(":")[1] for b in docs_verdicts_not_generated([doc], set())] == ["1", "2", "4"]

@@ -129,7 +129,8 @@ def test_steer_run_and_report_rank_the_vector_among_contrasts_and_random(capture
     vec = build_from_run(run, tmp_path / "vec", capture="default", contrasts=sets, backend=hf_tiny4)
     out = tmp_path / "steer"
     kw = dict(layers=[2], alphas=[0, 0.5], progress=False, config=MethodConfig(min_coverage=0.0), n_random=2)
-    plan = steer_run(vec, hf_tiny4, samples[:6], ["logprob_question"], out, **kw)
+    sub = samples[::3][:6]  # one sample of each of 6 categories: enough for a verdict
+    plan = steer_run(vec, hf_tiny4, sub, ["logprob_question"], out, **kw)
     assert [c["name"] for c in plan["conditions"]] == [
         "unsteered_0", "contrast-colour_+0.5", "contrast-size_+0.5", "random_+0.5", "random1_+0.5", "vector_+0.5"]
     res = dose_response(out, n_boot=100)
@@ -148,8 +149,15 @@ def test_steer_run_and_report_rank_the_vector_among_contrasts_and_random(capture
     (v,) = res["verdicts"]
     assert (v["method"], v["alpha"], v["n_controls"]) == ("logprob_question", 0.5, 4)
     assert v["ci_level"] == pytest.approx(0.95) and f"- {v['sentence']}" in md and res["rule"] in md
+    assert v["kind"] != "no verdict" and v["n_categories"] == 6 and v["n_planned"] == 4
+    assert v["vector_delta"] == pytest.approx(rows["vector_+0.5"]["delta"])
+    if "closest_control" in v:  # the vector moved it: each control compared, the closest named
+        cc = v["closest_control"]
+        assert cc["delta"] == pytest.approx(rows[cc["condition"]]["delta"])
+        assert cc["gap"] == pytest.approx(abs(v["vector_delta"]) - abs(cc["delta"]), abs=1e-9) or \
+            cc["gap"] == pytest.approx(abs(v["vector_delta"]) + abs(cc["delta"]), abs=1e-9)
     # without them: the same directory's vector conditions, no contrast run
-    plan2 = steer_run(vec, hf_tiny4, samples[:6], ["logprob_question"], tmp_path / "plain",
+    plan2 = steer_run(vec, hf_tiny4, sub, ["logprob_question"], tmp_path / "plain",
                       contrast_controls=False, **kw)
     assert not any(x["control"] == "contrast" for x in plan2["conditions"])
 

@@ -1,82 +1,125 @@
 """Issue 45: one declared rule judges every steering row, readout or behaviour alike
 (probes/steering/verdicts.py): the same numbers give the same verdict whatever the method; the
-strongest control is compared by magnitude, so a control moving the method the other way counts;
-few categories give no verdict; the report prints the verdicts at the family's Bonferroni level."""
+vector must beat every control, each whichever way it moves (testing only the strongest control
+by its mean is not conservative); a change with no interval, a partial run or few categories
+give no verdict; the family's Bonferroni level reaches every row."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from probes.steering.report import _mean_ci
+from probes.steering.report import _mean_ci, _verdicts
 from probes.steering.verdicts import MORE, NO_VERDICT, NOT_MORE, NOT_SHOWN, family_level, steer_verdict
 
 
-def _case(vec_shift, ctl_shift, n_cat=6, per=6, noise=0.01, seed=0):
-    """Scores for an unsteered, a vector and two control conditions; shifts are per-sample adds."""
+def _scores(shifts, n_cat=6, per=6, noise=0.01, cat_sd=None, seed=0):
+    """Per condition name, per sample: base + shift + noise (+ a per-category effect of sd
+    `cat_sd[name]`); returns (rows, scores, base, ids, groups) for alpha 0.5."""
     rng = np.random.default_rng(seed)
     ids = [f"c{g}:{k}" for g in range(n_cat) for k in range(per)]
     groups = {i: i.split(":")[0] for i in ids}
     base = {i: float(rng.uniform(0.2, 0.8)) for i in ids}
-    scores = {"unsteered_0": base,
-              "vector_+0.5": {i: base[i] + vec_shift + float(rng.normal(0, noise)) for i in ids},
-              "random_+0.5": {i: base[i] + float(rng.normal(0, noise)) for i in ids},
-              "contrast-shelf_+0.5": {i: base[i] + ctl_shift + float(rng.normal(0, noise)) for i in ids}}
+    scores = {"unsteered_0": base}
+    rows = []
+    for name, shift in shifts.items():
+        cat = {f"c{g}": float(rng.normal(0, (cat_sd or {}).get(name, 0.0))) for g in range(n_cat)}
+        scores[name] = {i: base[i] + shift + cat[groups[i]] + float(rng.normal(0, noise)) for i in ids}
+        control = "vector" if name.startswith("vector") else "contrast" if name.startswith("contrast") else "random"
+        rows.append({"condition": name, "control": control, "alpha": 0.5,
+                     "contrast": name.split("_")[0].removeprefix("contrast-") if control == "contrast" else None,
+                     "delta": float(np.mean([scores[name][i] - base[i] for i in ids]))})
+    return rows, scores, base, ids, groups
 
-    def row(name, control, contrast=None):
-        return {"condition": name, "control": control, "alpha": 0.5, "contrast": contrast,
-                "delta": float(np.mean([scores[name][i] - base[i] for i in ids]))}
-    vec = row("vector_+0.5", "vector")
-    ctl = [row("random_+0.5", "random"), row("contrast-shelf_+0.5", "contrast", "shelf")]
-    return vec, ctl, scores, base, ids, groups
 
-
-def _judge(method, vec, ctl, scores, base, ids, groups, level=0.05):
+def _judge(method, rows, scores, base, ids, groups, level=0.05, planned=None):
+    vec = next(r for r in rows if r["control"] == "vector")
+    ctl = [r for r in rows if r["control"] != "vector"]
     return steer_verdict(method, 0.5, vec, ctl, scores, base, ids, groups, level,
-                         lambda v, lv: _mean_ci(v, groups, 200, 0, alpha=lv))
+                         lambda v, lv: _mean_ci(v, groups, 200, 0, alpha=lv), planned=planned)
 
 
-@pytest.mark.parametrize("method", ["logprob_question", "behaviour", "monitor"])
-def test_same_numbers_same_verdict_whatever_the_method(method):
-    case = _case(0.3, 0.05)
-    v = _judge(method, *case)
+def test_a_clear_vector_beats_every_control():
+    v = _judge("behaviour", *_scores({"vector_+0.5": 0.3, "random_+0.5": 0.0, "contrast-shelf_+0.5": 0.05}))
     assert v["kind"] == MORE and v["rank"] == 1
-    assert v["sentence"].startswith(f"{method} at alpha +0.5: {MORE} (vector delta +0.3")
-    assert v["strongest_control"]["name"] == "shelf"
-    assert v["gap"] == pytest.approx(0.25, abs=0.01) and v["gap_ci"][0] > 0
+    assert v["sentence"].startswith(f"behaviour at alpha +0.5: {MORE} (raises it: vector delta +0.3")
+    assert v["closest_control"]["name"] == "shelf" and v["closest_control"]["gap_ci"][0] > 0
+
+
+def test_same_numbers_same_verdict_and_level_as_a_readout_or_a_behaviour():
+    case = _scores({"vector_+0.5": 0.3, "random_+0.5": 0.0, "contrast-shelf_+0.5": 0.28}, noise=0.05)
+    rows, scores, base, ids, groups = case
+    common = {0.5: set(ids), 0.0: set(ids)}
+    pending = [(m, rows, scores, base, common, groups) for m in ("logprob_question", "behaviour")]
+    plan = {"conditions": [{"control": r["control"], "alpha": 0.5} for r in rows]}
+    a, b = _verdicts(pending, plan, 200, 0)
+    assert (a["method"], b["method"]) == ("logprob_question", "behaviour")
+    assert a["kind"] == b["kind"] and a["ci_level"] == b["ci_level"] == pytest.approx(1 - 0.05 / 2)
+    assert a["sentence"].split(":", 1)[1] == b["sentence"].split(":", 1)[1]
+
+
+def test_the_family_level_reaches_every_row_of_every_method_and_alpha():
+    rows, scores, base, ids, groups = _scores({"vector_+0.5": 0.3, "random_+0.5": 0.0})
+    neg = [{**r, "alpha": -0.5, "condition": r["condition"].replace("+", "-")} for r in rows]
+    scores.update({r["condition"].replace("+", "-"): scores[r["condition"]] for r in rows})
+    common = {0.5: set(ids), -0.5: set(ids), 0.0: set(ids)}
+    pending = [(m, rows + neg, scores, base, common, groups) for m in ("logprob_question", "behaviour")]
+    plan = {"conditions": [{"control": r["control"], "alpha": r["alpha"]} for r in rows + neg]}
+    out = _verdicts(pending, plan, 200, 0)
+    assert [(v["method"], v["alpha"]) for v in out] == [("logprob_question", -0.5), ("logprob_question", 0.5),
+                                                         ("behaviour", -0.5), ("behaviour", 0.5)]
+    assert all(v["ci_level"] == pytest.approx(1 - 0.05 / 4) for v in out)
+    assert family_level(4) == pytest.approx(0.0125) and family_level(0) == 0.05
+
+
+def test_a_control_that_is_not_the_strongest_by_mean_can_still_hold_the_vector_back():
+    # contrast A: the largest mean change, moving with the vector (its gap is tight and above 0);
+    # contrast B: a slightly smaller mean, spread over categories: the vector does not beat it
+    case = _scores({"vector_+0.5": 0.30, "contrast-a_+0.5": 0.28, "contrast-b_+0.5": 0.27},
+                   noise=0.002, cat_sd={"contrast-b_+0.5": 0.15}, seed=3)
+    rows = case[0]
+    a, b = (next(r for r in rows if r["condition"] == n)["delta"] for n in ("contrast-a_+0.5", "contrast-b_+0.5"))
+    assert abs(a) > abs(b)  # the strongest control by mean is A ...
+    v = _judge("logprob_question", *case)
+    assert v["kind"] == NOT_MORE and v["closest_control"]["name"] == "b"  # ... but B decides
+    rows_a = [r for r in rows if r["condition"] != "contrast-b_+0.5"]
+    assert _judge("logprob_question", rows_a, *case[1:])["kind"] == MORE  # against A alone it would pass
 
 
 def test_a_control_moving_the_method_the_other_way_as_much_is_not_beaten():
-    v = _judge("behaviour", *_case(0.3, -0.32))
-    assert v["kind"] == NOT_MORE and v["rank"] == 2  # the contrast's |delta| is larger
-    assert v["gap"] == pytest.approx(-0.02, abs=0.01)
+    v = _judge("behaviour", *_scores({"vector_+0.5": 0.3, "random_+0.5": -0.32}))
+    assert v["kind"] == NOT_MORE and v["rank"] == 2
+    assert v["closest_control"]["gap"] == pytest.approx(-0.02, abs=0.01)
 
 
 def test_a_control_as_strong_is_not_beaten_even_at_rank_one():
-    v = _judge("logprob_question", *_case(0.3, 0.295, noise=0.05))
-    assert v["kind"] == NOT_MORE  # the gap's interval covers 0 whatever the rank
+    v = _judge("logprob_question", *_scores({"vector_+0.5": 0.3, "contrast-x_+0.5": 0.295}, noise=0.05))
+    assert v["rank"] == 1 and v["kind"] == NOT_MORE
 
 
-def test_no_change_is_not_shown_and_says_no_sample_changed():
-    vec, ctl, scores, base, ids, groups = _case(0.0, 0.2, noise=0.0)
-    v = _judge("behaviour", vec, ctl, scores, base, ids, groups)
+def test_no_change_is_not_shown_and_an_interval_of_zero_width_gives_no_verdict():
+    v = _judge("behaviour", *_scores({"vector_+0.5": 0.0, "random_+0.5": 0.2}, noise=0.0))
     assert v["kind"] == NOT_SHOWN and "no sample changed" in v["sentence"]
-    v = _judge("behaviour", *_case(0.002, 0.2, noise=0.05))
-    assert v["kind"] == NOT_SHOWN and "strongest" not in v["sentence"]
+    v = _judge("behaviour", *_scores({"vector_+0.5": 0.002, "random_+0.5": 0.2}, noise=0.05))
+    assert v["kind"] == NOT_SHOWN and "closest" not in v["sentence"]
+    # every sample flips by the same amount: the jackknife has no spread to go on
+    v = _judge("behaviour", *_scores({"vector_+0.5": 1.0, "random_+0.5": 0.0}, noise=0.0))
+    assert v["kind"] == NO_VERDICT and "every category changed by the same amount" in v["sentence"]
 
 
-def test_few_categories_or_no_controls_give_no_verdict():
-    v = _judge("logprob_question", *_case(0.3, 0.0, n_cat=3))
+def test_few_categories_missing_controls_or_none_give_no_verdict():
+    v = _judge("logprob_question", *_scores({"vector_+0.5": 0.3, "random_+0.5": 0.0}, n_cat=3))
     assert v["kind"] == NO_VERDICT and "3 categories" in v["sentence"]
-    vec, _, scores, base, ids, groups = _case(0.3, 0.0)
-    assert _judge("behaviour", vec, [], scores, base, ids, groups)["kind"] == NO_VERDICT
+    case = _scores({"vector_+0.5": 0.3, "random_+0.5": 0.0})
+    v = _judge("logprob_question", *case, planned=29)
+    assert v["kind"] == NO_VERDICT and "1 of the 29 planned controls" in v["sentence"]
+    rows, scores, base, ids, groups = case
+    assert _judge("behaviour", rows[:1], scores, base, ids, groups)["kind"] == NO_VERDICT
 
 
-def test_the_family_level_is_bonferroni_and_narrows_nothing_it_should_not():
-    assert family_level(4) == pytest.approx(0.0125) and family_level(0) == 0.05
-    case = _case(0.3, 0.05, noise=0.1)
+def test_a_smaller_level_widens_the_intervals():
+    case = _scores({"vector_+0.5": 0.3, "random_+0.5": 0.05}, noise=0.1)
     wide = _judge("behaviour", *case, level=family_level(8))
     narrow = _judge("behaviour", *case, level=0.05)
-    lo_w, hi_w = wide["vector_delta_ci"]
-    lo_n, hi_n = narrow["vector_delta_ci"]
-    assert lo_w < lo_n and hi_w > hi_n and wide["ci_level"] == pytest.approx(1 - 0.05 / 8)
+    assert wide["vector_delta_ci"][0] < narrow["vector_delta_ci"][0] < narrow["vector_delta_ci"][1] < wide["vector_delta_ci"][1]
+    assert wide["ci_level"] == pytest.approx(1 - 0.05 / 8)

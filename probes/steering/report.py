@@ -184,14 +184,18 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
         controls[m] = random_control(rows, scores, common, groups, n_alphas, n_boot, seed)
         pending.append((m, rows, scores, {k: v for k, v in base_scores.items() if v is not None}, common, groups))
     return {"plan": plan, "methods": table, "controls": controls,
-            "verdicts": _verdicts(pending, n_boot, seed), "rule": RULE}
+            "verdicts": _verdicts(pending, plan, n_boot, seed), "rule": RULE}
 
 
 def _verdicts(pending: Sequence[tuple[str, list[dict[str, Any]], dict[str, dict[str, float]], dict[str, float],
                                       dict[float, set[str]], dict[str, str]]],
-              n_boot: int, seed: int) -> list[dict[str, Any]]:
+              plan: dict[str, Any], n_boot: int, seed: int) -> list[dict[str, Any]]:
     """Every (method, alpha != 0) row with a vector, judged under :mod:`probes.steering.verdicts`'s
-    rule at the Bonferroni level over all of them."""
+    rule at the Bonferroni level over all of them, against the controls the plan holds."""
+    planned: dict[float, int] = {}
+    for c in plan.get("conditions", []):
+        if c["control"] in ("random", "contrast"):
+            planned[c["alpha"]] = planned.get(c["alpha"], 0) + 1
     todo = [(m, a, rows, scores, base, common, groups) for m, rows, scores, base, common, groups in pending
             for a in sorted({r["alpha"] for r in rows if r["control"] == "vector" and r["alpha"] != 0})]
     level = family_level(len(todo))
@@ -200,7 +204,8 @@ def _verdicts(pending: Sequence[tuple[str, list[dict[str, Any]], dict[str, dict[
         vec = next(r for r in rows if r["control"] == "vector" and r["alpha"] == a)
         ctl = [r for r in rows if r["control"] in ("random", "contrast") and r["alpha"] == a and r["delta"] is not None]
         out.append(steer_verdict(m, a, vec, ctl, scores, base, sorted(common.get(a, set())), groups, level,
-                                 lambda v, lv, g=groups: _mean_ci(v, g, n_boot, seed, alpha=lv)))
+                                 lambda v, lv, g=groups: _mean_ci(v, g, n_boot, seed, alpha=lv),
+                                 planned=planned.get(a, 0)))
     return out
 
 

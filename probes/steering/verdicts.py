@@ -2,24 +2,27 @@
 control? The same rule for an awareness readout and for a behaviour (issue 45).
 
 Declared before any steering data were read (2026-11-29, before `make steer-controls`'s first
-report). For each method and each alpha != 0 with a vector and controls:
+report; revised the same day, still before it, after a review found that testing the strongest
+control alone is not conservative). For each method and each alpha != 0 with a vector and controls:
 
 - the family is every (method, alpha) row of the report; each interval is at the Bonferroni level
   0.05 / family size, over whole categories (:func:`probes.steering.report._mean_ci`: the cluster
-  bootstrap, or the cluster-jackknife t interval below SMALL_SAMPLE_UNITS categories);
+  bootstrap, or the cluster-jackknife t interval below SMALL_SAMPLE_UNITS categories, where a
+  t approximation carries it);
 - the vector's effect is its paired change against alpha 0 on the samples every condition of
-  that alpha scored (`delta`); an interval covering 0, or none (no sample changed), is
-  ``not shown to move it``;
-- the strongest control is the random direction or unrelated contrast with the largest |delta|;
-  the comparison is per sample, |vector effect| − |strongest control's effect| (each effect
-  signed by its own mean change, so a control moving the method the other way counts as much as
-  one moving it the same way); its interval above 0 is ``moves it more than every control``
-  (which also puts the vector at rank 1 by |delta|); otherwise ``moves it, not shown more than
-  every control``;
-- fewer than :data:`MIN_CATEGORIES` categories, no controls, or no common samples: ``no verdict``.
+  that alpha scored (`delta`); an interval covering 0 is ``not shown to move it``;
+- against every control (each random direction and each unrelated contrast), per sample: the
+  vector's change signed by its own direction, minus the control's change and plus it; both
+  intervals above 0 say |the vector's mean change| > |the control's| whichever way the control
+  moves. All 2 x controls intervals above 0: ``moves it more than every control``, else
+  ``moves it, not shown more than every control`` (an intersection-union test: the claim needs
+  every comparison, so no correction over controls is due);
+- ``no verdict``: fewer than :data:`MIN_CATEGORIES` categories, no controls or fewer than the plan
+  holds, no common samples, or an interval of zero width (every category changed by the same
+  amount: the jackknife has nothing to go on).
 
-The strongest control is chosen by its outcome, which makes the test harder for the vector to
-pass, never easier.
+What is compared is the mean (net) change: a direction that scatters samples both ways with no
+net shift counts as a change of 0; the mean |per-sample change| is shown beside it.
 """
 
 from __future__ import annotations
@@ -34,12 +37,14 @@ NO_VERDICT = "no verdict"
 KINDS = (MORE, NOT_MORE, NOT_SHOWN, NO_VERDICT)
 
 RULE = (f"Verdicts, one declared rule for every method (readout or behaviour) and alpha: intervals "
-        f"over categories at the Bonferroni level 0.05 / the number of (method, alpha) rows; the "
-        f"vector's paired change against alpha 0 with an interval covering 0 (or no sample "
-        f"changed): '{NOT_SHOWN}'; per sample |vector effect| − |strongest control's effect| "
-        f"(strongest by |delta| among the random directions and unrelated contrasts, each effect "
-        f"signed by its own mean change) with its interval above 0: '{MORE}'; else '{NOT_MORE}'; "
-        f"fewer than {MIN_CATEGORIES} categories, no controls or no common samples: '{NO_VERDICT}'.")
+        f"over categories at the Bonferroni level 0.05 / the number of (method, alpha) rows of this report; "
+        f"the vector's paired change against alpha 0 with an interval covering 0: '{NOT_SHOWN}'; against "
+        f"each random direction and unrelated contrast, per sample the vector's change signed by its own "
+        f"direction minus and plus the control's change, every one of these intervals above 0 (|mean "
+        f"change| larger than each control's, whichever way it moves): '{MORE}', else '{NOT_MORE}'; fewer "
+        f"than {MIN_CATEGORIES} categories, fewer controls than planned, no common samples or an interval "
+        f"of zero width: '{NO_VERDICT}'. Mean (net) changes are compared; mean |per-sample change| is "
+        f"shown beside them.")
 
 
 def _fmt_ci(ci: Any) -> str:
@@ -48,14 +53,16 @@ def _fmt_ci(ci: Any) -> str:
 
 def steer_verdict(method: str, alpha: float, vector: dict[str, Any], controls: Sequence[dict[str, Any]],
                   scores: dict[str, dict[str, float]], base: dict[str, float], ids: Sequence[str],
-                  groups: dict[str, str], level: float, mean_ci: Any) -> dict[str, Any]:
+                  groups: dict[str, str], level: float, mean_ci: Any,
+                  planned: int | None = None) -> dict[str, Any]:
     """The verdict of one (method, alpha) row under the rule above. `scores`: per condition name,
     sample id -> score; `base`: the unsteered scores; `ids`: the samples compared (scored in every
-    condition of the alpha and at alpha 0); `mean_ci(values, level)` -> (mean, ci, rule)."""
+    condition of the alpha and at alpha 0); `mean_ci(values, level)` -> (mean, ci, rule);
+    `planned`: the controls the plan holds at this alpha (fewer present: no verdict)."""
     ids = [i for i in ids if i in base and i in scores.get(vector["condition"], {})]
-    n_cat = len({groups.get(i, i) for i in ids})
+    n_cat = len({groups[i] for i in ids})
     out: dict[str, Any] = {"method": method, "alpha": alpha, "n": len(ids), "n_categories": n_cat,
-                           "ci_level": 1 - level, "n_controls": len(controls)}
+                           "ci_level": 1 - level, "n_controls": len(controls), "n_planned": planned}
 
     def say(kind: str, detail: str) -> dict[str, Any]:
         out["kind"] = kind
@@ -64,31 +71,47 @@ def steer_verdict(method: str, alpha: float, vector: dict[str, Any], controls: S
 
     if not ids or not controls:
         return say(NO_VERDICT, "no common samples" if not ids else "no controls")
+    if planned is not None and len(controls) < planned:
+        return say(NO_VERDICT, f"{len(controls)} of the {planned} planned controls scored")
     if n_cat < MIN_CATEGORIES:
         return say(NO_VERDICT, f"{n_cat} categories, fewer than {MIN_CATEGORIES}")
     vs = scores[vector["condition"]]
     dv = {i: vs[i] - base[i] for i in ids}
     d, d_ci, rule = mean_ci(list(dv.items()), level)
-    out.update({"vector_delta": d, "vector_delta_ci": d_ci, "ci_method": rule})
+    out.update({"vector_delta": d, "vector_delta_ci": d_ci, "ci_method": rule,
+                "vector_mean_abs": float(sum(abs(x) for x in dv.values()) / len(dv))})
     where = f"{len(ids)} samples, {n_cat} categories; {100 * (1 - level):.2f}% intervals"
-    if d_ci is None or d_ci[0] <= 0 <= d_ci[1]:
-        why = "no sample changed" if d_ci is None and all(v == 0 for v in dv.values()) else ""
-        return say(NOT_SHOWN, f"vector delta {d:+.3f} {_fmt_ci(d_ci)}; {why + '; ' if why else ''}{where}")
-    top = max(controls, key=lambda r: abs(r["delta"]))
-    cs = scores[top["condition"]]
-    sv = 1.0 if d >= 0 else -1.0
-    sc = 1.0 if top["delta"] >= 0 else -1.0
-    gap = [(i, sv * dv[i] - sc * (cs[i] - base[i])) for i in ids]
-    g, g_ci, _ = mean_ci(gap, level)
+    if d_ci is None:
+        if all(v == 0 for v in dv.values()):
+            return say(NOT_SHOWN, f"vector delta {d:+.3f}, no sample changed; {where}")
+        return say(NO_VERDICT, f"vector delta {d:+.3f}, no interval: every category changed by the same "
+                               f"amount; {where}")
+    if d_ci[0] <= 0 <= d_ci[1]:
+        return say(NOT_SHOWN, f"vector delta {d:+.3f} {_fmt_ci(d_ci)}; {where}")
+    sv = 1.0 if d_ci[0] > 0 else -1.0
+    worst: dict[str, Any] | None = None
+    for c in controls:
+        cs = scores[c["condition"]]
+        dc = {i: cs[i] - base[i] for i in ids}
+        for sign in (-1.0, 1.0):  # minus and plus the control's change: beaten whichever way it moves
+            g, g_ci, _ = mean_ci([(i, sv * dv[i] + sign * dc[i]) for i in ids], level)
+            if g_ci is None:
+                return say(NO_VERDICT, f"vector delta {d:+.3f} {_fmt_ci(d_ci)}; no interval against "
+                                       f"{c.get('contrast') or c['condition']}; {where}")
+            if worst is None or g_ci[0] < worst["gap_ci"][0]:
+                worst = {"condition": c["condition"], "name": c.get("contrast") or c["condition"],
+                         "delta": c["delta"], "gap": g, "gap_ci": g_ci,
+                         "mean_abs": float(sum(abs(x) for x in dc.values()) / len(dc))}
+    assert worst is not None
     every = [r["delta"] for r in controls]
     rank = 1 + sum(abs(x) >= abs(d) for x in every)
-    name = top.get("contrast") or top["condition"]
-    out.update({"strongest_control": {"condition": top["condition"], "name": name, "delta": top["delta"]},
-                "gap": g, "gap_ci": g_ci, "rank": rank})
-    detail = (f"vector delta {d:+.3f} {_fmt_ci(d_ci)}; strongest control {name} {top['delta']:+.3f}; "
-              f"|vector| − |strongest| {g:+.3f} {_fmt_ci(g_ci)}; rank {rank} of {len(every) + 1} by |delta|; "
-              f"{where}")
-    return say(MORE if g_ci is not None and g_ci[0] > 0 else NOT_MORE, detail)
+    top_abs = max(float(sum(abs(scores[c["condition"]][i] - base[i]) for i in ids) / len(ids)) for c in controls)
+    out.update({"closest_control": worst, "rank": rank, "controls_mean_abs_max": top_abs})
+    detail = (f"{'raises' if sv > 0 else 'lowers'} it: vector delta {d:+.3f} {_fmt_ci(d_ci)}; closest control "
+              f"{worst['name']} (delta {worst['delta']:+.3f}): |vector| − |control| {worst['gap']:+.3f} "
+              f"{_fmt_ci(worst['gap_ci'])}; rank {rank} of {len(every) + 1} by |delta|; mean |per-sample change| "
+              f"vector {out['vector_mean_abs']:.3f}, controls up to {top_abs:.3f}; {where}")
+    return say(MORE if worst["gap_ci"][0] > 0 else NOT_MORE, detail)
 
 
 def family_level(n_rows: int) -> float:
