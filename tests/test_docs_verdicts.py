@@ -35,12 +35,27 @@ def _generated_lines() -> set[str]:
 
 
 def docs_verdicts_not_generated(docs: list[Path], generated: set[str]) -> list[str]:
-    """`file:line: text` of every verdict line in `docs` that no generated file holds."""
+    """`file:line: text` of every verdict line in `docs` that no generated file holds. A steering
+    verdict is looked for in each paragraph with its line breaks joined (so a hand-written one
+    wrapped over two lines is caught): from where it starts, the paragraph must go on with a
+    sentence a generated file holds, verbatim."""
     bad = []
+    sentences = {re.sub(r"^[-*]\s+", "", g) for g in generated if STEER_VERDICT.search(g)}
     for p in docs:
-        for k, line in enumerate(p.read_text().splitlines(), 1):
-            if (VERDICT.match(line) or STEER_VERDICT.search(line)) and line.strip() not in generated:
+        lines = p.read_text().splitlines()
+        for k, line in enumerate(lines, 1):
+            if VERDICT.match(line) and line.strip() not in generated:
                 bad.append(f"{p.name}:{k}: {line.strip()}")
+        k = 0
+        while k < len(lines):
+            first = k
+            while k < len(lines) and lines[k].strip():
+                k += 1
+            para = " ".join(" ".join(lines[first:k]).split())
+            for m in STEER_VERDICT.finditer(para):
+                if not any(para.startswith(g, m.start()) for g in sentences):
+                    bad.append(f"{p.name}:{first + 1}: {para[m.start():m.start() + 160]}")
+            k += 1
     return bad
 
 
@@ -89,5 +104,15 @@ def test_the_check_catches_a_hand_written_steering_verdict(tmp_path):
     doc.write_text(f"- behaviour at alpha +0.5: {MORE} (vector delta +0.300)\n"
                    f"* logprob_question at alpha -0.5: {NOT_SHOWN} (vector delta -0.010)\n"
                    "- behaviour at alpha +0.5 is discussed in prose, not a verdict line\n"
-                   f"1. In prose: behaviour at alpha +1e-05: {NOT_SHOWN}.\n")
-    assert [b.split(":")[1] for b in docs_verdicts_not_generated([doc], set())] == ["1", "2", "4"]
+                   f"1. In prose: behaviour at alpha +1e-05: {NOT_SHOWN}.\n\n"
+                   "Wrapped by hand: behaviour at alpha\n+0.5: moves it more than every control.\n")
+    bad = docs_verdicts_not_generated([doc], set())  # file:first line of the paragraph: text
+    assert [b.split(": ", 1)[1][:30] for b in bad] == [
+        "behaviour at alpha +0.5: moves", "logprob_question at alpha -0.5", "behaviour at alpha +1e-05: not",
+        "behaviour at alpha +0.5: moves"] and bad[3].startswith("s.md:6:")
+    # a generated sentence quoted whole passes, in a list item or wrapped inside prose
+    said = f"behaviour at alpha +0.5: {MORE} (raises it: vector delta +0.300 [+0.2, +0.4]; 36 samples)"
+    doc.write_text(f"- {said}\n\nAs printed, {said[:40]}\n{said[40:]}, which ...\n")
+    assert docs_verdicts_not_generated([doc], {f"- {said}"}) == []
+    doc.write_text(f"- {said.replace('+0.300', '+0.310')}\n")  # one number changed by hand
+    assert len(docs_verdicts_not_generated([doc], {f"- {said}"})) == 1

@@ -151,11 +151,10 @@ def test_steer_run_and_report_rank_the_vector_among_contrasts_and_random(capture
     assert v["ci_level"] == pytest.approx(0.95) and f"- {v['sentence']}" in md and res["rule"] in md
     assert v["kind"] != "no verdict" and v["n_categories"] == 6 and v["n_planned"] == 4
     assert v["vector_delta"] == pytest.approx(rows["vector_+0.5"]["delta"])
-    if "closest_control" in v:  # the vector moved it: each control compared, the closest named
-        cc = v["closest_control"]
-        assert cc["delta"] == pytest.approx(rows[cc["condition"]]["delta"])
-        assert cc["gap"] == pytest.approx(abs(v["vector_delta"]) - abs(cc["delta"]), abs=1e-9) or \
-            cc["gap"] == pytest.approx(abs(v["vector_delta"]) + abs(cc["delta"]), abs=1e-9)
+    assert v["kind"] in ("moves it more than every control", "moves it, not shown more than every control")
+    w = v["least_beaten_control"]  # the vector moved it: every control compared, the least beaten named
+    assert w["delta"] == pytest.approx(rows[w["condition"]]["delta"])
+    assert w["gap"] == pytest.approx(abs(v["vector_delta"]) + w["sign"] * w["delta"], abs=1e-9)
     # without them: the same directory's vector conditions, no contrast run
     plan2 = steer_run(vec, hf_tiny4, sub, ["logprob_question"], tmp_path / "plain",
                       contrast_controls=False, **kw)

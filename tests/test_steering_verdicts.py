@@ -13,9 +13,10 @@ from probes.steering.report import _mean_ci, _verdicts
 from probes.steering.verdicts import MORE, NO_VERDICT, NOT_MORE, NOT_SHOWN, family_level, steer_verdict
 
 
-def _scores(shifts, n_cat=6, per=6, noise=0.01, cat_sd=None, seed=0):
+def _scores(shifts, n_cat=6, per=6, noise=0.01, cat_sd=None, seed=0, cat_pattern=None):
     """Per condition name, per sample: base + shift + noise (+ a per-category effect of sd
-    `cat_sd[name]`); returns (rows, scores, base, ids, groups) for alpha 0.5."""
+    `cat_sd[name]`, or the fixed offsets `cat_pattern[name]`); returns (rows, scores, base, ids,
+    groups) for alpha 0.5."""
     rng = np.random.default_rng(seed)
     ids = [f"c{g}:{k}" for g in range(n_cat) for k in range(per)]
     groups = {i: i.split(":")[0] for i in ids}
@@ -24,6 +25,8 @@ def _scores(shifts, n_cat=6, per=6, noise=0.01, cat_sd=None, seed=0):
     rows = []
     for name, shift in shifts.items():
         cat = {f"c{g}": float(rng.normal(0, (cat_sd or {}).get(name, 0.0))) for g in range(n_cat)}
+        if name in (cat_pattern or {}):
+            cat = {f"c{g}": float(cat_pattern[name][g]) for g in range(n_cat)}
         scores[name] = {i: base[i] + shift + cat[groups[i]] + float(rng.normal(0, noise)) for i in ids}
         control = "vector" if name.startswith("vector") else "contrast" if name.startswith("contrast") else "random"
         rows.append({"condition": name, "control": control, "alpha": 0.5,
@@ -43,7 +46,17 @@ def test_a_clear_vector_beats_every_control():
     v = _judge("behaviour", *_scores({"vector_+0.5": 0.3, "random_+0.5": 0.0, "contrast-shelf_+0.5": 0.05}))
     assert v["kind"] == MORE and v["rank"] == 1
     assert v["sentence"].startswith(f"behaviour at alpha +0.5: {MORE} (raises it: vector delta +0.3")
-    assert v["closest_control"]["name"] == "shelf" and v["closest_control"]["gap_ci"][0] > 0
+    assert v["least_beaten_control"]["name"] == "shelf" and v["least_beaten_control"]["gap_ci"][0] > 0
+    w = v["least_beaten_control"]  # what the sentence calls the gap is the comparison made
+    assert w["gap"] == pytest.approx(abs(v["vector_delta"]) + w["sign"] * w["delta"], abs=1e-9)
+    assert f"the vector's change {'minus' if w['sign'] < 0 else 'plus'} the control's {w['gap']:+.3f}" in v["sentence"]
+
+
+def test_a_vector_that_lowers_the_score_is_judged_by_its_size():
+    v = _judge("logprob_question", *_scores({"vector_+0.5": -0.3, "random_+0.5": 0.05, "contrast-x_+0.5": -0.05}))
+    assert v["kind"] == MORE and "(lowers it: vector delta -0.29" in v["sentence"]
+    v = _judge("logprob_question", *_scores({"vector_+0.5": -0.3, "random_+0.5": 0.31}))
+    assert v["kind"] == NOT_MORE
 
 
 def test_same_numbers_same_verdict_and_level_as_a_readout_or_a_behaviour():
@@ -75,13 +88,13 @@ def test_the_family_level_reaches_every_row_of_every_method_and_alpha():
 def test_a_control_that_is_not_the_strongest_by_mean_can_still_hold_the_vector_back():
     # contrast A: the largest mean change, moving with the vector (its gap is tight and above 0);
     # contrast B: a slightly smaller mean, spread over categories: the vector does not beat it
-    case = _scores({"vector_+0.5": 0.30, "contrast-a_+0.5": 0.28, "contrast-b_+0.5": 0.27},
-                   noise=0.002, cat_sd={"contrast-b_+0.5": 0.15}, seed=3)
+    case = _scores({"vector_+0.5": 0.30, "contrast-a_+0.5": 0.28, "contrast-b_+0.5": 0.27}, noise=0.002,
+                   cat_pattern={"contrast-b_+0.5": [0.15, -0.15, 0.15, -0.15, 0.15, -0.15]})
     rows = case[0]
     a, b = (next(r for r in rows if r["condition"] == n)["delta"] for n in ("contrast-a_+0.5", "contrast-b_+0.5"))
     assert abs(a) > abs(b)  # the strongest control by mean is A ...
     v = _judge("logprob_question", *case)
-    assert v["kind"] == NOT_MORE and v["closest_control"]["name"] == "b"  # ... but B decides
+    assert v["kind"] == NOT_MORE and v["least_beaten_control"]["name"] == "b"  # ... but B decides
     rows_a = [r for r in rows if r["condition"] != "contrast-b_+0.5"]
     assert _judge("logprob_question", rows_a, *case[1:])["kind"] == MORE  # against A alone it would pass
 
@@ -89,7 +102,7 @@ def test_a_control_that_is_not_the_strongest_by_mean_can_still_hold_the_vector_b
 def test_a_control_moving_the_method_the_other_way_as_much_is_not_beaten():
     v = _judge("behaviour", *_scores({"vector_+0.5": 0.3, "random_+0.5": -0.32}))
     assert v["kind"] == NOT_MORE and v["rank"] == 2
-    assert v["closest_control"]["gap"] == pytest.approx(-0.02, abs=0.01)
+    assert v["least_beaten_control"]["gap"] == pytest.approx(-0.02, abs=0.01)
 
 
 def test_a_control_as_strong_is_not_beaten_even_at_rank_one():
@@ -97,14 +110,11 @@ def test_a_control_as_strong_is_not_beaten_even_at_rank_one():
     assert v["rank"] == 1 and v["kind"] == NOT_MORE
 
 
-def test_no_change_is_not_shown_and_an_interval_of_zero_width_gives_no_verdict():
+def test_no_change_is_not_shown():
     v = _judge("behaviour", *_scores({"vector_+0.5": 0.0, "random_+0.5": 0.2}, noise=0.0))
     assert v["kind"] == NOT_SHOWN and "no sample changed" in v["sentence"]
     v = _judge("behaviour", *_scores({"vector_+0.5": 0.002, "random_+0.5": 0.2}, noise=0.05))
-    assert v["kind"] == NOT_SHOWN and "closest" not in v["sentence"]
-    # every sample flips by the same amount: the jackknife has no spread to go on
-    v = _judge("behaviour", *_scores({"vector_+0.5": 1.0, "random_+0.5": 0.0}, noise=0.0))
-    assert v["kind"] == NO_VERDICT and "every category changed by the same amount" in v["sentence"]
+    assert v["kind"] == NOT_SHOWN and "least shown to beat" not in v["sentence"]
 
 
 def test_few_categories_missing_controls_or_none_give_no_verdict():
@@ -123,3 +133,37 @@ def test_a_smaller_level_widens_the_intervals():
     narrow = _judge("behaviour", *case, level=0.05)
     assert wide["vector_delta_ci"][0] < narrow["vector_delta_ci"][0] < narrow["vector_delta_ci"][1] < wide["vector_delta_ci"][1]
     assert wide["ci_level"] == pytest.approx(1 - 0.05 / 8)
+
+
+def _flips(vector, controls, n_cat):
+    """0/1 behaviour, nothing behaved unsteered: `vector`/`controls[name]` is the set of categories
+    whose every sample behaves under that condition."""
+    ids = [f"c{g}:{k}" for g in range(n_cat) for k in range(3)]
+    groups = {i: i.split(":")[0] for i in ids}
+    base = {i: 0.0 for i in ids}
+    conds = {"vector_+0.5": vector, **controls}
+    scores = {"unsteered_0": base, **{n: {i: float(groups[i] in on) for i in ids} for n, on in conds.items()}}
+    rows = [{"condition": n, "control": "vector" if n.startswith("vector") else "random", "alpha": 0.5,
+             "contrast": None, "delta": float(np.mean(list(scores[n].values())))} for n in conds]
+    return rows, scores, base, ids, groups
+
+
+def test_a_behaviour_flipping_alike_everywhere_gets_the_exact_sign_flip_test():
+    every = lambda n: {f"c{g}" for g in range(n)}  # noqa: E731
+    # 8 categories: p = 2^-7 < 0.0125, shown, and a control that changes nothing is beaten
+    v = _judge("behaviour", *_flips(every(8), {"random_+0.5": set()}, 8), level=0.0125)
+    assert v["kind"] == MORE and "sign-flip p 0.00781" in v["sentence"]
+    # 6 categories: 2^-5 > 0.0125, cannot be decided
+    v = _judge("behaviour", *_flips(every(6), {"random_+0.5": set()}, 6), level=0.0125)
+    assert v["kind"] == NO_VERDICT and "too few categories" in v["sentence"]
+    # a control that flips everything as well is not beaten (a gap of 0 everywhere: not above 0)
+    v = _judge("behaviour", *_flips(every(8), {"random_+0.5": set(), "random1_+0.5": every(8)}, 8), level=0.0125)
+    assert v["kind"] == NOT_MORE and v["least_beaten_control"]["name"] == "random1_+0.5"
+
+
+def test_an_undecidable_comparison_does_not_hide_a_failed_one_whatever_the_order():
+    every = {f"c{g}" for g in range(6)}
+    for order in ((("random_+0.5", set()), ("random1_+0.5", every)), (("random1_+0.5", every), ("random_+0.5", set()))):
+        # the vector: 5 of 6 categories flip (an interval); one control flips all (beats it)
+        v = _judge("behaviour", *_flips(every - {"c0"}, dict(order), 6), level=0.05)
+        assert v["kind"] == NOT_MORE

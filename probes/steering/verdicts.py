@@ -17,9 +17,13 @@ control alone is not conservative). For each method and each alpha != 0 with a v
   moves. All 2 x controls intervals above 0: ``moves it more than every control``, else
   ``moves it, not shown more than every control`` (an intersection-union test: the claim needs
   every comparison, so no correction over controls is due);
+- an interval of zero width (every category's mean change the same, e.g. a 0/1 behaviour flipping
+  alike everywhere: the jackknife has nothing to go on) is replaced by an exact sign-flip test over
+  the categories (two-sided p = 2^(1 - categories) when all agree): within the level it is shown,
+  a mean not above 0 is not, otherwise it cannot be decided;
 - ``no verdict``: fewer than :data:`MIN_CATEGORIES` categories, no controls or fewer than the plan
-  holds, no common samples, or an interval of zero width (every category changed by the same
-  amount: the jackknife has nothing to go on).
+  holds, no common samples, or a comparison that cannot be decided while none fails (a failed one
+  gives ``moves it, not shown more than every control`` whatever the others).
 
 What is compared is the mean (net) change: a direction that scatters samples both ways with no
 net shift counts as a change of 0; the mean |per-sample change| is shown beside it.
@@ -41,10 +45,11 @@ RULE = (f"Verdicts, one declared rule for every method (readout or behaviour) an
         f"the vector's paired change against alpha 0 with an interval covering 0: '{NOT_SHOWN}'; against "
         f"each random direction and unrelated contrast, per sample the vector's change signed by its own "
         f"direction minus and plus the control's change, every one of these intervals above 0 (|mean "
-        f"change| larger than each control's, whichever way it moves): '{MORE}', else '{NOT_MORE}'; fewer "
-        f"than {MIN_CATEGORIES} categories, fewer controls than planned, no common samples or an interval "
-        f"of zero width: '{NO_VERDICT}'. Mean (net) changes are compared; mean |per-sample change| is "
-        f"shown beside them.")
+        f"change| larger than each control's, whichever way it moves): '{MORE}', one of them not above 0: "
+        f"'{NOT_MORE}'; an interval of zero width (every category alike) is replaced by an exact sign-flip "
+        f"test over categories (p = 2^(1 - categories)); fewer than {MIN_CATEGORIES} categories, fewer "
+        f"controls than planned, no common samples, or a comparison that cannot be decided: '{NO_VERDICT}'. "
+        f"Mean (net) changes are compared; mean |per-sample change| is shown beside them.")
 
 
 def _fmt_ci(ci: Any) -> str:
@@ -81,37 +86,55 @@ def steer_verdict(method: str, alpha: float, vector: dict[str, Any], controls: S
     out.update({"vector_delta": d, "vector_delta_ci": d_ci, "ci_method": rule,
                 "vector_mean_abs": float(sum(abs(x) for x in dv.values()) / len(dv))})
     where = f"{len(ids)} samples, {n_cat} categories; {100 * (1 - level):.2f}% intervals"
-    if d_ci is None:
-        if all(v == 0 for v in dv.values()):
-            return say(NOT_SHOWN, f"vector delta {d:+.3f}, no sample changed; {where}")
-        return say(NO_VERDICT, f"vector delta {d:+.3f}, no interval: every category changed by the same "
-                               f"amount; {where}")
-    if d_ci[0] <= 0 <= d_ci[1]:
-        return say(NOT_SHOWN, f"vector delta {d:+.3f} {_fmt_ci(d_ci)}; {where}")
-    sv = 1.0 if d_ci[0] > 0 else -1.0
+    if d_ci is None and all(v == 0 for v in dv.values()):
+        return say(NOT_SHOWN, f"vector delta {d:+.3f}, no sample changed; {where}")
+    moved = _above(abs(d), None, n_cat, level) if d_ci is None else not (d_ci[0] <= 0 <= d_ci[1])
+    shown = f"{_fmt_ci(d_ci)}" if d_ci is not None else f"(every category alike: sign-flip p {2.0 ** (1 - n_cat):.3g})"
+    if moved is False:
+        return say(NOT_SHOWN, f"vector delta {d:+.3f} {shown}; {where}")
+    if moved is None:
+        return say(NO_VERDICT, f"vector delta {d:+.3f} {shown}: every category changed by the same amount, too "
+                               f"few categories for an exact sign-flip test at this level; {where}")
+    sv = 1.0 if d > 0 else -1.0
     worst: dict[str, Any] | None = None
+    states = []
     for c in controls:
         cs = scores[c["condition"]]
         dc = {i: cs[i] - base[i] for i in ids}
         for sign in (-1.0, 1.0):  # minus and plus the control's change: beaten whichever way it moves
             g, g_ci, _ = mean_ci([(i, sv * dv[i] + sign * dc[i]) for i in ids], level)
-            if g_ci is None:
-                return say(NO_VERDICT, f"vector delta {d:+.3f} {_fmt_ci(d_ci)}; no interval against "
-                                       f"{c.get('contrast') or c['condition']}; {where}")
-            if worst is None or g_ci[0] < worst["gap_ci"][0]:
+            state = _above(g, g_ci, n_cat, level)
+            states.append(state)
+            low = g_ci[0] if g_ci is not None else (g if state is not True else g - 1e-12)
+            if worst is None or low < worst["low"]:
                 worst = {"condition": c["condition"], "name": c.get("contrast") or c["condition"],
-                         "delta": c["delta"], "gap": g, "gap_ci": g_ci,
+                         "delta": c["delta"], "sign": sign, "gap": g, "gap_ci": g_ci, "low": low,
                          "mean_abs": float(sum(abs(x) for x in dc.values()) / len(dc))}
     assert worst is not None
     every = [r["delta"] for r in controls]
     rank = 1 + sum(abs(x) >= abs(d) for x in every)
     top_abs = max(float(sum(abs(scores[c["condition"]][i] - base[i]) for i in ids) / len(ids)) for c in controls)
-    out.update({"closest_control": worst, "rank": rank, "controls_mean_abs_max": top_abs})
-    detail = (f"{'raises' if sv > 0 else 'lowers'} it: vector delta {d:+.3f} {_fmt_ci(d_ci)}; closest control "
-              f"{worst['name']} (delta {worst['delta']:+.3f}): |vector| − |control| {worst['gap']:+.3f} "
-              f"{_fmt_ci(worst['gap_ci'])}; rank {rank} of {len(every) + 1} by |delta|; mean |per-sample change| "
-              f"vector {out['vector_mean_abs']:.3f}, controls up to {top_abs:.3f}; {where}")
-    return say(MORE if worst["gap_ci"][0] > 0 else NOT_MORE, detail)
+    out.update({"least_beaten_control": worst, "rank": rank, "controls_mean_abs_max": top_abs})
+    kind = NOT_MORE if False in states else NO_VERDICT if None in states else MORE
+    gap_ci = _fmt_ci(worst["gap_ci"]) if worst["gap_ci"] is not None else "(no interval: every category alike)"
+    detail = (f"{'raises' if sv > 0 else 'lowers'} it: vector delta {d:+.3f} {shown}; the control it is least "
+              f"shown to beat: {worst['name']} (delta {worst['delta']:+.3f}), the vector's change "
+              f"{'minus' if worst['sign'] < 0 else 'plus'} the control's {worst['gap']:+.3f} {gap_ci}; rank {rank} "
+              f"of {len(every) + 1} by |delta|; mean |per-sample change| vector {out['vector_mean_abs']:.3f}, "
+              f"controls up to {top_abs:.3f}; {where}")
+    return say(kind, detail)
+
+
+def _above(mean: float, ci: Any, n_cat: int, level: float) -> bool | None:
+    """Is the quantity shown above 0? With an interval: its lower bound above 0. Without one (zero
+    width: every category's mean is the same): an exact sign-flip test over the categories, whose
+    two-sided p is 2^(1 - categories) when they all agree: True where that is within `level` and
+    the mean is above 0, False where the mean is not above 0, None (undecidable) otherwise."""
+    if ci is not None:
+        return bool(ci[0] > 0)
+    if mean <= 0:
+        return False
+    return True if 2.0 ** (1 - n_cat) <= level else None
 
 
 def family_level(n_rows: int) -> float:
