@@ -388,3 +388,12 @@ def test_steerable_layers_keep_the_residual_stream_between_blocks():
     assert steerable_layers(settings) == [1, 2]
     assert steerable_layers(settings, [0, 2, 3, 4]) == [2]
     assert steerable_layers({"layers": [0, 1]}) is None
+
+
+def test_steer_run_says_which_condition_of_how_many_and_the_time_left():
+    from probes.steering.run import condition_line
+
+    assert condition_line(0, 61, "unsteered_0", 0.0) == "condition 1 of 61: unsteered_0"
+    # 3 done in 6 min: 2 min each, 58 to go
+    assert condition_line(3, 61, "random_+0.5", 360.0) == \
+        "condition 4 of 61: random_+0.5 (6.0 min so far, ~116.0 min left)"

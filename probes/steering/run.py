@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -105,6 +106,16 @@ def steering_for(vec: SteeringVector, cond: Condition, layers: Sequence[int], po
     return Steering(vec.additions(layers, cond.alpha, cond.direction, rseed), positions, label)
 
 
+def condition_line(k: int, n: int, name: str, elapsed: float) -> str:
+    """`condition k+1 of n: name`, with the time so far and, once one condition is done, the
+    time left at the mean pace so far (conditions run alike: the same samples and methods)."""
+    line = f"condition {k + 1} of {n}: {name}"
+    if k:
+        left = elapsed / k * (n - k)
+        line += f" ({elapsed / 60:.1f} min so far, ~{left / 60:.1f} min left)"
+    return line
+
+
 def neutral_perplexity(backend: Backend, text: str = NEUTRAL_TEXT) -> dict[str, Any]:
     """Perplexity of `text` (all tokens after the first, teacher-forced) under `backend`."""
     ids = list(backend.tokenizer(text, add_special_tokens=True)["input_ids"])
@@ -170,7 +181,8 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
     for s in steered.values():  # refuse bad layers / positions before any work
         if not s.is_null:
             backend.check_steering(s)
-    for c in conds:
+    t0 = time.monotonic()
+    for k, c in enumerate(conds):
         run_dir = out / c.name
         sb = SteeredBackend(backend, steered[c.name])
         if c.control == "none" and reuse_run and (Path(reuse_run) / "store.sqlite").exists():
@@ -183,7 +195,7 @@ def steer_run(vec: SteeringVector, backend: Backend, samples: list[Sample], meth
                 "contrast": c.contrast or None,
                 "steering_sha256": None if steered[c.name].is_null else steered[c.name].digest()}
         if progress:
-            print(f"[steer] {c.name}", flush=True)
+            print(f"[steer] {condition_line(k, len(conds), c.name, time.monotonic() - t0)}", flush=True)
         run_methods(samples, methods, sb, run_dir, progress=progress,
                     extra_manifest={"steering": info}, **run_kwargs)
         st = RunLog(run_dir, create=False)
