@@ -217,8 +217,13 @@ validate-coupled: organism-coupled organism-behaviour-topics organism-behaviour 
 # The awareness direction ranked among the 9 shipped unrelated contrasts and 20 Gaussian
 # directions (norm-matched), on the readout (logprob_question) and on the behaviour, per alpha:
 # SmolLM2's eval-minus-deploy direction from the demo set (layer chosen on the inner split),
-# steered on the behaviour set. 1 + 2 x (1 + 20 + 9) = 61 conditions x 36 samples: long (not timed).
+# steered on the behaviour set. The readout at |alpha| 0.1: from 0.25 on, most random directions
+# break its answer format (no target word keeps 1% of the probability: docs/results.md, and at 0.5
+# every control here), so nothing is compared; the behaviour, which needs no format, at 0.5.
+# 1 + 2 x (1 + 20 + 9) = 61 conditions x 36 samples with answers: 3,350 s on 2 cores (other small
+# jobs beside it at times, 2026-11-29); the readout's 60 more conditions (no answers): minutes.
 STEER_ALPHAS ?= -0.5,0,0.5
+STEER_READOUT_ALPHAS ?= -0.1,0,0.1
 steer-controls: install
 	$(BIN)/evalaware assets prepare smollm2
 	$(BIN)/evalaware run --model smollm2 --backend hf --dataset demo --methods logprob_question --out runs/steer-src
@@ -227,16 +232,20 @@ steer-controls: install
 	$(BIN)/evalaware steer run --vector runs/vectors/smollm2-demo --backend vllm --dataset behaviour-demo --samples all \
 	    --methods logprob_question,behaviour --alphas $(STEER_ALPHAS) --n-random 20 --answer-tokens 128 \
 	    --out runs/steer-controls
+	$(BIN)/evalaware steer run --vector runs/vectors/smollm2-demo --backend vllm --dataset behaviour-demo --samples all \
+	    --methods logprob_question --alphas=$(STEER_READOUT_ALPHAS) --n-random 20 --out runs/steer-controls
 	$(BIN)/evalaware steer report runs/steer-controls
 
 # On the coupled organism: does its awareness direction (cue present vs absent, its trained blocks
 # 23..30) move the behaviour more than every unrelated contrast? Steered on 48 of the held-out
 # categories' samples (--limit: labels balanced, categories spread; all 120 held-out samples at 3
-# alphas would take ~2.5 h on 2 cores), at alpha +0.5 only: without the cue the behaviour is absent
-# (0 of 72 answers, 6 of 72 with it: docs/generated/validate-coupled.md), so only adding the
-# direction can show it. Builds the organism only where it is missing.
+# alphas would take ~2.5 h on 2 cores): the behaviour at alpha +0.5 only (without the cue it is
+# absent, 0 of 72 answers, 6 of 72 with it: docs/generated/validate-coupled.md, so only adding the
+# direction can show it), the readout at +0.1 (see steer-controls). Builds the organism only where
+# it is missing.
 STEER_COUPLED_LIMIT ?= 48
 STEER_COUPLED_ALPHAS ?= 0,0.5
+STEER_COUPLED_READOUT_ALPHAS ?= 0,0.1
 steer-coupled: install
 	test -f runs/organisms/smollm2-graded-coupled/config.json || $(MAKE) organism-coupled
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --with-behaviour --out $(PAIRS_BEHAVIOUR)
@@ -247,6 +256,9 @@ steer-coupled: install
 	$(BIN)/evalaware steer build --run runs/steer-coupled-src --out runs/vectors/coupled
 	$(BIN)/evalaware steer run --vector runs/vectors/coupled --backend vllm --dataset $(PAIRS_BEHAVIOUR) \
 	    --methods logprob_question,behaviour --alphas $(STEER_COUPLED_ALPHAS) --n-random 20 --answer-tokens 128 \
+	    --limit $(STEER_COUPLED_LIMIT) --out runs/steer-coupled
+	$(BIN)/evalaware steer run --vector runs/vectors/coupled --backend vllm --dataset $(PAIRS_BEHAVIOUR) \
+	    --methods logprob_question --alphas $(STEER_COUPLED_READOUT_ALPHAS) --n-random 20 \
 	    --limit $(STEER_COUPLED_LIMIT) --out runs/steer-coupled
 	$(BIN)/evalaware steer report runs/steer-coupled
 
