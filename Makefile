@@ -220,8 +220,9 @@ validate-coupled: organism-coupled organism-behaviour-topics organism-behaviour 
 # steered on the behaviour set. The readout at |alpha| 0.1: from 0.25 on, most random directions
 # break its answer format (no target word keeps 1% of the probability: docs/results.md, and at 0.5
 # every control here), so nothing is compared; the behaviour, which needs no format, at 0.5.
-# 1 + 2 x (1 + 20 + 9) = 61 conditions x 36 samples with answers: 3,350 s on 2 cores (other small
-# jobs beside it at times, 2026-11-29); the readout's 60 more conditions (no answers): minutes.
+# 1 + 2 x (1 + 20 + 9) = 61 conditions x 36 samples with answers: the first four commands took
+# 4,113 s on 2 cores (2026-11-29; small test runs beside it at times), ~65 s a condition; the
+# readout's 60 more conditions (no answers) ~20 s each.
 STEER_ALPHAS ?= -0.5,0,0.5
 STEER_READOUT_ALPHAS ?= -0.1,0,0.1
 steer-controls: install
@@ -237,13 +238,13 @@ steer-controls: install
 	$(BIN)/evalaware steer report runs/steer-controls
 
 # On the coupled organism: does its awareness direction (cue present vs absent, its trained blocks
-# 23..30) move the behaviour more than every unrelated contrast? Steered on 48 of the held-out
-# categories' samples (--limit: labels balanced, categories spread; all 120 held-out samples at 3
-# alphas would take ~2.5 h on 2 cores): the behaviour at alpha +0.5 only (without the cue it is
+# 23..30) move the behaviour more than every control? Steered on 36 of the held-out categories'
+# samples (--limit: labels balanced, categories spread; all 120 held-out samples at 3 alphas would
+# take ~3.5 h on 2 cores): the behaviour at alpha +0.5 only (without the cue it is
 # absent, 0 of 72 answers, 6 of 72 with it: docs/generated/validate-coupled.md, so only adding the
 # direction can show it), the readout at +0.1 (see steer-controls). Builds the organism only where
 # it is missing.
-STEER_COUPLED_LIMIT ?= 48
+STEER_COUPLED_LIMIT ?= 36
 STEER_COUPLED_ALPHAS ?= 0,0.5
 STEER_COUPLED_READOUT_ALPHAS ?= 0,0.1
 steer-coupled: install
