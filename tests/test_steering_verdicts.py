@@ -167,3 +167,14 @@ def test_an_undecidable_comparison_does_not_hide_a_failed_one_whatever_the_order
         # the vector: 5 of 6 categories flip (an interval); one control flips all (beats it)
         v = _judge("behaviour", *_flips(every - {"c0"}, dict(order), 6), level=0.05)
         assert v["kind"] == NOT_MORE
+
+
+def test_a_rates_interval_stays_inside_zero_and_one():
+    # a behaviour seen in 2 of 36 answers, in 2 of 6 categories: the unbounded jackknife went below 0
+    ids = [f"c{g}:{k}" for g in range(6) for k in range(6)]
+    groups = {i: i.split(":")[0] for i in ids}
+    vals = [(i, 1.0 if i in ("c0:0", "c3:1") else 0.0) for i in ids]
+    m, ci, _ = _mean_ci(vals, groups, 200, 0)
+    assert ci[0] < 0  # what the report showed before
+    m, ci, rule = _mean_ci(vals, groups, 200, 0, bounds=(0.0, 1.0))
+    assert m == pytest.approx(2 / 36) and 0.0 <= ci[0] < m < ci[1] <= 1.0

@@ -37,18 +37,20 @@ from probes.steering.verdicts import RULE, family_level, steer_verdict, tally
 
 
 def _mean_ci(values: Sequence[tuple[str, float | None]], groups: dict[str, str], n_boot: int,
-             seed: int, alpha: float = 0.05) -> tuple[float | None, Any, str | None]:
+             seed: int, alpha: float = 0.05,
+             bounds: tuple[float, float] | None = None) -> tuple[float | None, Any, str | None]:
     """Mean of the (sample id, value) pairs with a (1 - alpha) interval over whole categories
     (:func:`harness.stats.metrics.bootstrap_weighted` with `groups`: percentile cluster bootstrap,
-    or the cluster-jackknife t interval below SMALL_SAMPLE_UNITS categories); no interval from a
-    single category. The third value names the interval's rule."""
+    or the cluster-jackknife t interval below SMALL_SAMPLE_UNITS categories; `bounds` (0, 1) for a
+    probability or a rate, so its interval stays inside them); no interval from a single category.
+    The third value names the interval's rule."""
     pairs = [(sid, float(v)) for sid, v in values if v is not None]
     if not pairs:
         return None, None, None
     v = np.array([x for _, x in pairs])
     g = [groups.get(sid, sid) for sid, _ in pairs]
     ci = interval_weighted(lambda W: weighted_mean_rows(W, v), len(v), n=n_boot, seed=seed, groups=g,
-                           alpha=alpha) if len(set(g)) > 1 else None
+                           alpha=alpha, bounds=bounds) if len(set(g)) > 1 else None
     return float(v.mean()), None if ci is None else ci.pair(), None if ci is None else ci.method
 
 
@@ -159,10 +161,10 @@ def dose_response(out: str | Path, n_boot: int = 1000, seed: int = 0) -> dict[st
             groups = c["groups"]
             here = common[c["alpha"]]
             p, p_ci, p_rule = _mean_ci([(r["sample_id"], r.get("score")) for r in recs
-                                       if r["sample_id"] in here], groups, n_boot, seed)
+                                       if r["sample_id"] in here], groups, n_boot, seed, bounds=(0.0, 1.0))
             decided = [(r["sample_id"], float(r["prediction"] == "eval")) for r in recs
                        if r.get("prediction") in ("eval", "deploy")]
-            s, s_ci, s_rule = _mean_ci(decided, groups, n_boot, seed)
+            s, s_ci, s_rule = _mean_ci(decided, groups, n_boot, seed, bounds=(0.0, 1.0))
             diffs = [(r["sample_id"], r["score"] - base_scores[r["sample_id"]]) for r in recs
                      if r["sample_id"] in here and base_scores.get(r["sample_id"]) is not None]
             dl, dl_ci, _ = _mean_ci(diffs, groups, n_boot, seed) if c["control"] != "none" else (0.0, None, None)
