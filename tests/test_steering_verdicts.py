@@ -49,14 +49,16 @@ def test_a_clear_vector_beats_every_control():
     assert v["least_beaten_control"]["name"] == "shelf" and v["least_beaten_control"]["gap_ci"][0] > 0
     w = v["least_beaten_control"]  # what the sentence calls the gap is the comparison made
     assert w["gap"] == pytest.approx(abs(v["vector_delta"]) + w["sign"] * w["delta"], abs=1e-9)
-    assert f"the vector's change {'minus' if w['sign'] < 0 else 'plus'} the control's {w['gap']:+.3f}" in v["sentence"]
+    # +0.3 against +0.05: the binding comparison is along the vector's direction (0.3 - 0.05)
+    assert w["sign"] == -1 and f"the vector's change minus the control's, along the vector's direction: " \
+        f"{w['gap']:+.3f}" in v["sentence"]
 
 
 def test_a_vector_that_lowers_the_score_is_judged_by_its_size():
     v = _judge("logprob_question", *_scores({"vector_+0.5": -0.3, "random_+0.5": 0.05, "contrast-x_+0.5": -0.05}))
     assert v["kind"] == MORE and "(lowers it: vector delta -0.29" in v["sentence"]
     v = _judge("logprob_question", *_scores({"vector_+0.5": -0.3, "random_+0.5": 0.31}))
-    assert v["kind"] == NOT_MORE
+    assert v["kind"] == NOT_MORE and "the control taken the other way: -0.01" in v["sentence"]
 
 
 def test_same_numbers_same_verdict_and_level_as_a_readout_or_a_behaviour():

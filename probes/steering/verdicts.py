@@ -118,11 +118,17 @@ def steer_verdict(method: str, alpha: float, vector: dict[str, Any], controls: S
     kind = NOT_MORE if False in states else NO_VERDICT if None in states else MORE
     gap_ci = _fmt_ci(worst["gap_ci"]) if worst["gap_ci"] is not None else "(no interval: every category alike)"
     detail = (f"{'raises' if sv > 0 else 'lowers'} it: vector delta {d:+.3f} {shown}; the control it is least "
-              f"shown to beat: {worst['name']} (delta {worst['delta']:+.3f}), the vector's change "
-              f"{'minus' if worst['sign'] < 0 else 'plus'} the control's {worst['gap']:+.3f} {gap_ci}; rank {rank} "
+              f"shown to beat: {worst['name']} (delta {worst['delta']:+.3f}), the vector's change minus the "
+              f"control's, {_frame(worst['sign'], sv)}: {worst['gap']:+.3f} {gap_ci}; rank {rank} "
               f"of {len(every) + 1} by |delta|; mean |per-sample change| vector {out['vector_mean_abs']:.3f}, "
               f"controls up to {top_abs:.3f}; {where}")
     return say(kind, detail)
+
+
+def _frame(sign: float, sv: float) -> str:
+    """What one comparison measures: sv * dv + sign * dc is the vector's change minus the control's
+    along the vector's direction (sign = -sv) or with the control taken the other way (sign = sv)."""
+    return "along the vector's direction" if sign == -sv else "the control taken the other way"
 
 
 def _above(mean: float, ci: Any, n_cat: int, level: float) -> bool | None:
