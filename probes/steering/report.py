@@ -70,7 +70,7 @@ def random_control(rows: Sequence[dict[str, Any]], scores: dict[str, dict[str, f
     same against them (``contrast_*``, ``vector_minus_contrast``: minus the contrasts' mean), the
     strongest contrast, and the rank among every control (``rank_all`` of N + M + 1)."""
     out = []
-    level = 0.05 / max(n_alphas, 1)
+    level = family_level(n_alphas)
     for a in sorted({r["alpha"] for r in rows if r["control"] == "vector"}):
         vec = next(r for r in rows if r["control"] == "vector" and r["alpha"] == a)
         fam = {ctl: [r for r in rows if r["control"] == ctl and r["alpha"] == a and r["delta"] is not None]

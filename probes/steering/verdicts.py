@@ -89,7 +89,7 @@ def steer_verdict(method: str, alpha: float, vector: dict[str, Any], controls: S
     if d_ci is None and all(v == 0 for v in dv.values()):
         return say(NOT_SHOWN, f"vector delta {d:+.3f}, no sample changed; {where}")
     moved = _above(abs(d), None, n_cat, level) if d_ci is None else not (d_ci[0] <= 0 <= d_ci[1])
-    shown = f"{_fmt_ci(d_ci)}" if d_ci is not None else f"(every category alike: sign-flip p {2.0 ** (1 - n_cat):.3g})"
+    shown = _fmt_ci(d_ci) if d_ci is not None else f"(every category alike: sign-flip p {2.0 ** (1 - n_cat):.3g})"
     if moved is False:
         return say(NOT_SHOWN, f"vector delta {d:+.3f} {shown}; {where}")
     if moved is None:
@@ -97,23 +97,24 @@ def steer_verdict(method: str, alpha: float, vector: dict[str, Any], controls: S
                                f"few categories for an exact sign-flip test at this level; {where}")
     sv = 1.0 if d > 0 else -1.0
     worst: dict[str, Any] | None = None
-    states = []
+    states, mean_abs = [], []
     for c in controls:
         cs = scores[c["condition"]]
         dc = {i: cs[i] - base[i] for i in ids}
+        mean_abs.append(float(sum(abs(x) for x in dc.values()) / len(dc)))
         for sign in (-1.0, 1.0):  # minus and plus the control's change: beaten whichever way it moves
             g, g_ci, _ = mean_ci([(i, sv * dv[i] + sign * dc[i]) for i in ids], level)
             state = _above(g, g_ci, n_cat, level)
             states.append(state)
-            low = g_ci[0] if g_ci is not None else (g if state is not True else g - 1e-12)
+            low = g_ci[0] if g_ci is not None else g
             if worst is None or low < worst["low"]:
                 worst = {"condition": c["condition"], "name": c.get("contrast") or c["condition"],
                          "delta": c["delta"], "sign": sign, "gap": g, "gap_ci": g_ci, "low": low,
-                         "mean_abs": float(sum(abs(x) for x in dc.values()) / len(dc))}
+                         "mean_abs": mean_abs[-1]}
     assert worst is not None
     every = [r["delta"] for r in controls]
     rank = 1 + sum(abs(x) >= abs(d) for x in every)
-    top_abs = max(float(sum(abs(scores[c["condition"]][i] - base[i]) for i in ids) / len(ids)) for c in controls)
+    top_abs = max(mean_abs)
     out.update({"least_beaten_control": worst, "rank": rank, "controls_mean_abs_max": top_abs})
     kind = NOT_MORE if False in states else NO_VERDICT if None in states else MORE
     gap_ci = _fmt_ci(worst["gap_ci"]) if worst["gap_ci"] is not None else "(no interval: every category alike)"
