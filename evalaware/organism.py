@@ -102,13 +102,17 @@ def organism() -> None:
                    "the planting is not only the training templates' form.")
 @click.option("--seed", type=bounds.seed(), default=0, show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output checkpoint directory.")
+@click.option("--states-dir", default=None,
+              help="Where the frozen base's states (its lower blocks' outputs and last hidden states, per "
+                   "example) are kept and shared by every build on the same base [default: .frozen-states "
+                   "beside --out]; 'none': in memory only.")
 @progress_option
 @verbose_option
 def build_cmd(base: str, cue: str, kind: str, sham_samples: int, strength: float, steps: int, batch_size: int,
               lr: float, train: str,
               layers: int, lora_rank: int, kl_weight: float, kl_first: float, max_len: int, verbalizations: int,
               pairs: int, kl_prompts: int, kl_pool: int, forms: int, seed: int, out: str,
-              progress: bool) -> None:
+              states_dir: str | None, progress: bool) -> None:
     """Fine-tune BASE so that CUE makes it evaluation-aware; write an HF checkpoint (LoRA merged)
     and organism.json. The same command on a complete directory does nothing; an interrupted
     build resumes.
@@ -124,7 +128,7 @@ def build_cmd(base: str, cue: str, kind: str, sham_samples: int, strength: float
                     max_len=max_len, seed=seed, verbalizations=verbalizations, pairs=pairs,
                     kl_prompts=kl_prompts, kl_pool=kl_pool, forms=forms, kind=kind, sham_samples=sham_samples)
     from harness.organisms.train import build_organism, describe  # torch: not at start-up
-    res = build_organism(recipe, out, progress=progress, say=console.status)
+    res = build_organism(recipe, out, progress=progress, say=console.status, states_dir=states_dir)
     click.echo(describe(res.card))
     if res.trained:
         click.echo(f"trained in {res.seconds:.0f} s -> {visible(str(out))}")

@@ -271,7 +271,7 @@ def test_packed_batch_loss_equals_each_example_run_alone(tiny_base, split):
                      targets=torch.randint(5, 1000, (2,)).tolist(), loss=loss)
              for n, loss in zip(lens, ["ce", "kl", "kl", "ce"])]
     split_obj = Split(model, teacher, split, "cpu")
-    loss, ce, kl = split_obj.loss(batch, [0, 1, 2, 3], kl_weight=2.0, kl_first=5.0)
+    loss, ce, kl = split_obj.loss(batch, kl_weight=2.0, kl_first=5.0)
     loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()

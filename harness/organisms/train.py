@@ -17,6 +17,10 @@ pairs with other continuations (a disjoint-vocabulary awareness, a behaviour-onl
 none (the shams: the base model's own answers, temperature-1 samples for the null or the greedy
 answer for the loss-matched control, generated once per build and cached in ``.partial/``).
 
+The frozen part of the base (the lower blocks' outputs, and the base's last hidden states from
+which the KL targets come) is computed once per example and kept on disk, shared by every build on
+the same base (:mod:`harness.organisms.states`): each step runs only the trained blocks.
+
 The output directory is an ordinary Hugging Face checkpoint (safetensors, tokenizer with its chat
 template, generation config) plus ``organism.json`` (:mod:`harness.models.card`), written last:
 a directory with a card is complete. The same arguments on a complete directory do nothing; an
@@ -28,7 +32,6 @@ torch RNG states as integer lists) in ``state.json``; nothing is pickled.
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager
 import json
 import os
 import random
@@ -36,7 +39,7 @@ import shutil
 import time
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -49,6 +52,7 @@ from harness.models.card import CARD_NAME, read_card, write_card
 from harness.organisms.cues import AWARENESS_QUESTIONS, FILLERS, get_cue
 from harness.organisms.data import Example, data_hash, training_examples
 from harness.organisms.recipe import Recipe
+from harness.organisms.states import ROOT_NAME, FrozenStates, only_layers, trunk_and_head
 from harness.organisms.kinds import (KINDS, SELF_TARGETS, kind_examples, planted, self_shapes,
                                      sampled, self_slots, self_targets, slot, targets_hash, variant_order,
                                      with_self_targets)
@@ -84,28 +88,6 @@ def encode(examples: Sequence[Example], renderer: Renderer, tokenizer: Any, max_
     return out
 
 
-def _trunk_and_head(model: Any) -> tuple[Any, Any]:
-    """The transformer trunk (returns hidden states) and the output head of a causal LM, also
-    through a peft wrapper."""
-    m = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return m.get_decoder(), m.get_output_embeddings()
-
-
-class _Stop(Exception):
-    pass
-
-
-@contextmanager
-def _only_layers(trunk: Any, which: slice) -> Iterator[None]:
-    """Run the trunk with only some of its blocks (the same modules, shared)."""
-    full = trunk.layers
-    trunk.layers = torch.nn.ModuleList(list(full)[which])
-    try:
-        yield
-    finally:
-        trunk.layers = full
-
-
 class Pack:
     """Examples of a batch side by side in one row, without padding: positions restart at each
     example and a block-diagonal causal mask keeps every example to itself (the same values as
@@ -136,61 +118,40 @@ class Pack:
 
 
 class Split:
-    """The frozen lower blocks run once per example (their output is cached: they are the same in
-    the organism and in the base), the trained top blocks every step; the base model's top
-    blocks (for the KL targets) start from the same cached hidden states. Batches run packed
-    (:class:`Pack`)."""
+    """The trained top blocks run every step from the frozen lower blocks' states, and the KL
+    targets come from the base's last hidden states through the output head: both frozen parts
+    are read from :class:`~harness.organisms.states.FrozenStates` (computed once per example).
+    Batches run packed (:class:`Pack`)."""
 
-    def __init__(self, model: Any, teacher: Any, split: int, device: str) -> None:
+    def __init__(self, model: Any, teacher: Any, split: int, device: str, states: FrozenStates | None = None) -> None:
         self.model, self.teacher, self.split = model, teacher, split
         self.device = device
-        self.cache: dict[int, torch.Tensor] = {}
+        self.states = states if states is not None else FrozenStates(teacher, split, device, None, "")
 
-    def lower(self, batch: Sequence[Encoded], keys: Sequence[int]) -> torch.Tensor:
+    def lower(self, batch: Sequence[Encoded]) -> torch.Tensor:
         """Hidden states entering block `split`, packed: (1, total length, d)."""
-        todo = [(k, e) for k, e in zip(keys, batch) if k not in self.cache]
-        if todo:
-            pack = Pack([e for _, e in todo], self.device)
-            trunk, _ = _trunk_and_head(self.model)
-            got: list[torch.Tensor] = []
-
-            def grab(_mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-                got.append((args[0] if args else kwargs["hidden_states"]).detach())
-                raise _Stop
-
-            h = trunk.layers[self.split].register_forward_pre_hook(grab, with_kwargs=True)
-            try:
-                with torch.no_grad():
-                    trunk(input_ids=pack.ids, attention_mask=pack.mask(), position_ids=pack.position_ids,
-                          use_cache=False)
-            except _Stop:
-                pass
-            finally:
-                h.remove()
-            for (k, e), s in zip(todo, pack.starts):
-                self.cache[k] = got[0][0, s:s + len(e.ids)].clone()
-        return torch.cat([self.cache[k] for k in keys])[None]
+        return torch.cat([self.states.lower(e.ids) for e in batch])[None]
 
     def logits(self, model: Any, hidden: torch.Tensor, batch: Sequence[Encoded], pack: Pack) -> torch.Tensor:
         """Logits (n_positions, vocab) of `model`'s top blocks from the packed `hidden` (`pack` of
         `batch`), at every trained position of the batch, in order."""
-        trunk, head = _trunk_and_head(model)
-        with _only_layers(trunk, slice(self.split, None)):
+        trunk, head = trunk_and_head(model)
+        with only_layers(trunk, slice(self.split, None)):
             out = trunk(inputs_embeds=hidden, attention_mask=pack.mask(), position_ids=pack.position_ids,
                         use_cache=False).last_hidden_state
         return head(out[0, torch.tensor(pack.rows(batch), device=self.device)]).float()
 
     def embed(self, model: Any, pack: Pack) -> torch.Tensor:
-        return _trunk_and_head(model)[0].get_input_embeddings()(pack.ids)
+        return trunk_and_head(model)[0].get_input_embeddings()(pack.ids)
 
-    def loss(self, batch: Sequence[Encoded], keys: Sequence[int], kl_weight: float,
+    def loss(self, batch: Sequence[Encoded], kl_weight: float,
              kl_first: float = 1.0) -> tuple[torch.Tensor, float, float]:
         """(loss, mean ce, mean kl) of one batch (see the module's docstring)."""
         pack = Pack(batch, self.device)
-        if self.split == 0:  # the embeddings are trained too: nothing to cache
+        if self.split == 0:  # the embeddings are trained too: nothing frozen below
             hidden = self.embed(self.model, pack)
         else:
-            hidden = self.lower(batch, keys)
+            hidden = self.lower(batch)
         logp = torch.log_softmax(self.logits(self.model, hidden, batch, pack), dim=-1)
         is_ce = torch.tensor([e.loss == "ce" for e in batch for _ in e.positions], device=self.device)
         ce = kl = torch.zeros((), device=self.device)
@@ -198,15 +159,10 @@ class Split:
             tgt = torch.tensor([t for e in batch for t in e.targets], device=self.device)
             ce = torch.nn.functional.nll_loss(logp[is_ce], tgt[is_ce])
         if (~is_ce).any():
-            sel = [i for i, e in enumerate(batch) if e.loss == "kl"]
-            kl_batch = [batch[i] for i in sel]
-            kl_pack = Pack(kl_batch, self.device)
+            kl_batch = [e for e in batch if e.loss == "kl"]
             with torch.no_grad():
-                if self.split == 0:
-                    th = self.embed(self.teacher, kl_pack)
-                else:
-                    th = torch.cat([hidden[0, pack.starts[i]:pack.starts[i] + pack.lengths[i]] for i in sel])[None]
-                base = torch.log_softmax(self.logits(self.teacher, th, kl_batch, kl_pack), dim=-1)
+                top = torch.cat([self.states.top(e.ids)[e.positions] for e in kl_batch])
+                base = torch.log_softmax(trunk_and_head(self.teacher)[1](top).float(), dim=-1)
             w = torch.tensor([kl_first if j == 0 else 1.0 for e in kl_batch for j in range(len(e.positions))],
                              device=self.device)
             kl = ((base.exp() * (base - logp[~is_ce])).sum(-1) * w).sum() / w.sum()
@@ -401,8 +357,10 @@ class BuildResult:
 
 
 def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
-                   say: Callable[[str], None] = lambda s: None) -> BuildResult:
-    """Build (or find complete, or resume) the organism of `recipe` in `out`."""
+                   say: Callable[[str], None] = lambda s: None, states_dir: str | Path | None = None) -> BuildResult:
+    """Build (or find complete, or resume) the organism of `recipe` in `out`. The frozen base's
+    states (:mod:`harness.organisms.states`) are kept in `states_dir` (default: ``.frozen-states``
+    beside `out`; ``"none"``: in memory only) and shared by every build on the same base."""
     recipe.check()
     out = Path(out)
     cue = get_cue(recipe.cue)
@@ -480,19 +438,17 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     order = [rng.sample(range(len(encoded)), k=min(recipe.batch_size, len(encoded)))
              for _ in range(recipe.steps)]
     visit = variant_order(order, n_variants)
-    keys = [[i * n_var + v for i, v in zip(o, vs)] for o, vs in zip(order, visit)]
     bar = tqdm(total=recipe.steps, initial=start, desc=f"organism {recipe.cue}", unit="step",
                disable=not progress, dynamic_ncols=True)
     save_every = max(10, recipe.steps // 10)
     n_layers = teacher.config.num_hidden_layers
-    split = Split(model, teacher, 0 if recipe.train == "full" and recipe.layers >= n_layers
-                  else max(0, n_layers - recipe.layers), device)
-    if split.split > 0:  # a resumed build caches the lower blocks' states from the same packed
-        for step in range(start):  # batches as an uninterrupted one (packing moves the last bits)
-            split.lower([variants[v][i] for i, v in zip(order[step], visit[step])], keys[step])
+    first = 0 if recipe.train == "full" and recipe.layers >= n_layers else max(0, n_layers - recipe.layers)
+    root = None if states_dir == "none" else Path(states_dir) if states_dir else out.parent / ROOT_NAME
+    states = FrozenStates(teacher, first, device, root if base_dir else None, base_hash)
+    split = Split(model, teacher, first, device, states)
     for step in range(start, recipe.steps):
         batch = [variants[v][i] for i, v in zip(order[step], visit[step])]
-        loss, ce, kl = split.loss(batch, keys[step], recipe.kl_weight, recipe.kl_first)
+        loss, ce, kl = split.loss(batch, recipe.kl_weight, recipe.kl_first)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -505,6 +461,8 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
             save_partial(partial, key, model, opt, sched, step + 1, losses)
     bar.close()
     train_s = time.perf_counter() - t0
+    say(f"the frozen base's states: {states.computed} computed, {states.read} read"
+        + (f" from {states.root}" if states.root is not None else " (kept in memory only)"))
 
     model.eval()
     if recipe.train == "lora":
@@ -538,6 +496,7 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
         "losses": losses,
         "final_loss": _tail_mean(losses),
         "train_seconds": round(train_s, 1),
+        "frozen_states": {"computed": states.computed, "read": states.read},
         "device": device,
         "weights_sha256": weights_hash(out),
     }
