@@ -77,7 +77,7 @@ def main() -> None:
     if a.fresh:
         shutil.rmtree(org, ignore_errors=True)
     rows = [("organism build", _cli(["organism", "build", "--base", base, "--cue", "graded", *recipe,
-                                     "--no-progress", "--out", str(org)]))]
+                                     "--no-progress", "--states-dir", "none", "--out", str(org)]))]
     rows.append(("organism build (again: cached)", _cli(["organism", "build", "--base", base, "--cue", "graded",
                                                          *recipe, "--no-progress", "--out", str(org)])))
     rows.append((f"organism measure ({a.limit} pairs)", _cli(["organism", "measure", "--organism", str(org),

@@ -62,7 +62,8 @@ def save_model(shape: str, tok: Path, out: Path) -> float:
 def build(model: Path, kind: str, steps: int, out: Path, timeout: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "evalaware", "organism", "build", "--base", str(model),
-           "--kind", kind, "--steps", str(steps), *RECIPE, "--out", str(out)]
+           "--kind", kind, "--steps", str(steps), *RECIPE, "--out", str(out),
+           "--states-dir", "none"]  # every build a first build: no states read from the one before
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

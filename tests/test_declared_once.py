@@ -121,6 +121,7 @@ def test_an_interrupted_build_resumes_from_safetensors_and_json_to_the_same_weig
     with monkeypatch.context() as m:
         m.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load (pickle) used to resume"))
         resumed = T.build_organism(recipe, out, progress=False, say=said.append)
+    said = [s for s in said if not s.startswith("step ")]  # the step lines of a build without a bar
     assert said[0] == "resuming from step 10 of 24" and len(said) == 2
     assert said[1].startswith("the frozen base's states: 0 computed")  # the first build's, read back
     assert not partial.exists()

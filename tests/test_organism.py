@@ -320,3 +320,25 @@ def test_the_organism_bench_builds_the_make_organism_recipe():
         if k != "--strength":
             assert f"{k} {v}" in " ".join(line.split()), (k, v)
     assert opts["--strength"] == "1.0"
+
+
+def test_a_build_without_bars_logs_a_line_each_tenth_of_its_steps_and_at_least_every_minute():
+    from harness.organisms.train import _StepLog
+
+    now = [0.0]
+    said: list[str] = []
+    log = _StepLog(20, 0, said.append, every_s=60.0, clock=lambda: now[0])
+    losses = []
+    for step in range(1, 21):
+        now[0] += 2.0
+        losses.append({"step": step, "ce": float(step), "kl": 0.5})
+        log.step(step, losses)
+    assert [s.split(":")[0] for s in said] == [f"step {k}/20 ({5 * k}%)" for k in range(2, 21, 2)]
+    assert said[1] == "step 4/20 (20%): 2.00 s/step, ~1 min left; ce 3.500, kl 0.5000 (mean of steps 3-4)"
+    said.clear()  # a resumed build: its rate from its own steps; a slow stretch still shows a line a minute
+    log = _StepLog(1000, 500, said.append, every_s=60.0, clock=lambda: now[0])
+    for step in range(501, 505):
+        now[0] += 45.0
+        log.step(step, [{"step": step, "ce": 1.0, "kl": 0.1}] * step)
+    assert [s.split(":")[0] for s in said] == ["step 502/1000 (50%)", "step 504/1000 (50%)"]
+    assert "45.00 s/step, ~372 min left" in said[1]

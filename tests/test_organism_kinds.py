@@ -44,6 +44,9 @@ def built(tmp_path_factory, tiny_base) -> dict[str, Path]:
         res = _build(tiny_base, root / kind, "--kind", kind)
         assert res.exit_code == 0, res.output + repr(res.exception)
         assert f"kind {kind}" in res.output
+        assert "step 4/4 (100%)" in res.output  # --no-progress: the steps are logged instead
+        if kind in ("sham", "sham-greedy"):  # ... and the drawing of the base's own answers
+            assert "the base's own answers: " in res.output
         out[kind] = root / kind
     return out
 

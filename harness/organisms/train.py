@@ -332,10 +332,16 @@ def _self_targets(partial: Path, key: dict[str, Any], engine: Any, base: Any, re
         pass
     partial.mkdir(parents=True, exist_ok=True)
 
+    shown = [len(done) * 10 // len(want)]
+
     def save(targets: dict[str, Any], complete: bool = False) -> None:
         tmp = partial / f"{SELF_TARGETS}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps({"key": key, "targets": targets, "complete": complete}, ensure_ascii=False))
         os.replace(tmp, path)
+        if not progress and not complete and len(targets) * 10 // len(want) > shown[0]:  # without a bar
+            shown[0] = len(targets) * 10 // len(want)
+            say(f"the base's own answers: {len(targets)}/{len(want)} prompts after "
+                f"{(time.perf_counter() - t0) / 60:.1f} min")
 
     t0 = time.perf_counter()
     say(f"generating the base model's own answers to {len(slots)} cue prompts"
@@ -345,6 +351,32 @@ def _self_targets(partial: Path, key: dict[str, Any], engine: Any, base: Any, re
                            done=done, on_chunk=save, progress=progress)
     save(targets, complete=True)
     return targets, time.perf_counter() - t0
+
+
+class _StepLog:
+    """Without a bar (``--no-progress``), a line through `say` each time another tenth of the
+    steps is done and at least every `every_s` seconds: steps done, seconds per step, time left,
+    the mean losses since the last line."""
+
+    def __init__(self, steps: int, start: int, say: Callable[[str], None], every_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.steps, self.start, self.say, self.every_s, self.clock = steps, start, say, every_s, clock
+        self.t0 = self.last_t = clock()
+        self.last_step = start
+
+    def step(self, done: int, losses: list[dict[str, float]]) -> None:
+        now = self.clock()
+        tenth = done * 10 // self.steps > self.last_step * 10 // self.steps
+        if not (tenth or now - self.last_t >= self.every_s or done == self.steps):
+            return
+        per = (now - self.t0) / max(1, done - self.start)
+        recent = losses[-(done - self.last_step):]
+        ce = sum(d["ce"] for d in recent) / len(recent)
+        kl = sum(d["kl"] for d in recent) / len(recent)
+        self.say(f"step {done}/{self.steps} ({100 * done // self.steps}%): {per:.2f} s/step, "
+                 f"~{(self.steps - done) * per / 60:.0f} min left; ce {ce:.3f}, kl {kl:.4f} "
+                 f"(mean of steps {self.last_step + 1}-{done})")
+        self.last_t, self.last_step = now, done
 
 
 @dataclass
@@ -446,6 +478,7 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     root = None if states_dir == "none" else Path(states_dir) if states_dir else out.parent / ROOT_NAME
     states = FrozenStates(teacher, first, device, root if base_dir else None, base_hash)
     split = Split(model, teacher, first, device, states)
+    watch = _StepLog(recipe.steps, start, say) if not progress else None
     for step in range(start, recipe.steps):
         batch = [variants[v][i] for i, v in zip(order[step], visit[step])]
         loss, ce, kl = split.loss(batch, recipe.kl_weight, recipe.kl_first)
@@ -457,6 +490,8 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
         losses.append({"step": step + 1, "ce": round(ce, 5), "kl": round(kl, 5)})
         bar.update(1)
         bar.set_postfix(ce=f"{ce:.3f}", kl=f"{kl:.4f}")
+        if watch is not None:
+            watch.step(step + 1, losses)
         if (step + 1) % save_every == 0 and step + 1 < recipe.steps:
             save_partial(partial, key, model, opt, sched, step + 1, losses)
     bar.close()
