@@ -10,7 +10,7 @@ PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 UV  := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms validate-organisms validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
+.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms probe-top8 validate-organisms validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -150,14 +150,17 @@ VALIDATE_ORGS := --reference runs/organisms/smollm2-graded-sham --organism runs/
 	--organism runs/organisms/smollm2-graded-sham-greedy --organism runs/organisms/smollm2-graded-disjoint \
 	--organism runs/organisms/smollm2-graded-behaviour
 VALIDATE_PAIRS := --pairs runs/organisms/graded-pairs-family.jsonl --backend vllm
-validate-organisms: organisms
-	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
+PROBE_TOP8 := runs/probes/demo-top8
+probe-top8: install
+	$(BIN)/evalaware assets prepare smollm2
 	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods logprob_question --out runs/probe-demo
 	$(BIN)/evalaware activations capture --run runs/probe-demo --pooling last_prompt --layers 23,24,25,26,27,28,29,30 --no-answer
-	$(BIN)/evalaware probes train --run runs/probe-demo --pooling last_prompt --layer best --out runs/probes/demo-top8
+	$(BIN)/evalaware probes train --run runs/probe-demo --pooling last_prompt --layer best --out $(PROBE_TOP8)
+validate-organisms: organisms probe-top8
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
 	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods binary,probability,logprob,logprob_question --constrain --answer-tokens 128 --probe-tokens 96 \
-	    --probe runs/probes/demo-top8 --out runs/validate-set/packed
+	    --probe $(PROBE_TOP8) --out runs/validate-set/packed
 	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --out runs/validate-set/monitor
 
@@ -171,16 +174,23 @@ validate-null: organism-sham
 	$(BIN)/evalaware organism validate --base smollm2 --organism runs/organisms/smollm2-graded-sham $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 --margin 0.5 --out runs/validate-null/monitor
 
-# Replication (issue 44 item 2): seeds 0, 1, 2 of every kind (build seeds 1 and 2 first, each alone:
-# `make organisms ORGANISM_SEED=1`, then ORGANISM_SEED=2), the three null-sham seeds pooled as the
-# reference (their builds' variance in every SE, their spread printed), each kind's three builds
-# pooled as one row; the same rule, pairs and runs as validate-organisms (logprob methods on vLLM).
+# Replication (issue 44 item 2): seeds 0, 1, 2 of the aware, disjoint and behaviour-only organisms
+# and of the null sham (build seeds 1 and 2 first, each alone: `make organism organism-sham
+# organism-disjoint organism-behaviour ORGANISM_SEED=1`, then ORGANISM_SEED=2; the greedy sham, a
+# named loss-matched control, at seed 0 only), the three null-sham seeds pooled as the reference
+# (their builds' variance in every SE, their spread printed), each kind's builds pooled as one row;
+# the same rule and pairs as validate-organisms: the logprob readouts and the frozen top-8 probe in
+# one run, the monitor in its own (binary and probability at seed 0 only, in validate-organisms).
 SEED_DIRS = $(foreach d,$(2),--$(1) runs/organisms/$(d) --$(1) runs/organisms/$(d)-s1 --$(1) runs/organisms/$(d)-s2)
-validate-seeds:
+SEED_ORGS = $(call SEED_DIRS,reference,smollm2-graded-sham) \
+	$(call SEED_DIRS,organism,smollm2-graded smollm2-graded-disjoint smollm2-graded-behaviour) \
+	--organism runs/organisms/smollm2-graded-sham-greedy
+validate-seeds: probe-top8
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	$(BIN)/evalaware organism validate --base smollm2 $(call SEED_DIRS,reference,smollm2-graded-sham) \
-	    $(call SEED_DIRS,organism,smollm2-graded smollm2-graded-sham-greedy smollm2-graded-disjoint smollm2-graded-behaviour) \
-	    $(VALIDATE_PAIRS) --methods logprob,logprob_question --out runs/validate-seeds/logprob
+	$(BIN)/evalaware organism validate --base smollm2 $(SEED_ORGS) $(VALIDATE_PAIRS) \
+	    --methods logprob,logprob_question --probe $(PROBE_TOP8) --out runs/validate-seeds/logprob
+	$(BIN)/evalaware organism validate --base smollm2 $(SEED_ORGS) $(VALIDATE_PAIRS) \
+	    --methods monitor --answer-tokens 32 --out runs/validate-seeds/monitor
 
 # --- Issue 45: does awareness change what the model does? (docs/awareness-and-behaviour.md) -------
 # The linkage table: SmolLM2 on the bundled behaviour set (36 demo-style prompts, each with a

@@ -32,6 +32,7 @@ torch RNG states as integer lists) in ``state.json``; nothing is pickled.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import random
@@ -161,7 +162,7 @@ class Split:
         if (~is_ce).any():
             kl_batch = [e for e in batch if e.loss == "kl"]
             with torch.no_grad():
-                top = torch.cat([self.states.top(e.ids)[e.positions] for e in kl_batch])
+                top = torch.cat([self.states.top(e.ids, e.positions[0])[:len(e.positions)] for e in kl_batch])
                 base = torch.log_softmax(trunk_and_head(self.teacher)[1](top).float(), dim=-1)
             w = torch.tensor([kl_first if j == 0 else 1.0 for e in kl_batch for j in range(len(e.positions))],
                              device=self.device)
@@ -476,7 +477,11 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     n_layers = teacher.config.num_hidden_layers
     first = 0 if recipe.train == "full" and recipe.layers >= n_layers else max(0, n_layers - recipe.layers)
     root = None if states_dir == "none" else Path(states_dir) if states_dir else out.parent / ROOT_NAME
-    states = FrozenStates(teacher, first, device, root if base_dir else None, base_hash)
+    known = base_dir is not None and base_hash not in ("unknown", "no-weights-found")
+    config = base_dir / "config.json" if base_dir is not None else None
+    identity = (f"{base_hash}:{hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else '-'}"
+                if known and config is not None else "")
+    states = FrozenStates(teacher, first, device, root if known else None, identity, say)
     split = Split(model, teacher, first, device, states)
     watch = _StepLog(recipe.steps, start, say) if not progress else None
     for step in range(start, recipe.steps):
