@@ -83,7 +83,9 @@ bench: assets
 # The recipe is the one measured in docs/organisms.md (full fine-tuning of the top 8 blocks on the
 # 432 training pairs, 600 pairs of other prompt forms and the 2718 KL-only no-cue prompts of the
 # wider pool, 1200 steps; 25.4 min on 2 idle cores, the measurement 41 s more; 32-47 min with other
-# jobs on the machine, as measured in later sessions: build it alone). ORGANISM_STRENGTH=0.5
+# jobs on the machine, as measured in later sessions: build it alone). Rebuilt 2026-11-30 (main
+# 0c367f0, the frozen states kept: nothing kept yet, small test runs beside it for ~20 min): 2,007 s,
+# `organism measure` 249 s (it reads whole answers since). ORGANISM_STRENGTH=0.5
 # builds the half-strength organism of the calibration curve (ORGANISM_OUT=runs/organisms/smollm2-graded-0.5).
 # ORGANISM_KIND picks what is planted (the build's --kind; harness/organisms/kinds.py).
 ORGANISM_OUT ?= runs/organisms/smollm2-graded$(SEED_SUFFIX)
@@ -109,6 +111,10 @@ organism: install
 # all), then ran on one thread of one core (its build: 5,136 s in all, 1,438 s drawing, 1,200 steps
 # at 2.7-3.6 s): not a clean figure for 2 idle cores. Seed 1 (2026-11-29, one thread pinned to one core, the
 # other core busy): 5,315 s (drawing 92 chunks at 12-18 s, 1,200 steps at 2.4-3.4 s, measure ~6 min).
+# Seed 0 (2026-11-30, main ba1d484, alone on 2 cores, small test runs beside it its last ~15 min):
+# 3,178 s (drawing 1,050 s, 1,200 steps at 1.6-1.9 s) + measure 246 s. The greedy sham, seed 0
+# (2026-11-30, main 0c367f0, alone; the KL-only prompts' frozen states read from the aware build's:
+# 4,456 read, 3,592 computed): 1,976 s (its 1,464 greedy answers 321 s) + measure 242 s.
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
