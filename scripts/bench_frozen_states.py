@@ -130,9 +130,10 @@ def parts(base: str, n_batches: int, seed: int, record: BenchRecord) -> None:
     for b in batches:
         for e in b:
             lowers.lower(e.ids)
+    only_lowers = dict(lowers.memory)
 
     def alone_top(b):  # now, once per KL example: the base's top blocks on its kept lower states
-        lowers.memory = {k: v for k, v in lowers.memory.items() if k[1] == "lower"}
+        lowers.memory = dict(only_lowers)  # no top kept from an earlier call
         for e in b:
             if e.loss == "kl":
                 lowers.top(e.ids, e.positions[0])

@@ -75,42 +75,41 @@ class FrozenStates:
         tag = json.dumps([identity, str(self.dtype), torch.device(device).type, split, torch.__version__,
                           transformers.__version__])
         self.root = root / hashlib.sha256(tag.encode()).hexdigest()[:16] if root is not None else None
-        self.memory: dict[tuple[str, str], torch.Tensor] = {}
+        self.memory: dict[str, torch.Tensor] = {}
         self.computed = self.read = 0  # tensors computed here, read from disk
 
-    def _key(self, ids: Sequence[int], what: str) -> str:
-        return hashlib.sha256(json.dumps([what, list(ids)]).encode()).hexdigest()
-
-    def _get(self, ids: Sequence[int], what: str, rows: int) -> torch.Tensor:
-        key = self._key(ids, what)
-        got = self.memory.get((key, what))
+    def _get(self, ids: Sequence[int], what: str, rows: int, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The state `what` of `ids` (`rows` x width): from memory, else from disk, else `compute()`d
+        (and written)."""
+        key = hashlib.sha256(json.dumps([what, list(ids)]).encode()).hexdigest()
+        got = self.memory.get(key)
         if got is not None:
             return got
         path = self.root / key[:2] / f"{key}.safetensors" if self.root is not None else None
         got = self._load(path, key, rows) if path is not None else None
         if got is None:
-            got = self._lower(ids) if what == "lower" else self._top(ids, int(what.split(":")[1]))
+            got = compute()
             self.computed += 1
             if path is not None:
                 self._save(path, key, got)
         else:
             self.read += 1
         got = got.to(self.device)
-        self.memory[(key, what)] = got
+        self.memory[key] = got
         return got
 
     def lower(self, ids: Sequence[int]) -> torch.Tensor:
         """(len(ids), d): the hidden states entering block `split`."""
         if self.split == 0:
             raise ValueError("split 0 trains the embeddings: no frozen lower states")
-        return self._get(ids, "lower", len(ids))
+        return self._get(ids, "lower", len(ids), lambda: self._lower(ids))
 
     def top(self, ids: Sequence[int], start: int = 0) -> torch.Tensor:
         """(len(ids) - start, d): the base's last hidden states (after its final norm) from
         position `start` on (an example's trained positions: the rest is never read)."""
         if not 0 <= start < len(ids):
             raise ValueError(f"start {start} outside an example of {len(ids)} tokens")
-        return self._get(ids, f"top:{start}", len(ids) - start)
+        return self._get(ids, f"top:{start}", len(ids) - start, lambda: self._top(ids, start))
 
     def _lower(self, ids: Sequence[int]) -> torch.Tensor:
         trunk, _ = trunk_and_head(self.teacher)

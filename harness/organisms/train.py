@@ -333,14 +333,15 @@ def _self_targets(partial: Path, key: dict[str, Any], engine: Any, base: Any, re
         pass
     partial.mkdir(parents=True, exist_ok=True)
 
-    shown = [len(done) * 10 // len(want)]
+    shown = len(done) * 10 // len(want)  # tenths of the answers logged (without a bar)
 
     def save(targets: dict[str, Any], complete: bool = False) -> None:
+        nonlocal shown
         tmp = partial / f"{SELF_TARGETS}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps({"key": key, "targets": targets, "complete": complete}, ensure_ascii=False))
         os.replace(tmp, path)
-        if not progress and not complete and len(targets) * 10 // len(want) > shown[0]:  # without a bar
-            shown[0] = len(targets) * 10 // len(want)
+        if not progress and not complete and len(targets) * 10 // len(want) > shown:
+            shown = len(targets) * 10 // len(want)
             say(f"the base's own answers: {len(targets)}/{len(want)} prompts after "
                 f"{(time.perf_counter() - t0) / 60:.1f} min")
 
@@ -477,11 +478,11 @@ def build_organism(recipe: Recipe, out: str | Path, progress: bool = True,
     n_layers = teacher.config.num_hidden_layers
     first = 0 if recipe.train == "full" and recipe.layers >= n_layers else max(0, n_layers - recipe.layers)
     root = None if states_dir == "none" else Path(states_dir) if states_dir else out.parent / ROOT_NAME
-    known = base_dir is not None and base_hash not in ("unknown", "no-weights-found")
-    config = base_dir / "config.json" if base_dir is not None else None
-    identity = (f"{base_hash}:{hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else '-'}"
-                if known and config is not None else "")
-    states = FrozenStates(teacher, first, device, root if known else None, identity, say)
+    identity = ""  # a base without a local directory or weights digest: its states kept in memory only
+    if base_dir is not None and base_hash not in ("unknown", "no-weights-found"):
+        config = base_dir / "config.json"
+        identity = f"{base_hash}:{hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else '-'}"
+    states = FrozenStates(teacher, first, device, root if identity else None, identity, say)
     split = Split(model, teacher, first, device, states)
     watch = _StepLog(recipe.steps, start, say) if not progress else None
     for step in range(start, recipe.steps):
