@@ -157,6 +157,9 @@ VALIDATE_ORGS := --reference runs/organisms/smollm2-graded-sham --organism runs/
 	--organism runs/organisms/smollm2-graded-behaviour
 VALIDATE_PAIRS := --pairs runs/organisms/graded-pairs-family.jsonl --backend vllm
 PROBE_TOP8 := runs/probes/demo-top8
+# --reuse for each earlier validate run present: a model's sub-run it holds on the same pairs is
+# copied, not run again (harness/organisms/reuse.py; a copy made under other settings is run afresh)
+REUSE = $(foreach d,$(1),$(if $(wildcard $(d)/*/manifest.json),--reuse $(d)))
 probe-top8: install
 	$(BIN)/evalaware assets prepare smollm2
 	$(BIN)/evalaware run --model smollm2 --backend vllm --dataset demo --methods logprob_question --out runs/probe-demo
@@ -166,9 +169,9 @@ validate-organisms: organisms probe-top8
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
 	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods binary,probability,logprob,logprob_question --constrain --answer-tokens 128 --probe-tokens 96 \
-	    --probe $(PROBE_TOP8) --out runs/validate-set/packed
+	    --probe $(PROBE_TOP8) $(call REUSE,runs/validate-seeds/logprob) --out runs/validate-set/packed
 	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
-	    --methods monitor --answer-tokens 32 --out runs/validate-set/monitor
+	    --methods monitor --answer-tokens 32 $(call REUSE,runs/validate-seeds/monitor) --out runs/validate-set/monitor
 
 # Is the null sham a null? (issue 44: the null sham against the base on all 120 family pairs;
 # margin 0.5 nats declared before the data; logprob_question and logprob on vLLM, the monitor in
@@ -194,9 +197,13 @@ SEED_ORGS = $(call SEED_DIRS,reference,smollm2-graded-sham) \
 validate-seeds: probe-top8
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
 	$(BIN)/evalaware organism validate --base smollm2 $(SEED_ORGS) $(VALIDATE_PAIRS) \
-	    --methods logprob,logprob_question --probe $(PROBE_TOP8) --out runs/validate-seeds/logprob
+	    --methods logprob,logprob_question --probe $(PROBE_TOP8) \
+	    $(call REUSE,runs/validate-set/packed runs/validate-null/logprob runs/validate-null-s1/logprob) \
+	    --out runs/validate-seeds/logprob
 	$(BIN)/evalaware organism validate --base smollm2 $(SEED_ORGS) $(VALIDATE_PAIRS) \
-	    --methods monitor --answer-tokens 32 --out runs/validate-seeds/monitor
+	    --methods monitor --answer-tokens 32 \
+	    $(call REUSE,runs/validate-set/monitor runs/validate-null/monitor runs/validate-null-s1/monitor) \
+	    --out runs/validate-seeds/monitor
 
 # --- Issue 45: does awareness change what the model does? (docs/awareness-and-behaviour.md) -------
 # The linkage table: SmolLM2 on the bundled behaviour set (36 demo-style prompts, each with a

@@ -39,12 +39,14 @@ from harness.organisms.kinds import KINDS, PLANTED_BEHAVIOUR, kind_cue
 from harness.organisms.measure import answer_kl, first_token_kl, verbalizations
 from harness.organisms.reach import check_reaches
 from harness.organisms.recipe import Recipe
+from harness.organisms.reuse import Reuse, model_key
 from harness.organisms.validate import Model, fmt_ci, measured_kl, sensitivity, sensitivity_lines
 from harness.organisms.validate import scored_pairs  # noqa: F401  (re-exported)
 from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
 from harness.run.loop import needs_judge, run_methods
 from harness.runlog import RunLog
 from harness.runlog.outputs import check_output, write_output
+from harness.runlog.provenance import dataset_sha256
 from harness.stats.decision import Rule
 from harness.stats.paired import mean_with_ci, rate_with_ci
 
@@ -323,14 +325,18 @@ def measure_lines(res: dict[str, Any]) -> list[str]:
                    "readout's aware effect; harness/stats/decision.py).")
 @click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
 @click.option("--seed", type=bounds.seed(), default=0, show_default=True)
+@click.option("--reuse", "reuse_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="An earlier validate run's --out (repeatable): a model's sub-run this run lacks is copied "
+                   "from it when it ran the same model (and card) on a paired set of the same content, then "
+                   "resumed here (its model identity and method settings checked; harness/organisms/reuse.py).")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @method_options()
 @progress_option
 @verbose_option
 def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[str, ...], methods: list[str],
              backend: str, dtype: str, pairs_path: str | None, limit: int | None, judge_model: str | None,
-             probe_dir: str | None, probe_layers: str | None, margin: float | None, bootstrap: int, seed: int, out: str,
-             method_opts: MethodOptions, progress: bool) -> None:
+             probe_dir: str | None, probe_layers: str | None, margin: float | None, bootstrap: int, seed: int,
+             reuse_dirs: tuple[str, ...], out: str, method_opts: MethodOptions, progress: bool) -> None:
     """Run methods on BASE, the reference (the null sham) and each organism over the paired set
     (label = cue present) and judge every readout by one declared rule (harness/stats/decision.py):
     the within-pair double difference on its log-odds scale, two-way clustered over category and
@@ -393,6 +399,7 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
         path = str(outp / "pairs.jsonl")
         _write_jsonl(paired_dataset(get_cue(cue), behaviour=PLANTED_BEHAVIOUR if behaves else None), path)
     prompts = method_opts.prompts()
+    reuse = Reuse(reuse_dirs, dataset_sha256(path))
     judge_of = judge_model or base
     models = [base_model, *(r for r in references if r is not base_model), *organisms]
     # the monitor's cross reads (validate_monitor): each run by its reader once the writer has run
@@ -407,24 +414,25 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
                 judge = eng if judge_of == m.model else st.enter_context(
                     open_backend(backend, judge_of, dtype=dtype, role="judge"))
             config = method_opts.config(eng.tokenizer, {}, seed)
-            run_methods(samples, method_list, eng, outp / m.name, config=config, prompts=prompts,
-                        judge=judge, batch_size=method_opts.batch_size, dataset_path=path,
-                        progress=progress,
-                        extra_manifest={"validate": {"role": m.name, "kind": m.kind, "organism": m.model,
-                                                     "reference": reference.model,
-                                                     "references": [r.model for r in references],
-                                                     "judge": judge_of if judge else None}})
+            reuse.run(("run", model_key(m.model)), (m.card_sha256,), outp / m.name, lambda reused: run_methods(
+                samples, method_list, eng, outp / m.name, config=config, prompts=prompts, judge=judge,
+                batch_size=method_opts.batch_size, dataset_path=path, progress=progress,
+                extra_manifest={"validate": {"role": m.name, "kind": m.kind, "organism": m.model,
+                                             "card_sha256": m.card_sha256, "reused": reused,
+                                             "reference": reference.model,
+                                             "references": [r.model for r in references],
+                                             "judge": judge_of if judge else None}}))
             ran = {n.name for n in models[:models.index(m) + 1]}
             now = [c for c in pending if c.reader is m and c.writer.name in ran]
             pending = [c for c in pending if c not in now]
-            _cross_read(now, eng, config, method_opts.batch_size, outp, reference, progress, prompts, path)
+            _cross_read(now, eng, config, method_opts.batch_size, outp, reference, progress, reuse, prompts, path)
         if probe_dir:
             readouts[m.name] = _frozen_probe(probe_dir, m.model, outp / m.name, dtype, progress)
     for reader in dict.fromkeys(c.reader for c in pending):  # the reference over each organism's answers
         with open_backend(backend, reader.model, dtype=dtype) as eng:
             config = method_opts.config(eng.tokenizer, {}, seed)
             _cross_read([c for c in pending if c.reader is reader], eng, config, method_opts.batch_size,
-                        outp, reference, progress, prompts, path)
+                        outp, reference, progress, reuse, prompts, path)
     if probe_dir:
         method_list = [*method_list, "probe"]
     kl = {o.name: measured_kl(o.model, load_card(o.model).raw) for o in organisms}
@@ -443,19 +451,25 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
 
 
 def _cross_read(reads: Sequence[CrossRead], eng: Backend, config: MethodConfig, batch_size: int, outp: Path,
-                reference: Model, progress: bool, prompts: PromptLibrary | None = None,
+                reference: Model, progress: bool, reuse: Reuse, prompts: PromptLibrary | None = None,
                 dataset_path: str | None = None) -> None:
     """Run the reader's monitor over each writer's answers (its samples ending with the writer's
-    cached answer: view ``full``) into the sub-run ``cross-<reader>-reads-<writer>``, resumable;
-    with the own runs' prompts (``--prompts``) and dataset path."""
+    cached answer: view ``full``) into the sub-run ``cross-<reader>-reads-<writer>``, resumable
+    (or taken from a --reuse run); with the own runs' prompts (``--prompts``) and dataset path."""
     for c in reads:
         console.status(f"validate: {c.name}")
+        cards = (c.reader.card_sha256, c.writer.card_sha256)
         with RunLog(outp / c.writer.name, create=False) as st:
             samples = written_samples(st, eng.tokenizer, config.view)
-        run_methods(samples, ["monitor"], eng, outp / c.name, config=replace(config, view="full"),
-                    prompts=prompts, batch_size=batch_size, dataset_path=dataset_path, progress=progress,
-                    extra_manifest={"validate": {"role": c.name, "kind": "cross read", "reader": c.reader.model,
-                                                 "writer": c.writer.model, "reference": reference.model}})
+        reuse.run(("cross", model_key(c.reader.model), model_key(c.writer.model)), cards, outp / c.name,
+                  lambda reused, c=c, samples=samples: run_methods(
+                      samples, ["monitor"], eng, outp / c.name, config=replace(config, view="full"),
+                      prompts=prompts, batch_size=batch_size, dataset_path=dataset_path, progress=progress,
+                      extra_manifest={"validate": {"role": c.name, "kind": "cross read", "reader": c.reader.model,
+                                                   "writer": c.writer.model, "reference": reference.model,
+                                                   "reader_card_sha256": c.reader.card_sha256,
+                                                   "writer_card_sha256": c.writer.card_sha256,
+                                                   "reused": reused}}))
 
 
 def _validate_models(base: str, organism_dirs: Sequence[str], reference_dirs: Sequence[str]

@@ -189,3 +189,53 @@ def test_validate_cross_reads_use_the_prompts_override(tiny_pair, tmp_path):
     for name in ("cross-reference-reads-organism", "cross-organism-reads-reference"):
         m = man(name)
         assert m["prompts_sha256"][BUILTIN_PAIRS] == own[BUILTIN_PAIRS]
+
+
+def test_validate_reuses_an_earlier_run_s_sub_runs_by_model_not_name(tiny_pair, tmp_path):
+    """`--reuse DIR`: a sub-run of an earlier validate run is copied for the model it ran (here
+    under another name: ``reference`` there, ``organism-sham`` here) and resumed with no model
+    call; what the earlier run did not run (the base reading each organism) is run; a copy made
+    under another method setting is removed and run afresh, never read as this run's."""
+    from harness.runlog import RunLog
+
+    base, sham, aware = tiny_pair
+    pairs = tmp_path / "pairs.jsonl"
+    assert CliRunner().invoke(cli, ["organism", "dataset", "--cue", "graded", "--no-demo",
+                                    "--out", str(pairs)]).exit_code == 0
+    plain = ["--pairs", str(pairs), "--methods", "logprob_question,monitor", "--limit", "2", "--answer-tokens", "8",
+             "--bootstrap", "20", "--no-progress"]
+    common = [*plain, "--min-coverage", "0"]
+    first = tmp_path / "first"
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", str(base), "--reference", str(sham),
+                                   "--organism", str(aware), *common, "--out", str(first)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+
+    def run(d, name):
+        manifest = json.loads((d / name / "manifest.json").read_text())
+        with RunLog(d / name, create=False) as st:
+            recs = {(r["method"], r["sample_id"]): r for r in st.result_dicts()}
+        return manifest, recs
+
+    again = tmp_path / "again"
+    res = CliRunner().invoke(cli, ["organism", "validate", "--base", str(base), "--organism", str(sham),
+                                   "--organism", str(aware), *common, "--reuse", str(first), "--out", str(again)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    for now, then in (("base", "base"), ("organism-sham", "reference"), ("organism-aware", "organism")):
+        manifest, recs = run(again, now)
+        assert manifest["validate"]["reused"] == {"from": str(first / then)}
+        assert not any(manifest["calls"]["model_calls"].values())  # nothing computed again
+        assert recs == run(first, then)[1] and len(recs) == 8
+    for cross in ("cross-base-reads-organism-sham", "cross-organism-aware-reads-base"):
+        manifest, recs = run(again, cross)  # another reader than the earlier run's: run here
+        assert manifest["validate"]["reused"] is None and any(manifest["calls"]["model_calls"].values())
+
+    other = tmp_path / "other"  # another logprob setting: the copies are refused, the models run afresh
+    args = ["organism", "validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
+            *plain, "--min-coverage", "0.5", "--reuse", str(first), "--out", str(other)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert "not this run's" in res.output and "run afresh" in res.output
+    for name in ("base", "reference", "organism"):
+        manifest, _ = run(other, name)
+        assert manifest["validate"]["reused"] is None
+        assert manifest["methods"]["logprob_question"]["min_coverage"] == 0.5

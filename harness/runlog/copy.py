@@ -1,0 +1,61 @@
+"""Copying a run directory whole: its log as one consistent snapshot, into a new directory that
+appears only when complete.
+
+The log is copied with SQLite's backup API through a reader's connection
+(:func:`~harness.runlog.connection._connect_readonly`), so a writer at work in the source (WAL)
+is neither blocked nor half-copied; the writer's lock, the log's journals and the exported
+records are not copied (the copy is a run directory of its own; ``export`` remakes its records).
+Everything else (the manifest, ``activations``) is copied as files. The copy is built in a hidden
+sibling and renamed into place: an interrupted copy leaves no half run directory under the name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from harness.core.errors import StoreError
+from harness.runlog.connection import _connect_readonly
+from harness.runlog.lock import LOCK_NAME
+from harness.runlog.schema import LOG_NAME
+
+#: What a copy leaves behind: the writer's lock, the log's journals (folded into the snapshot),
+#: the exported records.
+NOT_COPIED = frozenset({LOCK_NAME, f"{LOG_NAME}-wal", f"{LOG_NAME}-shm", f"{LOG_NAME}-journal",
+                        "results.jsonl"})
+
+
+def copy_run(src: str | Path, dst: str | Path) -> Path:
+    """Copy the run directory `src` to `dst` (which must not exist); returns `dst`."""
+    src, dst = Path(src), Path(dst)
+    if not (src / LOG_NAME).is_file():
+        raise StoreError(f"{src}: not a run directory (no {LOG_NAME})")
+    if dst.exists():
+        raise StoreError(f"{dst}: exists; a run directory is copied only to a new path")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.copying-", dir=dst.parent))
+    try:
+        for entry in src.iterdir():
+            if entry.name in NOT_COPIED or entry.name == LOG_NAME:
+                continue
+            if entry.is_dir():
+                shutil.copytree(entry, tmp / entry.name, symlinks=True)
+            else:
+                shutil.copy2(entry, tmp / entry.name, follow_symlinks=False)
+        source = _connect_readonly(src / LOG_NAME)
+        target = sqlite3.connect(tmp / LOG_NAME)
+        try:
+            source.backup(target)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{src / LOG_NAME}: cannot be copied ({e})") from e
+        finally:
+            target.close()
+            source.close()
+        os.rename(tmp, dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dst
