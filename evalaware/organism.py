@@ -15,7 +15,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import click
 
@@ -404,6 +404,7 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
     models = [base_model, *(r for r in references if r is not base_model), *organisms]
     # the monitor's cross reads (validate_monitor): each run by its reader once the writer has run
     pending = cross_reads(reference, organisms) if "monitor" in method_list else []
+    ids = {s.id for s in samples}  # a sub-run may hold more (resumed, or copied by --reuse): read these
     readouts = {}
     for m in models:
         console.status(f"validate: {m.name} ({m.model})")
@@ -425,21 +426,22 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
             ran = {n.name for n in models[:models.index(m) + 1]}
             now = [c for c in pending if c.reader is m and c.writer.name in ran]
             pending = [c for c in pending if c not in now]
-            _cross_read(now, eng, config, method_opts.batch_size, outp, reference, progress, reuse, prompts, path)
+            _cross_read(now, eng, config, method_opts.batch_size, outp, reference, progress, reuse, ids, prompts,
+                        path)
         if probe_dir:
             readouts[m.name] = _frozen_probe(probe_dir, m.model, outp / m.name, dtype, progress)
     for reader in dict.fromkeys(c.reader for c in pending):  # the reference over each organism's answers
         with open_backend(backend, reader.model, dtype=dtype) as eng:
             config = method_opts.config(eng.tokenizer, {}, seed)
             _cross_read([c for c in pending if c.reader is reader], eng, config, method_opts.batch_size,
-                        outp, reference, progress, reuse, prompts, path)
+                        outp, reference, progress, reuse, ids, prompts, path)
     if probe_dir:
         method_list = [*method_list, "probe"]
     kl = {o.name: measured_kl(o.model, load_card(o.model).raw) for o in organisms}
     table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl,
-                        Rule(margin_nats=margin), references)
+                        Rule(margin_nats=margin), references, ids)
     if "monitor" in method_list:
-        add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed)
+        add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed, ids)
     if probe_dir:
         table["probe"] = {"dir": probe_dir, "applied": "frozen: the same probe (weights, layer, pooling) on every "
                                                        "model", "per_model": readouts}
@@ -451,16 +453,17 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
 
 
 def _cross_read(reads: Sequence[CrossRead], eng: Backend, config: MethodConfig, batch_size: int, outp: Path,
-                reference: Model, progress: bool, reuse: Reuse, prompts: PromptLibrary | None = None,
-                dataset_path: str | None = None) -> None:
-    """Run the reader's monitor over each writer's answers (its samples ending with the writer's
-    cached answer: view ``full``) into the sub-run ``cross-<reader>-reads-<writer>``, resumable
-    (or taken from a --reuse run); with the own runs' prompts (``--prompts``) and dataset path."""
+                reference: Model, progress: bool, reuse: Reuse, ids: Collection[str],
+                prompts: PromptLibrary | None = None, dataset_path: str | None = None) -> None:
+    """Run the reader's monitor over each writer's answers (its samples in `ids` ending with the
+    writer's cached answer: view ``full``) into the sub-run ``cross-<reader>-reads-<writer>``,
+    resumable (or taken from a --reuse run); with the own runs' prompts (``--prompts``) and dataset
+    path."""
     for c in reads:
         console.status(f"validate: {c.name}")
         cards = (c.reader.card_sha256, c.writer.card_sha256)
         with RunLog(outp / c.writer.name, create=False) as st:
-            samples = written_samples(st, eng.tokenizer, config.view)
+            samples = [s for s in written_samples(st, eng.tokenizer, config.view) if s.id in ids]
         reuse.run(("cross", model_key(c.reader.model), model_key(c.writer.model)), cards, outp / c.name,
                   lambda reused, c=c, samples=samples: run_methods(
                       samples, ["monitor"], eng, outp / c.name, config=replace(config, view="full"),

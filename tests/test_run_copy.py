@@ -57,7 +57,10 @@ def test_a_copy_never_replaces_a_path_and_a_failed_one_leaves_nothing(tmp_path):
         copy_run(src, tmp_path / "dst")
     with pytest.raises(StoreError, match="not a run directory"):
         copy_run(tmp_path / "dst", tmp_path / "other")
+    (tmp_path / ".new.copying-x1").mkdir()  # left by a killed copy to that name: cleared by the next
+    copy_run(src, tmp_path / "new")
+    assert not list(tmp_path.glob(".new.copying-*"))
     (src / "store.sqlite").write_bytes(b"not a database" * 100)
     with pytest.raises(StoreError):
         copy_run(src, tmp_path / "broken")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dst", "src"]  # no half copy, no temporary
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dst", "new", "src"]  # no half copy, no temporary

@@ -414,6 +414,9 @@ def test_a_changed_prompt_text_into_the_same_run_dir_is_refused(tmp_path, hf_tin
         run_methods(samples, ["binary"], hf_tiny, out, config=CONFIG, progress=False,
                     prompts=PromptLibrary(override))
     assert len(_state(out)[1]) == 2  # nothing recorded with the other text
+    with pytest.raises(StoreError, match=f"prompt 'binary/{first.stem}'.*not the text"):
+        run_methods(samples[:2], ["binary"], hf_tiny, out, config=CONFIG, progress=False,
+                    prompts=PromptLibrary(override))  # nothing left to compute: refused all the same
     # the same texts again resume; the other set goes to its own directory
     run_methods(samples, ["binary"], hf_tiny, out, config=CONFIG, progress=False)
     run_methods(samples, ["binary"], hf_tiny, tmp_path / "other", config=CONFIG, progress=False,

@@ -191,11 +191,28 @@ def test_validate_cross_reads_use_the_prompts_override(tiny_pair, tmp_path):
         assert m["prompts_sha256"][BUILTIN_PAIRS] == own[BUILTIN_PAIRS]
 
 
+def _close(a, b, path="") -> None:
+    """`a` equals `b`, numbers to float noise (1e-4 relative)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, (int, float)):
+        assert a == pytest.approx(b, rel=1e-4, abs=1e-6), path
+    else:
+        assert a == b, path
+
+
 def test_validate_reuses_an_earlier_run_s_sub_runs_by_model_not_name(tiny_pair, tmp_path):
     """`--reuse DIR`: a sub-run of an earlier validate run is copied for the model it ran (here
     under another name: ``reference`` there, ``organism-sham`` here) and resumed with no model
-    call; what the earlier run did not run (the base reading each organism) is run; a copy made
-    under another method setting is removed and run afresh, never read as this run's."""
+    call; what the earlier run did not run (the base reading each organism) is run; a copy holding
+    more pairs than this run's --limit is read on this run's pairs alone; a copy made under another
+    method setting is removed and run afresh, never read as this run's."""
     from harness.runlog import RunLog
 
     base, sham, aware = tiny_pair
@@ -229,6 +246,21 @@ def test_validate_reuses_an_earlier_run_s_sub_runs_by_model_not_name(tiny_pair, 
         manifest, recs = run(again, cross)  # another reader than the earlier run's: run here
         assert manifest["validate"]["reused"] is None and any(manifest["calls"]["model_calls"].values())
 
+    # the same models and names on one pair: every sub-run copied, cross reads included, and read on
+    # this run's pair alone: the table a fresh run on that pair makes
+    one = ["organism", "validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
+           *common, "--limit", "1"]
+    res = CliRunner().invoke(cli, [*one, "--reuse", str(first), "--out", str(tmp_path / "one")])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    for name in ("base", "reference", "organism", "cross-reference-reads-organism", "cross-organism-reads-reference"):
+        assert run(tmp_path / "one", name)[0]["validate"]["reused"] == {"from": str(first / name)}
+    res = CliRunner().invoke(cli, [*one, "--out", str(tmp_path / "fresh")])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    tables = [json.loads((tmp_path / d / "sensitivity.json").read_text()) for d in ("one", "fresh")]
+    _close(tables[0]["rows"], tables[1]["rows"])  # fresh: batched otherwise, so equal to float noise
+    _close(tables[0]["decision"]["rows"], tables[1]["decision"]["rows"])
+    assert max(r["n"] for r in tables[0]["rows"]) == 2  # one pair, though the copies hold two
+
     other = tmp_path / "other"  # another logprob setting: the copies are refused, the models run afresh
     args = ["organism", "validate", "--base", str(base), "--reference", str(sham), "--organism", str(aware),
             *plain, "--min-coverage", "0.5", "--reuse", str(first), "--out", str(other)]
@@ -239,3 +271,26 @@ def test_validate_reuses_an_earlier_run_s_sub_runs_by_model_not_name(tiny_pair, 
         manifest, _ = run(other, name)
         assert manifest["validate"]["reused"] is None
         assert manifest["methods"]["logprob_question"]["min_coverage"] == 0.5
+
+
+def test_a_cross_read_embeds_the_writer_s_monitor_answer_not_another_method_s(tmp_path, smollm2_dir):
+    """A writer's sub-run may hold other methods' answers (another length: a copy from a run with
+    other methods, `--reuse`); the cross read embeds the answer its monitor read."""
+    from transformers import AutoTokenizer
+
+    from harness.core.records import ModelCall
+    from harness.core.sample import Message, Sample, SampleMeta
+    from harness.organisms.validate_monitor import written_samples
+    from harness.runlog import RunLog
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    s = Sample("c:0", (Message("user", "What is 2+2?"),), "eval", SampleMeta("c"))
+    rec = {"sample_id": s.id, "label": "eval", "prediction": "eval", "score": 1.0, "n_valid": 1,
+           "n_invalid": 0, "category": "c", "details": {}}
+    long, short = tok.encode("It is four, and here is a longer answer."), tok.encode("Four.")
+    with RunLog(tmp_path / "w") as st:
+        st.put_samples([s])
+        st.put_results("binary", [{**rec, "method": "binary"}], [ModelCall(s.id, "answer", 0, (1,), tuple(long))])
+        st.put_results("monitor", [{**rec, "method": "monitor"}], [ModelCall(s.id, "answer", 0, (1,), tuple(short))])
+        (w,) = written_samples(st, tok, "first_turn")
+    assert w.messages[-1] == Message("assistant", "Four.") and w.messages[:-1] == s.messages

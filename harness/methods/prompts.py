@@ -109,6 +109,12 @@ class PromptLibrary:
             return self.override / rel
         return BUILTIN / rel
 
+    def find(self, name: str) -> tuple[Prompt, Path] | None:
+        """The text this library would give for `name` and its file, without using it; None when
+        it has none."""
+        p = self._path(name + ".txt")
+        return (self._read(name, p), p) if p.exists() else None
+
     def get(self, name: str) -> Prompt:
         p = self._path(name + ".txt")
         if not p.exists():

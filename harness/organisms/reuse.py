@@ -24,8 +24,12 @@ from typing import Any, Callable, Sequence
 
 from harness.core import console
 from harness.core.errors import StoreError, first_line
+from harness.runlog import RunLog
 from harness.runlog.copy import copy_run
 from harness.runlog.schema import LOG_NAME
+
+#: The meta key of a copied sub-run's log that names where it was copied from.
+REUSED = "validate_reused"
 
 
 def model_key(model: str) -> str:
@@ -69,7 +73,8 @@ class Reuse:
 
     def __init__(self, dirs: Sequence[str | Path], dataset_sha256: str) -> None:
         self.dataset_sha256 = dataset_sha256
-        self.found = [f for d in dirs for sub in sorted(Path(d).iterdir()) if sub.is_dir()
+        self.found = [f for d in dirs for sub in sorted(Path(d).iterdir())
+                      if sub.is_dir() and not sub.name.startswith(".")  # a copy under way, or left by a kill
                       for f in [_found(sub)] if f is not None]
 
     def match(self, key: tuple[str, ...], cards: tuple[str | None, ...]) -> Found | None:
@@ -83,13 +88,12 @@ class Reuse:
 
     @staticmethod
     def earlier(dst: Path) -> dict[str, Any] | None:
-        """What an earlier invocation of this run took into `dst` (its manifest's record), so that
-        a resumed run keeps saying where its sub-run came from."""
-        try:
-            v = json.loads((dst / "manifest.json").read_text()).get("validate") or {}
-        except (OSError, ValueError, AttributeError):
+        """What an earlier invocation of this run copied into `dst` (recorded in its log the moment
+        it was copied), so that a resumed run keeps saying where its sub-run came from."""
+        if not (dst / LOG_NAME).is_file():
             return None
-        return v.get("reused") if isinstance(v, dict) else None
+        with RunLog(dst, readonly=True) as st:
+            return st.get_meta(REUSED)
 
     def run(self, key: tuple[str, ...], cards: tuple[str | None, ...], dst: Path,
             run: Callable[[dict[str, Any] | None], Any]) -> None:
@@ -106,10 +110,20 @@ class Reuse:
             return
         if dst.exists():
             dst.rmdir()
-        copy_run(f.path, dst)
+        taken = {"from": str(f.path)}
+        try:
+            copy_run(f.path, dst)
+            with RunLog(dst, create=False) as st:
+                st.set_meta(REUSED, taken)
+        except (StoreError, OSError) as e:
+            shutil.rmtree(dst, ignore_errors=True)
+            console.status(f"validate: {dst.name}: the sub-run in {f.path} could not be copied "
+                           f"({first_line(e)}); run afresh")
+            run(None)
+            return
         console.status(f"validate: {dst.name}: its sub-run copied from {f.path}, resumed there")
         try:
-            run({"from": str(f.path)})
+            run(taken)
         except StoreError as e:
             shutil.rmtree(dst)
             console.status(f"validate: {dst.name}: the sub-run from {f.path} is not this run's "

@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from harness.core.details import LogOdds
 from harness.core.errors import EvalAwareError
@@ -304,8 +304,9 @@ def row_groups(organisms: Sequence[Model]) -> tuple[dict[str, list[str]], dict[s
 
 # --- the table -----------------------------------------------------------------------------------
 
-def _records(store: RunLog, method: str) -> dict[str, dict[str, Any]]:
-    return {r["sample_id"]: r for r in store.result_dicts(method)}
+def _records(store: RunLog, method: str, ids: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
+    """One method's records in `store` by sample id (of the samples in `ids`, when given)."""
+    return {r["sample_id"]: r for r in store.result_dicts(method) if ids is None or r["sample_id"] in ids}
 
 
 def method_rows(m: str, recs: Recs, pairs: Mapping[str, str], organisms: Sequence[Model], reference: Model,
@@ -338,7 +339,7 @@ def method_rows(m: str, recs: Recs, pairs: Mapping[str, str], organisms: Sequenc
 def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], reference: Model,
                 base: Model | None, n_boot: int, seed: int,
                 kl: Mapping[str, dict[str, Any] | None] | None = None, rule: Rule = Rule(),
-                references: Sequence[Model] = ()) -> dict[str, Any]:
+                references: Sequence[Model] = (), ids: Collection[str] | None = None) -> dict[str, Any]:
     """The verdicts under the declared rule (``decision``: :func:`harness.organisms.verdicts.decide`,
     every readout alike) and, as secondary columns, every method's AUROC rows (per organism; plus a
     ``within variant`` row where the method has a variant gate) and the spillover of the logprob
@@ -346,7 +347,8 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
 
     `references`: every build of the reference (seeds of one null-sham recipe, `reference` the
     first; default: `reference` alone): the verdicts pool them all, the secondary rows compare
-    with `reference`, the first build.
+    with `reference`, the first build. `ids`: the samples this run asked for (its `--limit`); a
+    sub-run holding more (resumed, or taken with ``--reuse``) is read on these alone.
 
     ``rows``: every AUROC row; ``methods``: the first organism's plain row per method (the
     one-organism view); ``spillover``: per organism and logprob method; ``coupling``: per behaviour
@@ -368,9 +370,9 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
         "rows": [], "methods": {}, "spillover": [], "ci": None, "coupling": {},
         "kinds": {m.name: m.kind for m in models}}
     try:
-        samples = list(stores[reference.name].samples())
+        samples = [s for s in stores[reference.name].samples() if ids is None or s.id in ids]
         pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in samples}
-        recs_by_method = {m: {n: _records(st, m) for n, st in stores.items()} for m in methods}
+        recs_by_method = {m: {n: _records(st, m, ids) for n, st in stores.items()} for m in methods}
         kinds, roles = row_groups(organisms)
         res["decision"] = decide(recs_by_method, pair_index(samples), [r.name for r in refs], kinds,
                                  base.name if base is not None and base.name != reference.name else None, rule,
@@ -384,11 +386,11 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
                 res["methods"][m] = first
             res["ci"] = CI_NOTE
         for b in behaviours:
-            res["coupling"][b] = coupling({n: _records(st, b) for n, st in stores.items()}, recs_by_method,
+            res["coupling"][b] = coupling({n: _records(st, b, ids) for n, st in stores.items()}, recs_by_method,
                                           pair_index(samples), [m.name for m in models], n_boot, seed,
                                           res["kinds"])
         for m in logprob_methods(methods):
-            recs = {n: _records(st, m) for n, st in stores.items()}
+            recs = {n: _records(st, m, ids) for n, st in stores.items()}
             for o in organisms:
                 res["spillover"].append({"method": m, "organism": o.name, "kind": o.kind,
                                          **spillover(recs, reference.name, o.name, n_boot, seed),

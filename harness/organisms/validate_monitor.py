@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from harness.core.sample import Message, Sample, sample_view
 from harness.organisms.validate import Model, Recs, compare, scored_pairs
@@ -66,11 +66,11 @@ def read_names(reference: Model, organism: Model) -> dict[str, str]:
 
 def written_samples(store: RunLog, tokenizer: Any, view: str) -> list[Sample]:
     """The writer's samples, each with its view (`view`) followed by the writer's own answer as
-    the assistant's message: the shared cached ``answer`` call (k = 0) that its monitor read,
-    decoded whole (reasoning included, trailing special tokens dropped). Samples the writer did
-    not answer are left out."""
+    the assistant's message: the ``answer`` call (k = 0) its monitor read (not another method's
+    answer in the same sub-run, which may differ in length), decoded whole (reasoning included,
+    trailing special tokens dropped). Samples the writer's monitor did not answer are left out."""
     calls = {}
-    for c in store.model_calls(role="answer"):
+    for c in store.model_calls(method=METHOD, role="answer"):
         if c.k == 0:
             calls.setdefault(c.sample_id, c)
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
@@ -144,18 +144,19 @@ def monitor_rows(recs: Recs, pairs: Mapping[str, str], reference: Model, organis
 
 
 def add_monitor(table: dict[str, Any], out: Path, reference: Model, organisms: Sequence[Model],
-                base: Model | None, n_boot: int, seed: int) -> dict[str, Any]:
+                base: Model | None, n_boot: int, seed: int, ids: Collection[str] | None = None) -> dict[str, Any]:
     """Add the monitor's own and cross reads, position 0 apart (``rows``, each with ``read`` and
-    ``part``), to `table` from the sub-runs under `out`: secondary AUROC rows; the monitor's
-    verdict is the declared rule's over its plain score, like every readout's."""
+    ``part``), to `table` from the sub-runs under `out` (their samples in `ids`, when given): secondary
+    AUROC rows; the monitor's verdict is the declared rule's over its plain score, like every readout's."""
     names = [*([base.name] if base is not None else []), reference.name, *(o.name for o in organisms),
              *(c.name for c in cross_reads(reference, organisms))]
     recs: dict[str, dict[str, dict[str, Any]]] = {}
     for n in dict.fromkeys(names):
         with RunLog(out / n, create=False) as st:
-            recs[n] = {r["sample_id"]: r for r in st.result_dicts(METHOD)}
+            recs[n] = {r["sample_id"]: r for r in st.result_dicts(METHOD) if ids is None or r["sample_id"] in ids}
             if n == reference.name:
-                pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in st.samples()}
+                pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in st.samples()
+                         if ids is None or s.id in ids}
     rows = monitor_rows(recs, pairs, reference, organisms, base, n_boot, seed)
     table["rows"] = [*table.get("rows", []), *rows]
     return table

@@ -168,7 +168,10 @@ def run_methods(samples: list[Sample], methods: Sequence[str], backend: Backend,
 def pin_prompts(store: RunLog, prompts: PromptLibrary) -> None:
     """Each prompt text's sha256 is recorded in the run directory when first used; a later
     invocation that reads another text under the same name (a changed or different ``--prompts``)
-    is refused before any record is made with it, naming the prompt and both digests."""
+    is refused before any record is made with it, naming the prompt and both digests. The texts
+    already recorded are checked at once, not only when read: an invocation with nothing left to
+    compute (a resumed or copied run directory) reads none, yet reports the records as made with
+    this library's texts."""
     lock = threading.Lock()
     checked: dict[str, str] = {}
 
@@ -186,6 +189,9 @@ def pin_prompts(store: RunLog, prompts: PromptLibrary) -> None:
             checked[name] = sha
 
     prompts.on_use = on_use
+    for name in store.get_meta("prompt_texts") or {}:
+        if (found := prompts.find(name)) is not None:  # a text this library no longer has: unchecked
+            on_use(name, found[0].sha256, found[1])
 
 
 SCHEDULES = ("auto", "batch", "stream")

@@ -6,7 +6,8 @@ The log is copied with SQLite's backup API through a reader's connection
 is neither blocked nor half-copied; the writer's lock, the log's journals and the exported
 records are not copied (the copy is a run directory of its own; ``export`` remakes its records).
 Everything else (the manifest, ``activations``) is copied as files. The copy is built in a hidden
-sibling and renamed into place: an interrupted copy leaves no half run directory under the name.
+sibling and renamed into place: an interrupted copy leaves no half run directory under the name
+(a killed one's hidden sibling is removed by the next copy to that name).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def copy_run(src: str | Path, dst: str | Path) -> Path:
     if dst.exists():
         raise StoreError(f"{dst}: exists; a run directory is copied only to a new path")
     dst.parent.mkdir(parents=True, exist_ok=True)
+    for stale in dst.parent.glob(f".{dst.name}.copying-*"):  # left by a copy that was killed
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.copying-", dir=dst.parent))
     try:
         for entry in src.iterdir():
