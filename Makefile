@@ -114,7 +114,10 @@ organism: install
 # Seed 0 (2026-11-30, main ba1d484, alone on 2 cores, small test runs beside it its last ~15 min):
 # 3,178 s (drawing 1,050 s, 1,200 steps at 1.6-1.9 s) + measure 246 s. The greedy sham, seed 0
 # (2026-11-30, main 0c367f0, alone; the KL-only prompts' frozen states read from the aware build's:
-# 4,456 read, 3,592 computed): 1,976 s (its 1,464 greedy answers 321 s) + measure 242 s.
+# 4,456 read, 3,592 computed): 1,976 s (its 1,464 greedy answers 321 s) + measure 242 s. The
+# disjoint organism, seed 0 (main 0c367f0, states read from the aware build's): steps 0-360 on
+# 2026-11-29, 361-1,200 resumed 2026-11-30 in 1,231 s + measure 304 s, small niced test runs beside
+# it most of that time (not a clean figure).
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)

@@ -406,8 +406,8 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
     pending = cross_reads(reference, organisms) if "monitor" in method_list else []
     ids = {s.id for s in samples}  # a sub-run may hold more (resumed, or copied by --reuse): read these
     readouts = {}
-    for m in models:
-        console.status(f"validate: {m.name} ({m.model})")
+    for i, m in enumerate(models, 1):
+        console.status(f"validate: model {i} of {len(models)}: {m.name} ({m.model})")
         with ExitStack() as st:
             eng = st.enter_context(open_backend(backend, m.model, dtype=dtype))
             judge = None
