@@ -461,11 +461,11 @@ def _cross_read(reads: Sequence[CrossRead], eng: Backend, config: MethodConfig, 
     path."""
     for c in reads:
         console.status(f"validate: {c.name}")
-        cards = (c.reader.card_sha256, c.writer.card_sha256)
         with RunLog(outp / c.writer.name, create=False) as st:
             samples = [s for s in written_samples(st, eng.tokenizer, config.view) if s.id in ids]
-        reuse.run(("cross", model_key(c.reader.model), model_key(c.writer.model)), cards, outp / c.name,
-                  lambda reused, c=c, samples=samples: run_methods(
+        reuse.run(("cross", model_key(c.reader.model), model_key(c.writer.model)),
+                  (c.reader.card_sha256, c.writer.card_sha256), outp / c.name,
+                  lambda reused: run_methods(
                       samples, ["monitor"], eng, outp / c.name, config=replace(config, view="full"),
                       prompts=prompts, batch_size=batch_size, dataset_path=dataset_path, progress=progress,
                       extra_manifest={"validate": {"role": c.name, "kind": "cross read", "reader": c.reader.model,

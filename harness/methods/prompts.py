@@ -116,10 +116,10 @@ class PromptLibrary:
         return (self._read(name, p), p) if p.exists() else None
 
     def get(self, name: str) -> Prompt:
-        p = self._path(name + ".txt")
-        if not p.exists():
-            raise EvalAwareError(f"prompt {name!r} not found ({p})")
-        prompt = self._read(name, p)
+        found = self.find(name)
+        if found is None:
+            raise EvalAwareError(f"prompt {name!r} not found ({self._path(name + '.txt')})")
+        prompt, p = found
         if self.on_use is not None:
             self.on_use(name, prompt.sha256, p)
         self.used[name] = prompt.sha256

@@ -111,21 +111,20 @@ class Reuse:
         if dst.exists():
             dst.rmdir()
         taken = {"from": str(f.path)}
+
+        def afresh(what: str, e: BaseException) -> None:
+            shutil.rmtree(dst, ignore_errors=True)
+            console.status(f"validate: {dst.name}: the sub-run {what} {f.path} ({first_line(e)}); run afresh")
+            run(None)
+
         try:
             copy_run(f.path, dst)
             with RunLog(dst, create=False) as st:
                 st.set_meta(REUSED, taken)
         except (StoreError, OSError) as e:
-            shutil.rmtree(dst, ignore_errors=True)
-            console.status(f"validate: {dst.name}: the sub-run in {f.path} could not be copied "
-                           f"({first_line(e)}); run afresh")
-            run(None)
-            return
+            return afresh("could not be copied from", e)
         console.status(f"validate: {dst.name}: its sub-run copied from {f.path}, resumed there")
         try:
             run(taken)
         except StoreError as e:
-            shutil.rmtree(dst)
-            console.status(f"validate: {dst.name}: the sub-run from {f.path} is not this run's "
-                           f"({first_line(e)}); run afresh")
-            run(None)
+            afresh("is not this run's: copied from", e)

@@ -304,7 +304,7 @@ def row_groups(organisms: Sequence[Model]) -> tuple[dict[str, list[str]], dict[s
 
 # --- the table -----------------------------------------------------------------------------------
 
-def _records(store: RunLog, method: str, ids: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
+def method_records(store: RunLog, method: str, ids: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
     """One method's records in `store` by sample id (of the samples in `ids`, when given)."""
     return {r["sample_id"]: r for r in store.result_dicts(method) if ids is None or r["sample_id"] in ids}
 
@@ -372,7 +372,7 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
     try:
         samples = [s for s in stores[reference.name].samples() if ids is None or s.id in ids]
         pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in samples}
-        recs_by_method = {m: {n: _records(st, m, ids) for n, st in stores.items()} for m in methods}
+        recs_by_method = {m: {n: method_records(st, m, ids) for n, st in stores.items()} for m in methods}
         kinds, roles = row_groups(organisms)
         res["decision"] = decide(recs_by_method, pair_index(samples), [r.name for r in refs], kinds,
                                  base.name if base is not None and base.name != reference.name else None, rule,
@@ -386,11 +386,11 @@ def sensitivity(out: Path, methods: Sequence[str], organisms: Sequence[Model], r
                 res["methods"][m] = first
             res["ci"] = CI_NOTE
         for b in behaviours:
-            res["coupling"][b] = coupling({n: _records(st, b, ids) for n, st in stores.items()}, recs_by_method,
+            res["coupling"][b] = coupling({n: method_records(st, b, ids) for n, st in stores.items()}, recs_by_method,
                                           pair_index(samples), [m.name for m in models], n_boot, seed,
                                           res["kinds"])
         for m in logprob_methods(methods):
-            recs = {n: _records(st, m, ids) for n, st in stores.items()}
+            recs = {n: method_records(st, m, ids) for n, st in stores.items()}
             for o in organisms:
                 res["spillover"].append({"method": m, "organism": o.name, "kind": o.kind,
                                          **spillover(recs, reference.name, o.name, n_boot, seed),

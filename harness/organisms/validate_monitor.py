@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
 from harness.core.sample import Message, Sample, sample_view
-from harness.organisms.validate import Model, Recs, compare, scored_pairs
+from harness.organisms.validate import Model, Recs, compare, method_records, scored_pairs
 from harness.runlog import RunLog
 
 METHOD = "monitor"
@@ -153,7 +153,7 @@ def add_monitor(table: dict[str, Any], out: Path, reference: Model, organisms: S
     recs: dict[str, dict[str, dict[str, Any]]] = {}
     for n in dict.fromkeys(names):
         with RunLog(out / n, create=False) as st:
-            recs[n] = {r["sample_id"]: r for r in st.result_dicts(METHOD) if ids is None or r["sample_id"] in ids}
+            recs[n] = method_records(st, METHOD, ids)
             if n == reference.name:
                 pairs = {s.id: str(s.metadata.extra.get("pair", s.id)) for s in st.samples()
                          if ids is None or s.id in ids}
