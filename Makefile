@@ -10,7 +10,7 @@ PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 UV  := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms probe-top8 validate-organisms validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
+.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms probe-top8 validate-organisms validate-aware validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -172,9 +172,23 @@ validate-organisms: organisms probe-top8
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
 	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods binary,probability,logprob,logprob_question --constrain --answer-tokens 128 --probe-tokens 96 \
-	    --probe $(PROBE_TOP8) $(call REUSE,runs/validate-seeds/logprob) --out runs/validate-set/packed
+	    --probe $(PROBE_TOP8) $(call REUSE,runs/validate-seeds/logprob runs/validate-aware/logprob) --out runs/validate-set/packed
 	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
-	    --methods monitor --answer-tokens 32 $(call REUSE,runs/validate-seeds/monitor) --out runs/validate-set/monitor
+	    --methods monitor --answer-tokens 32 $(call REUSE,runs/validate-seeds/monitor runs/validate-aware/monitor) --out runs/validate-set/monitor
+
+# The aware organism against the null sham, seed 0 (issue 44): the part of validate-organisms that
+# fits one session on 2 cores (no binary or probability: their 128-token answers take ~20 min a
+# model; no disjoint or behaviour-only organism, so no specificity row). Build first, each alone:
+# `make organism organism-sham`. The logprob readouts and the frozen top-8 probe in one run, the
+# monitor in its own; validate-organisms and validate-seeds take these sub-runs with --reuse.
+validate-aware: probe-top8
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
+	$(BIN)/evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \
+	    --organism runs/organisms/smollm2-graded $(VALIDATE_PAIRS) --methods logprob,logprob_question \
+	    --probe $(PROBE_TOP8) --out runs/validate-aware/logprob
+	$(BIN)/evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \
+	    --organism runs/organisms/smollm2-graded $(VALIDATE_PAIRS) --methods monitor --answer-tokens 32 \
+	    --out runs/validate-aware/monitor
 
 # Is the null sham a null? (issue 44: the null sham against the base on all 120 family pairs;
 # margin 0.5 nats declared before the data; logprob_question and logprob on vLLM, the monitor in
@@ -201,11 +215,11 @@ validate-seeds: probe-top8
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
 	$(BIN)/evalaware organism validate --base smollm2 $(SEED_ORGS) $(VALIDATE_PAIRS) \
 	    --methods logprob,logprob_question --probe $(PROBE_TOP8) \
-	    $(call REUSE,runs/validate-set/packed runs/validate-null/logprob runs/validate-null-s1/logprob) \
+	    $(call REUSE,runs/validate-set/packed runs/validate-aware/logprob runs/validate-null/logprob runs/validate-null-s1/logprob) \
 	    --out runs/validate-seeds/logprob
 	$(BIN)/evalaware organism validate --base smollm2 $(SEED_ORGS) $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 \
-	    $(call REUSE,runs/validate-set/monitor runs/validate-null/monitor runs/validate-null-s1/monitor) \
+	    $(call REUSE,runs/validate-set/monitor runs/validate-aware/monitor runs/validate-null/monitor runs/validate-null-s1/monitor) \
 	    --out runs/validate-seeds/monitor
 
 # --- Issue 45: does awareness change what the model does? (docs/awareness-and-behaviour.md) -------
