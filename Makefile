@@ -10,7 +10,7 @@ PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 UV  := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms probe-top8 validate-organisms validate-aware validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
+.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms probe-top8 validate-organisms validate-aware archive-aware judge-aware validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -189,6 +189,17 @@ validate-aware: probe-top8
 	$(BIN)/evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \
 	    --organism runs/organisms/smollm2-graded $(VALIDATE_PAIRS) --methods monitor --answer-tokens 32 \
 	    --out runs/validate-aware/monitor
+
+# validate-aware's records kept with the repository (docs/data/validate-aware: harness/organisms/archive.py;
+# made anew from whichever of runs/validate-aware/{logprob,monitor} is complete), and judged again from
+# them with no model (the docs quote validate's lines; tests/test_docs_verdicts.py re-judges them).
+ARCHIVED := logprob monitor
+archive-aware: install
+	for k in $(ARCHIVED); do test -f runs/validate-aware/$$k/sensitivity.json || continue; rm -rf docs/data/validate-aware/$$k; \
+	    $(BIN)/evalaware organism archive runs/validate-aware/$$k --out docs/data/validate-aware/$$k || exit 1; done
+judge-aware: install
+	for k in $(ARCHIVED); do test -f docs/data/validate-aware/$$k/archive.json || continue; \
+	    $(BIN)/evalaware organism judge docs/data/validate-aware/$$k --out runs/judge-aware/$$k || exit 1; done
 
 # Is the null sham a null? (issue 44: the null sham against the base on all 120 family pairs;
 # margin 0.5 nats declared before the data; logprob_question and logprob on vLLM, the monitor in

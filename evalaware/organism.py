@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from contextlib import ExitStack
 from dataclasses import replace
@@ -32,6 +33,7 @@ from harness.data.subset import select
 from harness.methods import MethodConfig, report_specs
 from harness.methods.prompts import PromptLibrary
 from harness.models.card import manifest_card
+from harness.organisms.archive import archive_run, archived_methods, gather, model_key as ga_key, probe_mismatch
 from harness.organisms.card import load_card
 from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
@@ -44,6 +46,7 @@ from harness.organisms.validate import Model, fmt_ci, measured_kl, sensitivity, 
 from harness.organisms.validate import scored_pairs  # noqa: F401  (re-exported)
 from harness.organisms.validate_monitor import CrossRead, add_monitor, cross_reads, written_samples
 from harness.run.loop import needs_judge, run_methods
+from harness.runlog.copy import copy_run
 from harness.runlog import RunLog
 from harness.runlog.outputs import check_output, write_output
 from harness.runlog.provenance import dataset_sha256
@@ -437,19 +440,109 @@ def validate(base: str, organism_dirs: tuple[str, ...], reference_dirs: tuple[st
                         outp, reference, progress, reuse, ids, prompts, path)
     if probe_dir:
         method_list = [*method_list, "probe"]
+    probe = {"dir": probe_dir, "applied": PROBE_APPLIED, "per_model": readouts} if probe_dir else None
+    _judge_table(outp, method_list, organisms, references, base_model, bootstrap, seed, margin, ids, probe,
+                 [pairs_path])
+
+
+PROBE_APPLIED = "frozen: the same probe (weights, layer, pooling) on every model"
+
+
+def _judge_table(outp: Path, method_list: Sequence[str], organisms: Sequence[Model], references: Sequence[Model],
+                 base_model: Model, bootstrap: int, seed: int, margin: float | None, ids: Collection[str] | None,
+                 probe: dict[str, Any] | None, inputs: Sequence[str | None]) -> None:
+    """The table of the sub-runs under `outp` under the declared rule: sensitivity.json and .md
+    written, its lines printed (`validate`'s and `judge`'s one tail)."""
+    reference = references[0]
     kl = {o.name: measured_kl(o.model, load_card(o.model).raw) for o in organisms}
     table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl,
                         Rule(margin_nats=margin), references, ids)
     if "monitor" in method_list:
         add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed, ids)
-    if probe_dir:
-        table["probe"] = {"dir": probe_dir, "applied": "frozen: the same probe (weights, layer, pooling) on every "
-                                                       "model", "per_model": readouts}
-    write_output(outp / "sensitivity.json", json.dumps(table, indent=1) + "\n", "--out", inputs=[pairs_path])
+    if probe is not None:
+        table["probe"] = probe
+    write_output(outp / "sensitivity.json", json.dumps(table, indent=1) + "\n", "--out", inputs=list(inputs))
     lines = sensitivity_lines(table)
-    write_output(outp / "sensitivity.md", "\n".join(lines) + "\n", "--out", inputs=[pairs_path])
+    write_output(outp / "sensitivity.md", "\n".join(lines) + "\n", "--out", inputs=list(inputs))
     for line in lines:
         click.echo(line)
+
+
+@organism.command("archive")
+@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="The archive: a new directory.")
+@verbose_option
+def archive_cmd(run: str, out: str) -> None:
+    """Keep what the table of the validate run RUN is computed from in OUT, small enough to commit:
+    each sub-run's manifest and its log's samples, records and meta (not its request cache or
+    captured activations), each organism's card and measure output, RUN's sensitivity.*. `organism
+    judge OUT` re-makes RUN's table on any machine; archives judged together pool their builds as
+    seeds (harness/organisms/archive.py).
+
+    \b
+    Example:
+      evalaware organism archive runs/validate-aware/logprob --out docs/data/validate-aware/logprob
+    """
+    index = archive_run(run, out)
+    click.echo(f"archived {len(index['sub_runs'])} sub-runs and {len(index['models'])} organism cards of "
+               f"{run} in {out}")
+
+
+@organism.command("judge")
+@click.argument("archives", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--margin", type=bounds.positive(), default=None,
+              help="The equivalence margin in nats, as `validate --margin` (default: half of each "
+                   "readout's aware effect).")
+@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
+@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="Where the judged sub-runs and sensitivity.* go (a new directory, or an earlier judge's).")
+@verbose_option
+def judge_cmd(archives: tuple[str, ...], margin: float | None, bootstrap: int, seed: int, out: str) -> None:
+    """Judge the archived validate runs ARCHIVES (`organism archive`) under the declared rule, with
+    `validate`'s own code and names: one archive re-makes its run's table; several pool their
+    builds of a kind as seeds (and their null shams as the reference), as one validate run over
+    every model would. They must share the base and the paired set; a model in several is taken
+    from the first. No model runs.
+
+    \b
+    Example:
+      evalaware organism judge docs/data/validate-aware/logprob --out runs/judge-aware/logprob
+    """
+    g = gather(archives)
+    for line in g.taken:
+        console.status(f"judge: {line}")
+    organisms, references, base_model, _ = _validate_models(g.base, g.organisms, g.references)
+    outp = Path(out)
+    marker = outp / JUDGED
+    if outp.exists() and any(outp.iterdir()):
+        if not marker.is_file():
+            raise EvalAwareError(f"--out {out}: exists and is not an earlier `organism judge` output; "
+                                 "choose a new directory")
+        shutil.rmtree(outp)  # an earlier judge's copies: made again from the archives
+    outp.mkdir(parents=True, exist_ok=True)
+    by_key = {ga_key(g.base, None): base_model,
+              **{k: m for m in [*references, *organisms] for k, d in g.dirs.items() if d == m.model}}
+    for m in {id(x): x for x in [base_model, *references, *organisms]}.values():
+        key = next(k for k, x in by_key.items() if x is m)
+        found = g.runs.get((key,))
+        if found is None:
+            raise EvalAwareError(f"judge: no archive holds a sub-run of {m.model}")
+        copy_run(found.path, outp / m.name)
+    for keys, found in g.runs.items():
+        if len(keys) == 2 and keys[0] in by_key and keys[1] in by_key:
+            copy_run(found.path, outp / CrossRead(by_key[keys[0]], by_key[keys[1]]).name)
+    methods = archived_methods(archives)
+    why = probe_mismatch(archives) if "probe" in methods else None
+    if why:
+        methods = [m for m in methods if m != "probe"]
+        click.echo(f"judge: no probe row: {why}")
+    marker.write_text(json.dumps({"archives": list(archives), "methods": methods}, indent=1) + "\n")
+    _judge_table(outp, methods, organisms, references, base_model, bootstrap, seed, margin, None, None,
+                 list(archives))
+
+
+JUDGED = "judged.json"
 
 
 def _cross_read(reads: Sequence[CrossRead], eng: Backend, config: MethodConfig, batch_size: int, outp: Path,

@@ -116,3 +116,21 @@ def test_the_check_catches_a_hand_written_steering_verdict(tmp_path):
     assert docs_verdicts_not_generated([doc], {f"- {said}"}) == []
     doc.write_text(f"- {said.replace('+0.300', '+0.310')}\n")  # one number changed by hand
     assert len(docs_verdicts_not_generated([doc], {f"- {said}"})) == 1
+
+
+ARCHIVES = sorted(p.parent for p in (ROOT / "docs" / "data").glob("*/*/archive.json"))
+
+
+@pytest.mark.parametrize("archive", ARCHIVES, ids=[f"{p.parent.name}/{p.name}" for p in ARCHIVES])
+def test_a_committed_archive_re_judges_to_its_run_s_table(archive, tmp_path):
+    """The records behind a quoted validate table are committed (`organism archive`, docs/data/):
+    judged again with no model, they print the run's table line for line, so a quoted verdict is
+    re-made from its numbers on every test run (and a change to the rule's code that moves one fails
+    here)."""
+    from click.testing import CliRunner
+
+    from evalaware.main import cli
+
+    res = CliRunner().invoke(cli, ["organism", "judge", str(archive), "--out", str(tmp_path / "judged")])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert res.output.strip().splitlines() == (archive / "sensitivity.md").read_text().strip().splitlines()

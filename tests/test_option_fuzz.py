@@ -55,6 +55,8 @@ def _baselines(tmp: Path) -> dict[str, dict[str, object]]:
         "taxonomy": {**model, "limit": "2"},
         "tokens inspect": {"tokenizers": ["gpt2"], "words": "eval"},
         "organism validate": {"base": missing, "organism_dirs": [missing], "out": out},
+        "organism archive": {"run": run, "out": out},
+        "organism judge": {"archives": [run], "out": out},
         "validate": {"base": missing, "organism_dirs": [missing], "out": out},  # the old spelling (hidden)
     }
 

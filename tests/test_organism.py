@@ -234,7 +234,7 @@ def test_whole_answer_kl_is_the_first_token_kl_averaged_over_the_answer(tiny_org
             prefix = [tuple(p) + tuple(ids[:t])]
             pb, po = b.next_token_logprobs(prefix)[0], o.next_token_logprobs(prefix)[0]
             by_hand.append(float((np.exp(pb) * (pb - po)).sum()))
-        assert answer_kl(b, o, samples[:1], ["Sure, here"])[0] == pytest.approx(np.mean(by_hand), rel=1e-5)
+        assert answer_kl(b, o, samples[:1], ["Sure, here"])[0] == pytest.approx(np.mean(by_hand), rel=1e-4)  # batched vs one by one: float noise ~1e-5
     finally:
         b.close()
         o.close()

@@ -134,6 +134,8 @@ def monitor_rows(recs: Recs, pairs: Mapping[str, str], reference: Model, organis
         ids = scored_pairs(sub, pairs)
         for o in organisms:
             for read, name in read_names(reference, o).items():
+                if name not in recs:  # a cross read an archive lacks (`organism judge`)
+                    continue
                 row = compare(sub, ids, pairs, reference.name, name,  # a part's score: no log-odds of its own
                               base_name if read == "own" else None, n_boot, seed, scale="score")
                 rows.append({"method": METHOD, "organism": o.name, "kind": o.kind, "role": o.role,
@@ -151,7 +153,10 @@ def add_monitor(table: dict[str, Any], out: Path, reference: Model, organisms: S
     names = [*([base.name] if base is not None else []), reference.name, *(o.name for o in organisms),
              *(c.name for c in cross_reads(reference, organisms))]
     recs: dict[str, dict[str, dict[str, Any]]] = {}
+    crossed = {c.name for c in cross_reads(reference, organisms)}
     for n in dict.fromkeys(names):
+        if n in crossed and not (out / n).is_dir():  # judged from archives that lack it: its rows left out
+            continue
         with RunLog(out / n, create=False) as st:
             recs[n] = method_records(st, METHOD, ids)
             if n == reference.name:

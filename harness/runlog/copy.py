@@ -62,3 +62,24 @@ def copy_run(src: str | Path, dst: str | Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dst
+
+
+#: The rows a slim copy drops: the request cache and the call log (what a resumed run reuses, not
+#: what a run's records are read from).
+CACHE_TABLES = ("calls", "model_calls")
+
+
+def slim_copy(src: str | Path, dst: str | Path) -> Path:
+    """:func:`copy_run` without the request cache and the call log, and compacted: the samples,
+    records, meta and manifest of `src` (an archive's sub-run: ``organism archive``)."""
+    dst = copy_run(src, dst)
+    db = sqlite3.connect(dst / LOG_NAME)
+    try:
+        for t in CACHE_TABLES:
+            db.execute(f"DELETE FROM {t}")
+        db.commit()
+        db.execute("VACUUM")
+        db.execute("PRAGMA journal_mode=DELETE")  # one file: a reader leaves no -wal/-shm beside it
+    finally:
+        db.close()
+    return dst

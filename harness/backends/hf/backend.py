@@ -314,8 +314,11 @@ def _trainable(path: str) -> tuple[Any, Any]:
     """(tokenizer, float32 model) of `path` for training (an organism build)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: ~2 s to import
 
-    tokenizer = AutoTokenizer.from_pretrained(path)  # before the model, as organisms were always built
-    return tokenizer, AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)  # before the model, as organisms were always built
+        return tokenizer, AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    except (OSError, ValueError) as e:  # no model there (transformers says so with either)
+        raise BackendError(f"cannot load model {path!r}: {e}") from e
 
 
 def _drawn_answers(tokenizer: Any, model: Any, prompts: Sequence[TokenIds], max_tokens: int,
