@@ -10,7 +10,7 @@ PIP := $(BIN)/python -m pip -q --disable-pip-version-check
 UV  := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 DEMO_OUT ?= runs/demo
 
-.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms probe-top8 validate-organisms validate-aware archive-aware judge-aware validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
+.PHONY: install assets demo test test-slow test-all bench bench-demo-schedule organism organism-sham organism-sham-greedy organism-disjoint organism-behaviour organism-coupled organism-behaviour-topics organisms probe-top8 validate-organisms validate-builds archive-builds judge-archive judge-archives validate-aware validate-null validate-seeds behaviour-linkage validate-coupled steer-controls steer-coupled awareness-behaviour clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -176,30 +176,41 @@ validate-organisms: organisms probe-top8
 	$(BIN)/evalaware organism validate --base smollm2 $(VALIDATE_ORGS) $(VALIDATE_PAIRS) \
 	    --methods monitor --answer-tokens 32 $(call REUSE,runs/validate-seeds/monitor runs/validate-aware/monitor) --out runs/validate-set/monitor
 
-# The aware organism against the null sham, seed 0 (issue 44): the part of validate-organisms that
-# fits one session on 2 cores (no binary or probability: their 128-token answers take ~20 min a
-# model; no disjoint or behaviour-only organism, so no specificity row). Build first, each alone:
-# `make organism organism-sham`. The logprob readouts and the frozen top-8 probe in one run, the
-# monitor in its own; validate-organisms and validate-seeds take these sub-runs with --reuse.
-validate-aware: probe-top8
-	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	$(BIN)/evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \
-	    --organism runs/organisms/smollm2-graded $(VALIDATE_PAIRS) --methods logprob,logprob_question \
-	    --probe $(PROBE_TOP8) --out runs/validate-aware/logprob
-	$(BIN)/evalaware organism validate --base smollm2 --reference runs/organisms/smollm2-graded-sham \
-	    --organism runs/organisms/smollm2-graded $(VALIDATE_PAIRS) --methods monitor --answer-tokens 32 \
-	    --out runs/validate-aware/monitor
-
-# validate-aware's records kept with the repository (docs/data/validate-aware: harness/organisms/archive.py;
-# made anew from whichever of runs/validate-aware/{logprob,monitor} is complete), and judged again from
-# them with no model (the docs quote validate's lines; tests/test_docs_verdicts.py re-judges them).
+# Replication across sessions (issue 44). A session's machine and runs/ do not reach the next session,
+# and one session builds 3-5 organisms on 2 cores, so builds are validated and their records archived
+# where they were built (docs/data/validate-<name>/, committed: harness/organisms/archive.py), and the
+# archives judged together with no model. A kind and seed is built once (`make organism-<kind>
+# ORGANISM_SEED=n`, each alone); then `make validate-builds BUILDS="<directories under runs/organisms>"
+# ARCHIVE=<name>`: the base, those builds (a null sham as reference, every other kind an organism;
+# without a null sham the base is the reference), the logprob readouts with the frozen top-8 probe, then
+# the monitor, each run archived; `make judge-archives`: every archive judged together (each kind's builds
+# pooled as seeds, every null sham a reference build); `make judge-archive ARCHIVE=<name>`: one archive.
 ARCHIVED := logprob monitor
-archive-aware: install
-	for k in $(ARCHIVED); do test -f runs/validate-aware/$$k/sensitivity.json || continue; rm -rf docs/data/validate-aware/$$k; \
-	    $(BIN)/evalaware organism archive runs/validate-aware/$$k --out docs/data/validate-aware/$$k || exit 1; done
-judge-aware: install
-	for k in $(ARCHIVED); do test -f docs/data/validate-aware/$$k/archive.json || continue; \
-	    $(BIN)/evalaware organism judge docs/data/validate-aware/$$k --out runs/judge-aware/$$k || exit 1; done
+BUILD_ARGS = $(foreach b,$(BUILDS),$(if $(and $(findstring -sham,$(b)),$(if $(findstring -sham-greedy,$(b)),,x)),--reference,--organism) runs/organisms/$(b))
+validate-builds: probe-top8
+	test -n "$(BUILDS)" && test -n "$(ARCHIVE)"
+	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
+	$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods logprob,logprob_question \
+	    --probe $(PROBE_TOP8) --out runs/validate-$(ARCHIVE)/logprob
+	$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods monitor --answer-tokens 32 \
+	    --out runs/validate-$(ARCHIVE)/monitor
+	$(MAKE) archive-builds ARCHIVE=$(ARCHIVE)
+# archived next to the archive already there, which is replaced only once the new one is whole
+archive-builds: install
+	for k in $(ARCHIVED); do test -f runs/validate-$(ARCHIVE)/$$k/sensitivity.json || continue; \
+	    d=docs/data/validate-$(ARCHIVE)/$$k; rm -rf $$d.new; \
+	    $(BIN)/evalaware organism archive runs/validate-$(ARCHIVE)/$$k --out $$d.new && rm -rf $$d && mv $$d.new $$d || exit 1; done
+judge-archive: install
+	for k in $(ARCHIVED); do test -f docs/data/validate-$(ARCHIVE)/$$k/archive.json || continue; \
+	    $(BIN)/evalaware organism judge docs/data/validate-$(ARCHIVE)/$$k --out runs/judge-$(ARCHIVE)/$$k || exit 1; done
+judge-archives: install
+	for k in $(ARCHIVED); do $(BIN)/evalaware organism judge $$(ls -d docs/data/validate-*/$$k) --out runs/judge-archives/$$k \
+	    || exit 1; done
+# Seed 0 of the aware organism against seed 0 of the null sham (what one session of 2 cores builds and
+# validates; no disjoint or behaviour-only organism, so no specificity row; no binary or probability:
+# their 128-token answers take ~20 min a model): `make organism organism-sham` first.
+validate-aware:
+	$(MAKE) validate-builds BUILDS="smollm2-graded-sham smollm2-graded" ARCHIVE=aware
 
 # Is the null sham a null? (issue 44: the null sham against the base on all 120 family pairs;
 # margin 0.5 nats declared before the data; logprob_question and logprob on vLLM, the monitor in

@@ -33,7 +33,7 @@ from harness.data.subset import select
 from harness.methods import MethodConfig, report_specs
 from harness.methods.prompts import PromptLibrary
 from harness.models.card import manifest_card
-from harness.organisms.archive import archive_run, archived_methods, gather, model_key as ga_key, probe_mismatch
+from harness.organisms.archive import archive_run, gather, model_key as ga_key
 from harness.organisms.card import load_card
 from harness.organisms.cues import CUES, get_cue
 from harness.organisms.data import PHRASINGS, paired_dataset
@@ -450,17 +450,22 @@ PROBE_APPLIED = "frozen: the same probe (weights, layer, pooling) on every model
 
 def _judge_table(outp: Path, method_list: Sequence[str], organisms: Sequence[Model], references: Sequence[Model],
                  base_model: Model, bootstrap: int, seed: int, margin: float | None, ids: Collection[str] | None,
-                 probe: dict[str, Any] | None, inputs: Sequence[str | None]) -> None:
+                 probe: dict[str, Any] | None, inputs: Sequence[str | None], skip_missing_cross: bool = False) -> None:
     """The table of the sub-runs under `outp` under the declared rule: sensitivity.json and .md
-    written, its lines printed (`validate`'s and `judge`'s one tail)."""
+    written, its lines printed (`validate`'s and `judge`'s one tail). The table records what it
+    was made with (``run``: methods, samples, margin, bootstrap, seed) for `organism archive`.
+    `skip_missing_cross`: the monitor's rows leave out cross reads not under `outp` (`judge`:
+    archives whose reference is another build); `validate` runs every one."""
     reference = references[0]
     kl = {o.name: measured_kl(o.model, load_card(o.model).raw) for o in organisms}
     table = sensitivity(outp, method_list, organisms, reference, base_model, bootstrap, seed, kl,
                         Rule(margin_nats=margin), references, ids)
     if "monitor" in method_list:
-        add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed, ids)
+        add_monitor(table, outp, reference, organisms, base_model, bootstrap, seed, ids, skip_missing_cross)
     if probe is not None:
         table["probe"] = probe
+    table["run"] = {"methods": list(method_list), "sample_ids": None if ids is None else sorted(ids),
+                    "margin": margin, "bootstrap": bootstrap, "seed": seed}
     write_output(outp / "sensitivity.json", json.dumps(table, indent=1) + "\n", "--out", inputs=list(inputs))
     lines = sensitivity_lines(table)
     write_output(outp / "sensitivity.md", "\n".join(lines) + "\n", "--out", inputs=list(inputs))
@@ -491,19 +496,23 @@ def archive_cmd(run: str, out: str) -> None:
 @organism.command("judge")
 @click.argument("archives", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--margin", type=bounds.positive(), default=None,
-              help="The equivalence margin in nats, as `validate --margin` (default: half of each "
-                   "readout's aware effect).")
-@click.option("--bootstrap", type=bounds.resamples(), default=1000, show_default=True)
-@click.option("--seed", type=bounds.seed(), default=0, show_default=True)
+              help="The equivalence margin in nats, as `validate --margin` [default: the archived runs' own; "
+                   "without one, half of each readout's aware effect].")
+@click.option("--bootstrap", type=bounds.resamples(), default=None,
+              help="Resamples of the secondary rows [default: the archived runs' own, else 1000].")
+@click.option("--seed", type=bounds.seed(), default=None, help="[default: the archived runs' own, else 0]")
 @click.option("--out", required=True, type=click.Path(file_okay=False),
-              help="Where the judged sub-runs and sensitivity.* go (a new directory, or an earlier judge's).")
+              help="Where the judged sub-runs and sensitivity.* go: a new directory, or an earlier judge's "
+                   "(replaced whole).")
 @verbose_option
-def judge_cmd(archives: tuple[str, ...], margin: float | None, bootstrap: int, seed: int, out: str) -> None:
+def judge_cmd(archives: tuple[str, ...], margin: float | None, bootstrap: int | None, seed: int | None,
+              out: str) -> None:
     """Judge the archived validate runs ARCHIVES (`organism archive`) under the declared rule, with
-    `validate`'s own code and names: one archive re-makes its run's table; several pool their
-    builds of a kind as seeds (and their null shams as the reference), as one validate run over
-    every model would. They must share the base and the paired set; a model in several is taken
-    from the first. No model runs.
+    `validate`'s own code and names: one archive re-makes its run's table; several pool each
+    kind's builds as seeds and every null sham as the reference, as one validate run over every
+    build would. They must agree on the base, the paired set, the methods and their settings,
+    the samples and the rule's settings; a model in several is taken from the first. No model
+    runs.
 
     \b
     Example:
@@ -523,8 +532,9 @@ def judge_cmd(archives: tuple[str, ...], margin: float | None, bootstrap: int, s
     outp.mkdir(parents=True, exist_ok=True)
     by_key = {ga_key(g.base, None): base_model,
               **{k: m for m in [*references, *organisms] for k, d in g.dirs.items() if d == m.model}}
-    for m in {id(x): x for x in [base_model, *references, *organisms]}.values():
-        key = next(k for k, x in by_key.items() if x is m)
+    for key, m in by_key.items():
+        if (outp / m.name).exists():  # the base as the reference: one sub-run
+            continue
         found = g.runs.get((key,))
         if found is None:
             raise EvalAwareError(f"judge: no archive holds a sub-run of {m.model}")
@@ -532,14 +542,17 @@ def judge_cmd(archives: tuple[str, ...], margin: float | None, bootstrap: int, s
     for keys, found in g.runs.items():
         if len(keys) == 2 and keys[0] in by_key and keys[1] in by_key:
             copy_run(found.path, outp / CrossRead(by_key[keys[0]], by_key[keys[1]]).name)
-    methods = archived_methods(archives)
-    why = probe_mismatch(archives) if "probe" in methods else None
-    if why:
+    methods = g.methods
+    if "probe" in methods and g.probe_mismatch:
         methods = [m for m in methods if m != "probe"]
-        click.echo(f"judge: no probe row: {why}")
+        click.echo(f"judge: no probe row: {g.probe_mismatch}")
+    margin = margin if margin is not None else g.rule.get("margin")
+    bootstrap = bootstrap if bootstrap is not None else g.rule.get("bootstrap") or 1000
+    seed = seed if seed is not None else g.rule.get("seed") or 0
     marker.write_text(json.dumps({"archives": list(archives), "methods": methods}, indent=1) + "\n")
-    _judge_table(outp, methods, organisms, references, base_model, bootstrap, seed, margin, None, None,
-                 list(archives))
+    _judge_table(outp, methods, organisms, references, base_model, bootstrap, seed, margin,
+                 None if g.sample_ids is None else set(g.sample_ids), None, list(archives),
+                 skip_missing_cross=True)
 
 
 JUDGED = "judged.json"

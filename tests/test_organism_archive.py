@@ -61,9 +61,12 @@ def test_an_archive_judged_without_its_models_prints_the_run_s_table(builds, tmp
     base, dirs, pairs = builds
     run = tmp_path / "run"
     _validate(base, pairs, [dirs["sham"]], [dirs["aware"]], run)
+    leftover = run / "organism-old"  # another invocation's sub-run in the same --out: not the table's
+    shutil.copytree(run / "organism", leftover)
     archive = tmp_path / "archive"
     out = _ok(["organism", "archive", str(run), "--out", str(archive)])
-    assert "archived 5 sub-runs and 2 organism cards" in out
+    assert "archived 5 sub-runs and 2 organism cards" in out and not (archive / "organism-old").exists()
+    shutil.rmtree(leftover)
     for sub in ("base", "reference", "organism", "cross-reference-reads-organism", "cross-organism-reads-reference"):
         assert sorted(p.name for p in (archive / sub).iterdir()) == ["manifest.json", "store.sqlite"]
         db = sqlite3.connect(archive / sub / "store.sqlite")
@@ -75,14 +78,16 @@ def test_an_archive_judged_without_its_models_prints_the_run_s_table(builds, tmp
         assert src.execute("SELECT count(*) FROM calls").fetchone()[0] > 0 and cache == [0, 0]
         src.close()
     assert (archive / "models" / "aware" / "organism.json").read_bytes() == (dirs["aware"] / "organism.json").read_bytes()
-    assert json.loads((archive / "archive.json").read_text())["methods"] == ["logprob_question", "monitor"]
+    index = json.loads((archive / "archive.json").read_text())
+    assert index["methods"] == ["logprob_question", "monitor"]
+    assert len(index["sample_ids"]) == 4 and index["rule"] == {"margin": None, "bootstrap": 20, "seed": 0}
 
     moved = tmp_path / "gone"  # the organisms' weights are not needed to judge
     shutil.copytree(dirs["aware"].parent, moved)
     shutil.rmtree(dirs["aware"].parent)
     try:
         judged = tmp_path / "judged"
-        printed = _ok(["organism", "judge", str(archive), "--bootstrap", "20", "--out", str(judged)])
+        printed = _ok(["organism", "judge", str(archive), "--out", str(judged)])  # the run's --bootstrap 20
     finally:
         shutil.copytree(moved, dirs["aware"].parent)
     for sub in ("base", "reference", "organism"):  # judging reads the archive and leaves nothing in it
@@ -96,7 +101,7 @@ def test_an_archive_judged_without_its_models_prints_the_run_s_table(builds, tmp
     res = CliRunner().invoke(cli, ["organism", "archive", str(run), "--out", str(archive)])
     assert res.exit_code != 0 and "exists" in str(res.exception)
     res = CliRunner().invoke(cli, ["organism", "archive", str(tmp_path), "--out", str(tmp_path / "x")])
-    assert res.exit_code != 0 and "no validate sub-runs" in str(res.exception)
+    assert res.exit_code != 0 and "sensitivity.json: cannot be read" in str(res.exception)
 
 
 def test_archives_of_two_sessions_pool_their_seeds_as_one_validate_run_would(builds, tmp_path):
@@ -121,6 +126,16 @@ def test_archives_of_two_sessions_pool_their_seeds_as_one_validate_run_would(bui
     _close(a["decision"]["rows"], b["decision"]["rows"])
     assert a["decision"]["lines"] == b["decision"]["lines"]
 
+    odd = tmp_path / "odd"  # another method setting: not judged together
+    args = ["organism", "validate", "--base", str(base), "--pairs", str(pairs), "--methods", "logprob_question",
+            "--limit", "2", "--min-coverage", "0.5", "--bootstrap", "20", "--no-progress",
+            "--reference", str(dirs["sham-s1"]), "--organism", str(dirs["aware-s1"]), "--out", str(odd)]
+    _ok(args)
+    _ok(["organism", "archive", str(odd), "--out", str(tmp_path / "a-odd")])
+    res = CliRunner().invoke(cli, ["organism", "judge", str(archives[0]), str(tmp_path / "a-odd"),
+                                   "--out", str(tmp_path / "j1")])
+    assert res.exit_code != 0 and "differ in the settings of logprob_question" in str(res.exception)
+
     other = tmp_path / "other-pairs.jsonl"  # another paired set: not judged together
     lines = pairs.read_text().splitlines()
     other.write_text("\n".join(lines[:-1]) + "\n")
@@ -128,4 +143,4 @@ def test_archives_of_two_sessions_pool_their_seeds_as_one_validate_run_would(bui
     _ok(["organism", "archive", str(tmp_path / "o"), "--out", str(tmp_path / "ao")])
     res = CliRunner().invoke(cli, ["organism", "judge", str(archives[0]), str(tmp_path / "ao"),
                                    "--out", str(tmp_path / "j2")])
-    assert res.exit_code != 0 and "different paired sets" in str(res.exception)
+    assert res.exit_code != 0 and "differ in the paired set" in str(res.exception)

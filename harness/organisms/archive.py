@@ -51,6 +51,7 @@ class SubRun:
     keys: tuple[str, ...]  # one model key (two for a cross read: reader, writer)
     models: tuple[str, ...]  # the model as validate was given it (a directory or the base's id)
     dataset_sha256: str | None
+    manifest: dict[str, Any]
 
 
 def model_key(model: str, card_sha256: str | None) -> str:
@@ -76,9 +77,9 @@ def sub_run(sub: Path) -> SubRun | None:
     if v.get("kind") == "cross read":
         return SubRun(sub, str(v.get("role") or sub.name), "cross read",
                       (model_key(v["reader"], v.get("reader_card_sha256")),
-                       model_key(v["writer"], v.get("writer_card_sha256"))), (v["reader"], v["writer"]), data)
+                       model_key(v["writer"], v.get("writer_card_sha256"))), (v["reader"], v["writer"]), data, m)
     return SubRun(sub, str(v.get("role") or sub.name), str(v.get("kind")),
-                  (model_key(v["organism"], v.get("card_sha256")),), (v["organism"],), data)
+                  (model_key(v["organism"], v.get("card_sha256")),), (v["organism"],), data, m)
 
 
 def sub_runs(run: Path) -> list[SubRun]:
@@ -87,26 +88,61 @@ def sub_runs(run: Path) -> list[SubRun]:
             for s in [sub_run(p)] if s is not None]
 
 
+def table_names(table: dict[str, Any]) -> list[str]:
+    """The sub-runs a validate table was computed from: the base, the reference builds, the
+    organisms and the monitor's cross reads (the first reference with each organism)."""
+    ref = (table.get("reference") or {}).get("name")
+    refs = [r["name"] for r in table.get("references") or []] or [ref]
+    orgs = list(table.get("organisms") or {})
+    base = (table.get("base") or {}).get("name")
+    cross = [n for o in orgs for n in (f"cross-{ref}-reads-{o}", f"cross-{o}-reads-{ref}")]
+    return list(dict.fromkeys(n for n in [base, *refs, *orgs, *cross] if n))
+
+
+def _run_table(run: Path) -> dict[str, Any]:
+    try:
+        table = json.loads((run / "sensitivity.json").read_text())
+    except (OSError, ValueError) as e:
+        raise EvalAwareError(f"{run}/sensitivity.json: cannot be read ({e}); archive the --out of an `organism "
+                             "validate` that finished (its table names the sub-runs it read)") from None
+    if not isinstance(table, dict) or not table.get("reference"):
+        raise EvalAwareError(f"{run}/sensitivity.json: not a validate table (no reference)")
+    return table
+
+
 def archive_run(run: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write the archive of the validate run `run` to `out` (a new path); returns its index."""
+    """Write the archive of the validate run `run` to `out` (a new path): the sub-runs its table
+    read (leftovers of other invocations into the same directory are not taken); returns its index."""
     run, out = Path(run), Path(out)
-    subs = sub_runs(run) if run.is_dir() else []
-    if not subs:
-        raise EvalAwareError(f"{run}: no validate sub-runs (directories with a manifest.json naming a "
-                             "`validate` role and a run log); archive an `organism validate` --out")
+    if not run.is_dir():
+        raise EvalAwareError(f"{run}: no validate sub-runs (not a directory)")
+    table = _run_table(run)
+    names = table_names(table)
+    subs = {s.path.name: s for s in sub_runs(run)}
+    lost = [n for n in names if n not in subs and not n.startswith("cross-")]
+    if lost or not subs:
+        raise EvalAwareError(f"{run}: no validate sub-runs for {', '.join(lost) or 'its table'} (directories with a "
+                             "manifest.json naming a `validate` role and a run log)")
     if out.exists():
         raise EvalAwareError(f"{out}: exists; an archive is written to a new path")
     out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f".{out.name}.archiving-*"):  # left by an archive that was killed
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.archiving-", dir=out.parent))
     try:
-        index: dict[str, Any] = {"archived_from": str(run), "sub_runs": {}, "models": {}}
-        for s in subs:
-            dst = tmp / s.path.name
-            slim_copy(s.path, dst)
-            for extra in dst.iterdir():  # captured activations and the like: not read by the table
-                if extra.name not in ("manifest.json", LOG_NAME):
-                    shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
-            index["sub_runs"][s.path.name] = {"role": s.role, "kind": s.kind, "models": list(s.models)}
+        run_info = table.get("run") or {}
+        index: dict[str, Any] = {"archived_from": str(run), "sub_runs": {}, "models": {},
+                                 "methods": run_info.get("methods") or _methods(table),
+                                 "sample_ids": run_info.get("sample_ids"),
+                                 "rule": ({k: run_info.get(k) for k in ("margin", "bootstrap", "seed")}
+                                          if run_info else None),
+                                 "probe_sha256": _probe_sha256(table)}
+        for n in names:
+            if n not in subs:
+                continue
+            s = subs[n]
+            slim_copy(s.path, tmp / n)
+            index["sub_runs"][n] = {"role": s.role, "kind": s.kind, "models": list(s.models)}
             if s.kind in ("base", "cross read"):
                 continue
             src = Path(s.models[0])
@@ -114,17 +150,18 @@ def archive_run(run: str | Path, out: str | Path) -> dict[str, Any]:
             if not card.is_file():
                 raise EvalAwareError(f"{s.path}: its model {src} has no {CARD_NAME} here; archive on the "
                                      "machine that holds the organisms")
-            (tmp / MODELS / src.name).mkdir(parents=True, exist_ok=True)
+            if src.name in index["models"]:
+                raise EvalAwareError(f"{run}: two models share the directory name {src.name!r} "
+                                     f"({index['models'][src.name]['model']}, {src}); an archive keeps one card a name")
+            (tmp / MODELS / src.name).mkdir(parents=True)
             shutil.copy2(card, tmp / MODELS / src.name / CARD_NAME)
-            measured = [p for p in sorted(src.parent.glob(f"{src.name}.measure*.json"))]
+            measured = sorted(src.parent.glob(f"{src.name}.measure*.json"))
             for p in measured:
                 shutil.copy2(p, tmp / MODELS / p.name)
             index["models"][src.name] = {"model": s.models[0], "measure": [p.name for p in measured]}
         for f in ("sensitivity.json", "sensitivity.md"):
             if (run / f).is_file():
                 shutil.copy2(run / f, tmp / f)
-        index["methods"] = _methods(run, [s.path for s in subs])
-        index["probe_sha256"] = _probe_sha256(run)
         (tmp / INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
         os.rename(tmp, out)
     except BaseException:
@@ -133,101 +170,15 @@ def archive_run(run: str | Path, out: str | Path) -> dict[str, Any]:
     return index
 
 
-@dataclass
-class Gathered:
-    """What `judge` reads from its archives: the base's id, the archived model directories (cards)
-    of the references and organisms, and each model's (and cross read's) sub-run."""
-
-    base: str
-    references: list[str]
-    organisms: list[str]
-    runs: dict[tuple[str, ...], SubRun]  # by model keys (one, or reader and writer)
-    dirs: dict[str, str]  # model key -> archived model directory (organisms and references)
-    taken: list[str]  # one line per model found in several archives: which one was taken
+def _methods(table: dict[str, Any]) -> list[str]:
+    """A table written before it recorded its methods: its decision rows' readouts, in order."""
+    return list(dict.fromkeys(r["readout"] for r in (table.get("decision") or {}).get("rows", [])))
 
 
-def gather(archives: Sequence[str | Path]) -> Gathered:
-    """The models of `archives` and their sub-runs (see the module's docstring)."""
-    base: str | None = None
-    data: dict[str, str] = {}
-    roles: dict[str, tuple[str, str]] = {}  # model key -> (reference|organism, where)
-    runs: dict[tuple[str, ...], SubRun] = {}
-    dirs: dict[str, str] = {}
-    order: list[str] = []
-    taken: list[str] = []
-    for a in map(Path, archives):
-        if not (a / INDEX).is_file():
-            raise EvalAwareError(f"{a}: not an archive (no {INDEX}); write one with `evalaware organism archive`")
-        for s in sub_runs(a):
-            where = f"{a}/{s.path.name}"
-            if s.dataset_sha256:
-                data.setdefault(s.dataset_sha256, where)
-            if len(data) > 1:
-                raise EvalAwareError("judge: the archives were run on different paired sets ("
-                                     + ", ".join(f"{w}: sha256 {d[:12]}" for d, w in data.items())
-                                     + "); judge archives of one paired set together")
-            if s.kind == "base":
-                if base is not None and base != s.models[0]:
-                    raise EvalAwareError(f"judge: {where}: base {s.models[0]}, another archive's base is {base}; "
-                                         "judge archives of one base together")
-                base = s.models[0]
-            elif s.kind != "cross read":
-                role = "reference" if s.role.startswith("reference") else "organism"
-                key = s.keys[0]
-                was = roles.setdefault(key, (role, where))
-                if was[0] != role:
-                    raise EvalAwareError(f"judge: {where} is the {role} of its run and {was[1]} the {was[0]} "
-                                         "of its: one build has one role in a judged table")
-                card = a / MODELS / Path(s.models[0]).name / CARD_NAME
-                if not card.is_file():
-                    raise EvalAwareError(f"{where}: its model's card ({card}) is missing from the archive")
-                if key != model_key(s.models[0], hashlib.sha256(card.read_bytes()).hexdigest()):
-                    raise EvalAwareError(f"{card}: not the card {where} ran (its sha256 differs from the "
-                                         "manifest's card_sha256)")
-                if key not in dirs:
-                    dirs[key] = str(card.parent)
-                    order.append(key)
-            if s.keys in runs:
-                taken.append(f"{where}: the same model(s) as {runs[s.keys].path}, which is taken")
-                continue
-            runs[s.keys] = s
-    if base is None:
-        raise EvalAwareError("judge: no archive holds the base's sub-run")
-    return Gathered(base, [dirs[k] for k in order if roles[k][0] == "reference"],
-                    [dirs[k] for k in order if roles[k][0] == "organism"], runs, dirs, taken)
-
-
-def _methods(run: Path, subs: Sequence[Path]) -> list[str]:
-    """The run's methods in the order its table gave them (its decision rows' readouts), then any
-    other method with records in the sub-runs `subs` (sorted)."""
-    order: list[str] = []
-    try:
-        table = json.loads((run / "sensitivity.json").read_text())
-        order = list(dict.fromkeys(r["readout"] for r in (table.get("decision") or {}).get("rows", [])))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    found: set[str] = set()
-    for p in subs:
-        with RunLog(p, create=False, readonly=True) as st:
-            found |= {r["method"] for r in st.result_dicts()}
-    return [*order, *sorted(found - set(order))]
-
-
-def archived_methods(archives: Sequence[str | Path]) -> list[str]:
-    """The methods of `archives` (each archive's, in its order), every one once."""
-    out: list[str] = []
-    for a in archives:
-        out += json.loads((Path(a) / INDEX).read_text()).get("methods", [])
-    return list(dict.fromkeys(out))
-
-
-def _probe_sha256(run: Path) -> str | None:
-    """The sha256 of the frozen probe RUN applied (every file of its directory, by name), where
-    RUN's table names one that is still here: archives pool probe records only of one probe."""
-    try:
-        probe = (json.loads((run / "sensitivity.json").read_text()).get("probe") or {}).get("dir")
-    except (OSError, ValueError, AttributeError):
-        return None
+def _probe_sha256(table: dict[str, Any]) -> str | None:
+    """The sha256 of the frozen probe the table applied (every file of its directory, by name),
+    where that directory is still here: archives pool probe records only of one probe."""
+    probe = (table.get("probe") or {}).get("dir")
     if not probe or not Path(probe).is_dir():
         return None
     h = hashlib.sha256()
@@ -236,11 +187,107 @@ def _probe_sha256(run: Path) -> str | None:
     return h.hexdigest()
 
 
-def probe_mismatch(archives: Sequence[str | Path]) -> str | None:
-    """Why the archives' probe records cannot be pooled (several probes, or one not known), or
-    None where they can (one archive, or every archive's probe the same)."""
-    shas = {str(a): json.loads((Path(a) / INDEX).read_text()).get("probe_sha256") for a in archives}
-    if len(shas) < 2 or (len(set(shas.values())) == 1 and None not in shas.values()):
-        return None
-    return "the archives applied different probes, or a probe not archived (" + ", ".join(
-        f"{a}: {str(v)[:12] if v else 'unknown'}" for a, v in shas.items()) + ")"
+@dataclass
+class Gathered:
+    """What `judge` reads from its archives: the base's id, the archived model directories (cards)
+    of the references (every null sham) and organisms, each model's (and cross read's) sub-run,
+    and what the archived runs agree on: methods, samples, rule settings."""
+
+    base: str
+    references: list[str]
+    organisms: list[str]
+    runs: dict[tuple[str, ...], SubRun]  # by model keys (one, or reader and writer)
+    dirs: dict[str, str]  # model key -> archived model directory (organisms and references)
+    taken: list[str]  # one line per model found in several archives: which one was taken
+    methods: list[str]
+    sample_ids: list[str] | None
+    rule: dict[str, Any]  # margin, bootstrap, seed where the archives record and agree on them
+    probe_mismatch: str | None
+
+
+def _same(what: str, values: dict[str, Any]) -> Any:
+    """The one value every place in `values` gives (None where none gives one); else an error
+    naming the places."""
+    given = {w: v for w, v in values.items() if v is not None}
+    if len({json.dumps(v, sort_keys=True) for v in given.values()}) > 1:
+        raise EvalAwareError(f"judge: the archives differ in {what} (" + "; ".join(
+            f"{w}: {json.dumps(v, sort_keys=True)[:120]}" for w, v in given.items()) + "); judge archives made "
+            "the same way together")
+    return next(iter(given.values()), None)
+
+
+def gather(archives: Sequence[str | Path]) -> Gathered:
+    """The models of `archives` and their sub-runs (see the module's docstring). Every null sham
+    (card kind ``sham``) is a reference, whatever its role in its own run; the archives must agree
+    on the paired set, the base, the methods and their settings, the backend's settings, the
+    samples and the rule's settings, and a model in several of them on its identity."""
+    base: str | None = None
+    roles: dict[str, str] = {}  # model key -> reference | organism
+    runs: dict[tuple[str, ...], SubRun] = {}
+    dirs: dict[str, str] = {}
+    order: list[str] = []
+    taken: list[str] = []
+    indexes = {}
+    for a in map(Path, archives):
+        try:
+            indexes[str(a)] = json.loads((a / INDEX).read_text())
+        except (OSError, ValueError):
+            raise EvalAwareError(f"{a}: not an archive (no readable {INDEX}); write one with "
+                                 "`evalaware organism archive`") from None
+    _same("the paired set (sha256)", {f"{a}/{s.path.name}": s.dataset_sha256 for a in map(Path, archives)
+                                      for s in sub_runs(a)})
+    methods = [str(m) for m in next(iter(indexes.values())).get("methods") or []]
+    _same("their methods", {a: sorted(i.get("methods") or []) for a, i in indexes.items()})
+    ids = _same("the samples they read", {a: i.get("sample_ids") for a, i in indexes.items()})
+    rule = {k: _same(f"--{k}", {a: (i.get("rule") or {}).get(k) for a, i in indexes.items()})
+            for k in ("margin", "bootstrap", "seed")}
+    shas = {a: i.get("probe_sha256") for a, i in indexes.items()}
+    mismatch = None if len(shas) < 2 or (len(set(shas.values())) == 1 and None not in shas.values()) else (
+        "the archives applied different probes, or a probe not archived ("
+        + ", ".join(f"{a}: {str(v)[:12] if v else 'unknown'}" for a, v in shas.items()) + ")")
+    settings: dict[str, dict[str, Any]] = {}
+    backend: dict[str, Any] = {}
+    identity: dict[tuple[str, ...], dict[str, Any]] = {}
+    for a in map(Path, archives):
+        for s in sub_runs(a):
+            where = f"{a}/{s.path.name}"
+            if s.kind != "cross read":
+                for m, v in (s.manifest.get("methods") or {}).items():
+                    settings.setdefault(m, {})[where] = v
+                backend[where] = (s.manifest.get("model") or {}).get("backend_settings")
+            identity.setdefault(s.keys, {})[where] = (s.manifest.get("model") or {}).get("identity")
+            if s.kind == "base":
+                if base is not None and base != s.models[0]:
+                    raise EvalAwareError(f"judge: {where}: base {s.models[0]}, another archive's base is {base}; "
+                                         "judge archives of one base together")
+                base = s.models[0]
+            elif s.kind != "cross read":
+                key = s.keys[0]
+                card = a / MODELS / Path(s.models[0]).name / CARD_NAME
+                try:
+                    raw = card.read_bytes()
+                    kind = json.loads(raw).get("kind")
+                except (OSError, ValueError):
+                    raise EvalAwareError(f"{where}: its model's card ({card}) is missing from the archive "
+                                         "or unreadable") from None
+                if key != model_key(s.models[0], hashlib.sha256(raw).hexdigest()):
+                    raise EvalAwareError(f"{card}: not the card {where} ran (its sha256 differs from the "
+                                         "manifest's card_sha256)")
+                roles[key] = "reference" if kind == "sham" else "organism"
+                if key not in dirs:
+                    dirs[key] = str(card.parent)
+                    order.append(key)
+            if s.keys in runs:
+                taken.append(f"{where}: the same model(s) as {runs[s.keys].path}, which is taken")
+                continue
+            runs[s.keys] = s
+    for m, by in settings.items():
+        _same(f"the settings of {m}", by)
+    _same("the backend's settings", backend)
+    for by in identity.values():
+        _same("a model's identity (weights, backend, dtype)", by)
+    if base is None:
+        raise EvalAwareError("judge: no archive holds the base's sub-run")
+    return Gathered(base, [dirs[k] for k in order if roles[k] == "reference"],
+                    [dirs[k] for k in order if roles[k] == "organism"], runs, dirs, taken, methods, ids,
+                    rule, mismatch)

@@ -146,16 +146,19 @@ def monitor_rows(recs: Recs, pairs: Mapping[str, str], reference: Model, organis
 
 
 def add_monitor(table: dict[str, Any], out: Path, reference: Model, organisms: Sequence[Model],
-                base: Model | None, n_boot: int, seed: int, ids: Collection[str] | None = None) -> dict[str, Any]:
+                base: Model | None, n_boot: int, seed: int, ids: Collection[str] | None = None,
+                skip_missing_cross: bool = False) -> dict[str, Any]:
     """Add the monitor's own and cross reads, position 0 apart (``rows``, each with ``read`` and
     ``part``), to `table` from the sub-runs under `out` (their samples in `ids`, when given): secondary
-    AUROC rows; the monitor's verdict is the declared rule's over its plain score, like every readout's."""
+    AUROC rows; the monitor's verdict is the declared rule's over its plain score, like every readout's.
+    `skip_missing_cross`: a cross read with no sub-run under `out` leaves its rows out (`organism
+    judge`, over archives whose reference is another build) instead of failing."""
     names = [*([base.name] if base is not None else []), reference.name, *(o.name for o in organisms),
              *(c.name for c in cross_reads(reference, organisms))]
     recs: dict[str, dict[str, dict[str, Any]]] = {}
     crossed = {c.name for c in cross_reads(reference, organisms)}
     for n in dict.fromkeys(names):
-        if n in crossed and not (out / n).is_dir():  # judged from archives that lack it: its rows left out
+        if skip_missing_cross and n in crossed and not (out / n).is_dir():  # `judge`: an archive lacks it
             continue
         with RunLog(out / n, create=False) as st:
             recs[n] = method_records(st, METHOD, ids)

@@ -70,16 +70,37 @@ CACHE_TABLES = ("calls", "model_calls")
 
 
 def slim_copy(src: str | Path, dst: str | Path) -> Path:
-    """:func:`copy_run` without the request cache and the call log, and compacted: the samples,
-    records, meta and manifest of `src` (an archive's sub-run: ``organism archive``)."""
-    dst = copy_run(src, dst)
-    db = sqlite3.connect(dst / LOG_NAME)
+    """The samples, records and meta of the run directory `src` and its manifest, in `dst` (a new
+    path): its log without the request cache and the call log, compacted, in rollback-journal mode
+    (one file: a reader leaves nothing beside it); no other file (activations, exports). For an
+    archive's sub-run (``organism archive``), which is built in a hidden directory and renamed."""
+    src, dst = Path(src), Path(dst)
+    if not (src / LOG_NAME).is_file():
+        raise StoreError(f"{src}: not a run directory (no {LOG_NAME})")
+    if dst.exists():
+        raise StoreError(f"{dst}: exists; a run directory is copied only to a new path")
+    dst.mkdir(parents=True)
     try:
-        for t in CACHE_TABLES:
-            db.execute(f"DELETE FROM {t}")
-        db.commit()
-        db.execute("VACUUM")
-        db.execute("PRAGMA journal_mode=DELETE")  # one file: a reader leaves no -wal/-shm beside it
-    finally:
-        db.close()
+        if (src / "manifest.json").is_file():
+            shutil.copy2(src / "manifest.json", dst / "manifest.json")
+        source = _connect_readonly(src / LOG_NAME)
+        target = sqlite3.connect(dst / LOG_NAME)
+        try:
+            source.backup(target)
+            source.close()
+            tables = {r[0] for r in target.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            for t in CACHE_TABLES:
+                if t in tables:
+                    target.execute(f"DELETE FROM {t}")
+            target.commit()
+            target.execute("VACUUM")
+            target.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{src / LOG_NAME}: cannot be copied ({e})") from e
+        finally:
+            target.close()
+            source.close()
+    except BaseException:
+        shutil.rmtree(dst, ignore_errors=True)
+        raise
     return dst
