@@ -118,6 +118,11 @@ organism: install
 # disjoint organism, seed 0 (main 0c367f0, states read from the aware build's): steps 0-360 on
 # 2026-11-29, 361-1,200 resumed 2026-11-30 in 1,231 s + measure 304 s, small niced test runs beside
 # it most of that time (not a clean figure).
+# On a new machine (2026-11-30, main b129a4b/afa466d, alone on 2 idle cores, `/usr/bin/time`): the aware
+# organism, seed 0, 1,658 s of training (the frozen states computed first: no other build here) + measure,
+# 1,882 s in all; then the null sham, seed 0, 2,476 s (drawing ~15 min, 1,200 steps at ~1.4-1.5 s; its
+# frozen states read from the aware build's) + measure, 2,682 s in all, not counting 522 s of test runs
+# during which the build was stopped (SIGSTOP). Both reproduce their lost session-19 builds' measures.
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
