@@ -201,8 +201,10 @@ validate-builds: probe-top8
 	test -n "$(BUILDS)" && test -n "$(ARCHIVE)"
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
 	$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods logprob,logprob_question \
-	    --probe $(PROBE_TOP8) --out runs/validate-$(ARCHIVE)/logprob
+	    --probe $(PROBE_TOP8) $(call REUSE,$(filter-out runs/validate-$(ARCHIVE)/logprob,$(wildcard runs/validate-*/logprob))) \
+	    --out runs/validate-$(ARCHIVE)/logprob
 	$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods monitor --answer-tokens 32 \
+	    $(call REUSE,$(filter-out runs/validate-$(ARCHIVE)/monitor,$(wildcard runs/validate-*/monitor))) \
 	    --out runs/validate-$(ARCHIVE)/monitor
 	$(MAKE) archive-builds ARCHIVE=$(ARCHIVE)
 # archived next to the archive already there, which is replaced only once the new one is whole
