@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,7 +33,7 @@ from typing import Any, Sequence
 from harness.core.errors import EvalAwareError
 from harness.models.card import CARD_NAME
 from harness.runlog import RunLog
-from harness.runlog.copy import slim_copy
+from harness.runlog.copy import slim_copy, staging_dir
 from harness.runlog.schema import LOG_NAME
 
 INDEX = "archive.json"
@@ -125,10 +124,7 @@ def archive_run(run: str | Path, out: str | Path) -> dict[str, Any]:
                              "manifest.json naming a `validate` role and a run log)")
     if out.exists():
         raise EvalAwareError(f"{out}: exists; an archive is written to a new path")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f".{out.name}.archiving-*"):  # left by an archive that was killed
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.archiving-", dir=out.parent))
+    tmp = staging_dir(out, "archiving")  # a killed archive's leftovers cleared
     try:
         run_info = table.get("run") or {}
         index: dict[str, Any] = {"archived_from": str(run), "sub_runs": {}, "models": {},

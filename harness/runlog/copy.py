@@ -29,6 +29,15 @@ NOT_COPIED = frozenset({LOCK_NAME, f"{LOG_NAME}-wal", f"{LOG_NAME}-shm", f"{LOG_
                         "results.jsonl"})
 
 
+def staging_dir(dst: Path, what: str) -> Path:
+    """A new hidden directory beside `dst` (``.<name>.<what>-*``) to build `dst` in, then rename into
+    place; what a killed earlier build of `dst` left there is removed first."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for stale in dst.parent.glob(f".{dst.name}.{what}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f".{dst.name}.{what}-", dir=dst.parent))
+
+
 def copy_run(src: str | Path, dst: str | Path) -> Path:
     """Copy the run directory `src` to `dst` (which must not exist); returns `dst`."""
     src, dst = Path(src), Path(dst)
@@ -36,10 +45,7 @@ def copy_run(src: str | Path, dst: str | Path) -> Path:
         raise StoreError(f"{src}: not a run directory (no {LOG_NAME})")
     if dst.exists():
         raise StoreError(f"{dst}: exists; a run directory is copied only to a new path")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    for stale in dst.parent.glob(f".{dst.name}.copying-*"):  # left by a copy that was killed
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.copying-", dir=dst.parent))
+    tmp = staging_dir(dst, "copying")
     try:
         for entry in src.iterdir():
             if entry.name in NOT_COPIED or entry.name == LOG_NAME:
