@@ -530,11 +530,10 @@ def judge_cmd(archives: tuple[str, ...], margin: float | None, bootstrap: int | 
                                  "choose a new directory")
         shutil.rmtree(outp)  # an earlier judge's copies: made again from the archives
     outp.mkdir(parents=True, exist_ok=True)
-    by_key = {ga_key(g.base, None): base_model,
-              **{k: m for m in [*references, *organisms] for k, d in g.dirs.items() if d == m.model}}
+    key_of = {d: k for k, d in g.dirs.items()}
+    by_key = {ga_key(g.base, None): base_model, **{key_of[m.model]: m for m in [*references, *organisms]
+                                                   if m is not base_model}}
     for key, m in by_key.items():
-        if (outp / m.name).exists():  # the base as the reference: one sub-run
-            continue
         found = g.runs.get((key,))
         if found is None:
             raise EvalAwareError(f"judge: no archive holds a sub-run of {m.model}")

@@ -220,8 +220,7 @@ def gather(archives: Sequence[str | Path]) -> Gathered:
     base: str | None = None
     roles: dict[str, str] = {}  # model key -> reference | organism
     runs: dict[tuple[str, ...], SubRun] = {}
-    dirs: dict[str, str] = {}
-    order: list[str] = []
+    dirs: dict[str, str] = {}  # in the order first found
     taken: list[str] = []
     indexes = {}
     for a in map(Path, archives):
@@ -230,8 +229,9 @@ def gather(archives: Sequence[str | Path]) -> Gathered:
         except (OSError, ValueError):
             raise EvalAwareError(f"{a}: not an archive (no readable {INDEX}); write one with "
                                  "`evalaware organism archive`") from None
-    _same("the paired set (sha256)", {f"{a}/{s.path.name}": s.dataset_sha256 for a in map(Path, archives)
-                                      for s in sub_runs(a)})
+    found = {a: sub_runs(a) for a in map(Path, archives)}
+    _same("the paired set (sha256)", {f"{a}/{s.path.name}": s.dataset_sha256 for a, subs in found.items()
+                                      for s in subs})
     methods = [str(m) for m in next(iter(indexes.values())).get("methods") or []]
     _same("their methods", {a: sorted(i.get("methods") or []) for a, i in indexes.items()})
     ids = _same("the samples they read", {a: i.get("sample_ids") for a, i in indexes.items()})
@@ -244,8 +244,8 @@ def gather(archives: Sequence[str | Path]) -> Gathered:
     settings: dict[str, dict[str, Any]] = {}
     backend: dict[str, Any] = {}
     identity: dict[tuple[str, ...], dict[str, Any]] = {}
-    for a in map(Path, archives):
-        for s in sub_runs(a):
+    for a, subs in found.items():
+        for s in subs:
             where = f"{a}/{s.path.name}"
             if s.kind != "cross read":
                 for m, v in (s.manifest.get("methods") or {}).items():
@@ -270,9 +270,7 @@ def gather(archives: Sequence[str | Path]) -> Gathered:
                     raise EvalAwareError(f"{card}: not the card {where} ran (its sha256 differs from the "
                                          "manifest's card_sha256)")
                 roles[key] = "reference" if kind == "sham" else "organism"
-                if key not in dirs:
-                    dirs[key] = str(card.parent)
-                    order.append(key)
+                dirs.setdefault(key, str(card.parent))
             if s.keys in runs:
                 taken.append(f"{where}: the same model(s) as {runs[s.keys].path}, which is taken")
                 continue
@@ -284,6 +282,6 @@ def gather(archives: Sequence[str | Path]) -> Gathered:
         _same("a model's identity (weights, backend, dtype)", by)
     if base is None:
         raise EvalAwareError("judge: no archive holds the base's sub-run")
-    return Gathered(base, [dirs[k] for k in order if roles[k] == "reference"],
-                    [dirs[k] for k in order if roles[k] == "organism"], runs, dirs, taken, methods, ids,
+    return Gathered(base, [d for k, d in dirs.items() if roles[k] == "reference"],
+                    [d for k, d in dirs.items() if roles[k] == "organism"], runs, dirs, taken, methods, ids,
                     rule, mismatch)
