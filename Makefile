@@ -123,6 +123,9 @@ organism: install
 # 1,882 s in all; then the null sham, seed 0, 2,476 s (drawing ~15 min, 1,200 steps at ~1.4-1.5 s; its
 # frozen states read from the aware build's) + measure, 2,682 s in all, not counting 522 s of test runs
 # during which the build was stopped (SIGSTOP). Both reproduce their lost session-19 builds' measures.
+# Session 21 (2026-11-30, main 3557628, alone on 2 idle cores, `/usr/bin/time`): the aware
+# organism, seed 1, 1,510 s of training (its frozen states: 7,848 computed, 210 read) + measure, 1,704 s
+# in all; the behaviour-only organism, seed 0, 1,315 s (3,592 computed, 4,456 read) + measure, 1,525 s.
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
@@ -215,9 +218,15 @@ archive-builds: install
 judge-archive: install
 	for k in $(ARCHIVED); do test -f docs/data/validate-$(ARCHIVE)/$$k/archive.json || continue; \
 	    $(BIN)/evalaware organism judge docs/data/validate-$(ARCHIVE)/$$k --out runs/judge-$(ARCHIVE)/$$k || exit 1; done
+# judge-archives writes its output to docs/generated/judge-archives-<readout>.md (the command in its
+# first line), then re-quotes every `<!-- quote: ... -->` block of the README and docs from the
+# generated files (scripts/quote_generated.py; tests/test_docs_verdicts.py fails on a stale block).
 judge-archives: install
-	for k in $(ARCHIVED); do $(BIN)/evalaware organism judge $$(ls -d docs/data/validate-*/$$k) --out runs/judge-archives/$$k \
-	    || exit 1; done
+	for k in $(ARCHIVED); do d="$$(ls -d docs/data/validate-*/$$k | tr '\n' ' ')"; \
+	    { echo "<!-- command: make judge-archives (evalaware organism judge $$d--out runs/judge-archives/$$k: every committed archive pooled, no model run), main $$(git rev-parse --short HEAD), $$(date -u +%F); its output as printed (the judge: status lines are stderr) -->"; \
+	      $(BIN)/evalaware organism judge $$d --out runs/judge-archives/$$k 2>&1; } > docs/generated/judge-archives-$$k.md.new \
+	    && mv docs/generated/judge-archives-$$k.md.new docs/generated/judge-archives-$$k.md || exit 1; done
+	$(BIN)/python scripts/quote_generated.py
 # Seed 0 of the aware organism against seed 0 of the null sham (what one session of 2 cores builds and
 # validates; no disjoint or behaviour-only organism, so no specificity row; no binary or probability:
 # their 128-token answers take ~20 min a model): `make organism organism-sham` first.

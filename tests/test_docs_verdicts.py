@@ -134,3 +134,45 @@ def test_a_committed_archive_re_judges_to_its_run_s_table(archive, tmp_path):
     res = CliRunner().invoke(cli, ["organism", "judge", str(archive), "--out", str(tmp_path / "judged")])
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert res.output.strip().splitlines() == (archive / "sensitivity.md").read_text().strip().splitlines()
+
+
+def test_every_quote_block_in_the_docs_is_its_generated_file_s_current_lines():
+    """A block between ``<!-- quote: docs/generated/X.md -->`` and ``<!-- /quote -->`` holds X's
+    printed lines as they are now (scripts/quote_generated.py re-makes it)."""
+    from scripts.quote_generated import docs, requote
+
+    stale = [s for d in docs() for s in requote(d)[1]]
+    assert not stale, f"stale quote blocks (run python scripts/quote_generated.py): {stale}"
+
+
+def test_quote_re_makes_a_stale_block_and_names_a_bad_one(tmp_path):
+    from scripts.quote_generated import QuoteError, main, requote
+
+    gen = tmp_path / "docs" / "generated"
+    gen.mkdir(parents=True)
+    (gen / "t.md").write_text("<!-- command: x -->\njudge: status\nVerdicts ...\n- a [k]: sensitive (1)\n"
+                              "- b [k]: moved (2)\nSpillover ...\n- a [k]: +0.1\n\n- after the blank: no\n")
+    doc = tmp_path / "README.md"
+    doc.write_text("Intro.\n<!-- quote: docs/generated/t.md -->\n```\n- a [k]: sensitive (0.9)\n```\n"
+                   "<!-- /quote -->\nand <!-- quote: docs/generated/t.md match=^-\\sa\\b -->\n<!-- /quote -->\nEnd.\n")
+    text, stale = requote(doc, tmp_path)  # the second block's opening is not alone on its line: untouched
+    assert stale == ["README.md:2"]  # the line of its opening
+    assert text == ("Intro.\n<!-- quote: docs/generated/t.md -->\n```\n- a [k]: sensitive (1)\n- b [k]: moved (2)\n"
+                    "- a [k]: +0.1\n```\n<!-- /quote -->\nand <!-- quote: docs/generated/t.md match=^-\\sa\\b -->\n"
+                    "<!-- /quote -->\nEnd.\n")
+    doc.write_text(text + "<!-- quote: docs/generated/t.md match=^-\\sa\\b -->\n<!-- /quote -->\n")
+    text, stale = requote(doc, tmp_path)
+    assert stale == ["README.md:12"] and text.endswith("```\n- a [k]: sensitive (1)\n- a [k]: +0.1\n```\n<!-- /quote -->\n")
+    doc.write_text(text)
+    assert requote(doc, tmp_path)[1] == []
+    for bad, why in (("<!-- quote: docs/generated/none.md -->\n<!-- /quote -->\n", "none.md does not exist"),
+                     ("<!-- quote: docs/generated/t.md -->\n```\n", "no '<!-- /quote -->'"),
+                     ("<!-- quote: docs/generated/t.md match=zzz -->\n<!-- /quote -->\n", "matches 'zzz'")):
+        doc.write_text("x\n" + bad)
+        with pytest.raises(QuoteError, match=why) as e:
+            requote(doc, tmp_path)
+        assert str(e.value).startswith("README.md:2:")
+    doc.write_text("<!-- quote: docs/generated/t.md -->\n<!-- /quote -->\n")
+    assert main(["--check", "--root", str(tmp_path), str(doc)]) == 1  # --check names it and writes nothing
+    assert doc.read_text() == "<!-- quote: docs/generated/t.md -->\n<!-- /quote -->\n"
+    assert main(["--root", str(tmp_path), str(doc)]) == 0 and requote(doc, tmp_path)[1] == []
