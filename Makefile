@@ -222,10 +222,12 @@ judge-archive: install
 # first line), then re-quotes every `<!-- quote: ... -->` block of the README and docs from the
 # generated files (scripts/quote_generated.py; tests/test_docs_verdicts.py fails on a stale block).
 judge-archives: install
-	for k in $(ARCHIVED); do d="$$(ls -d docs/data/validate-*/$$k | tr '\n' ' ')"; \
-	    { echo "<!-- command: make judge-archives (evalaware organism judge $$d--out runs/judge-archives/$$k: every committed archive pooled, no model run), main $$(git rev-parse --short HEAD), $$(date -u +%F); its output as printed (the judge: status lines are stderr) -->"; \
-	      $(BIN)/evalaware organism judge $$d --out runs/judge-archives/$$k 2>&1; } > docs/generated/judge-archives-$$k.md.new \
-	    && mv docs/generated/judge-archives-$$k.md.new docs/generated/judge-archives-$$k.md || exit 1; done
+	mkdir -p runs/judge-archives
+	for k in $(ARCHIVED); do d="$$(ls -d docs/data/validate-*/$$k | tr '\n' ' ')"; test -n "$$d" || exit 1; \
+	    rev="$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- docs/data 2>/dev/null || echo ' + uncommitted docs/data')"; \
+	    { echo "<!-- command: make judge-archives (evalaware organism judge $$d--out runs/judge-archives/$$k: every committed archive pooled, no model run), main $$rev, $$(date -u +%F); its output as printed (the judge: status lines are stderr) -->"; \
+	      $(BIN)/evalaware organism judge $$d --out runs/judge-archives/$$k 2>&1; } > runs/judge-archives/$$k.md \
+	    && cp runs/judge-archives/$$k.md docs/generated/judge-archives-$$k.md || exit 1; done
 	$(BIN)/python scripts/quote_generated.py
 # Seed 0 of the aware organism against seed 0 of the null sham (what one session of 2 cores builds and
 # validates; no disjoint or behaviour-only organism, so no specificity row; no binary or probability:

@@ -39,7 +39,10 @@ def printed_lines(generated: Path, match: str | None = None) -> list[str]:
     """The lines of `generated` that start with ``- `` before its first blank line (its first
     line, the command's header, skipped), those matching `match` only."""
     out: list[str] = []
-    for line in generated.read_text().splitlines()[1:]:
+    text = generated.read_text().splitlines()
+    if not text or not text[0].startswith("<!-- command:"):
+        raise QuoteError(f"{generated.name}: its first line does not name the command that wrote it")
+    for line in text[1:]:
         if not line.strip():
             break
         if line.startswith("- ") and (match is None or re.search(match, line)):
@@ -57,21 +60,34 @@ def requote(doc: Path, root: Path = ROOT) -> tuple[str, list[str]]:
     k = 0
     while k < len(lines):
         m = OPEN.match(lines[k].rstrip("\n"))
+        if not m and lines[k].lstrip().startswith("<!-- quote:"):
+            raise QuoteError(f"{name}:{k + 1}: not a quote opening (`<!-- quote: PATH [match=REGEX] -->` "
+                             "alone on its line, the regex with no spaces)")
         out.append(lines[k])
         k += 1
         if not m:
             continue
         start = k
         while k < len(lines) and lines[k].rstrip("\n") != CLOSE:
+            if lines[k].lstrip().startswith("<!-- quote:"):
+                raise QuoteError(f"{name}:{start}: a quote block with no {CLOSE!r} before the next one")
             k += 1
         if k == len(lines):
             raise QuoteError(f"{name}:{start}: a quote block with no {CLOSE!r} after it")
+        try:
+            re.compile(m["match"] or "")
+        except re.error as e:
+            raise QuoteError(f"{name}:{start}: match={m['match']}: {e}") from None
         src = root / m["path"]
         if not src.is_file():
             raise QuoteError(f"{name}:{start}: the quoted file {m['path']} does not exist")
-        quoted = printed_lines(src, m["match"])
+        try:
+            quoted = printed_lines(src, m["match"])
+        except QuoteError as e:
+            raise QuoteError(f"{name}:{start}: {e}") from None
         if not quoted:
-            raise QuoteError(f"{name}:{start}: no printed line of {m['path']} matches {m['match']!r}")
+            raise QuoteError(f"{name}:{start}: no printed line of {m['path']}"
+                             + (f" matches {m['match']!r}" if m["match"] else ""))
         new = ["```\n", *(q + "\n" for q in quoted), "```\n"]
         if lines[start:k] != new:
             stale.append(f"{name}:{start}")

@@ -431,6 +431,16 @@ def test_one_build_against_three_borrows_the_three_builds_variance_by_hand():
         assert r["builds_conditional"] and r["extra_var"] == 0 and r["estimate"]["df"] == 4
     assert all(CONDITIONAL in x for x in one["lines"] if x.startswith("- monitor [") and "pairs" in x)
     assert "conditional on those builds" in one["lines"][0] and "sum c^2/B" in one["lines"][0]
+    # one null-sham build against the base, its margin from 3 aware builds: the difference is
+    # conditional, the equivalence test is not, and the line says which
+    from harness.organisms.verdicts import CONDITIONAL_EQUIV
+
+    three = decide(recs, pairs, ["r0"], {"aware": ["a0", "a1", "a2"]}, "base", Rule())
+    null = next(r for r in three["rows"] if r["kind"] == "reference")
+    assert null["builds_conditional"] and null["equiv_counts_builds"] and null["extra_var"] == 0
+    (line,) = [x for x in three["lines"] if x.startswith("- monitor [reference vs base, null]")]
+    assert line.endswith(f"; {CONDITIONAL_EQUIV})") and not any(
+        r.get("equiv_counts_builds") for r in one["rows"])
     # a single reference with no base is the base itself, a fixed model: nothing borrowed for it
     (base_ref,) = decide(recs, pairs, "r0", {"aware": ["a0", "a1", "a2"]}, None, Rule())["rows"]
     assert base_ref["extra_var"] == pytest.approx(float(np.var(base_ref["seeds"], ddof=1)) / 3)

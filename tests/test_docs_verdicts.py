@@ -152,6 +152,7 @@ def test_quote_re_makes_a_stale_block_and_names_a_bad_one(tmp_path):
     gen.mkdir(parents=True)
     (gen / "t.md").write_text("<!-- command: x -->\njudge: status\nVerdicts ...\n- a [k]: sensitive (1)\n"
                               "- b [k]: moved (2)\nSpillover ...\n- a [k]: +0.1\n\n- after the blank: no\n")
+    (gen / "h.md").write_text("- a [k]: sensitive (1)\n")  # no command header
     doc = tmp_path / "README.md"
     doc.write_text("Intro.\n<!-- quote: docs/generated/t.md -->\n```\n- a [k]: sensitive (0.9)\n```\n"
                    "<!-- /quote -->\nand <!-- quote: docs/generated/t.md match=^-\\sa\\b -->\n<!-- /quote -->\nEnd.\n")
@@ -167,7 +168,12 @@ def test_quote_re_makes_a_stale_block_and_names_a_bad_one(tmp_path):
     assert requote(doc, tmp_path)[1] == []
     for bad, why in (("<!-- quote: docs/generated/none.md -->\n<!-- /quote -->\n", "none.md does not exist"),
                      ("<!-- quote: docs/generated/t.md -->\n```\n", "no '<!-- /quote -->'"),
-                     ("<!-- quote: docs/generated/t.md match=zzz -->\n<!-- /quote -->\n", "matches 'zzz'")):
+                     ("<!-- quote: docs/generated/t.md match=zzz -->\n<!-- /quote -->\n", "matches 'zzz'"),
+                     ("<!-- quote: docs/generated/t.md match=a b -->\n<!-- /quote -->\n", "not a quote opening"),
+                     ("<!-- quote: docs/generated/t.md match=( -->\n<!-- /quote -->\n", "match=\\(: "),
+                     ("<!-- quote: docs/generated/t.md -->\n<!-- quote: docs/generated/t.md -->\n<!-- /quote -->\n",
+                      "before the next one"),
+                     ("<!-- quote: docs/generated/h.md -->\n<!-- /quote -->\n", "h.md: its first line does not name")):
         doc.write_text("x\n" + bad)
         with pytest.raises(QuoteError, match=why) as e:
             requote(doc, tmp_path)

@@ -240,6 +240,9 @@ def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping
         return
     margin = c * float(np.mean([a_dd[p] for p in shared]))
     r["margin"], r["p_equiv"] = margin, max(lo.p_below(), hi.p_above())
+    # its own sides one build each, the aware builds' variance still enters the equivalence test
+    r["equiv_counts_builds"] = r.get("builds_conditional", False) and not conditional_on_builds(
+        [*sides(r), (aware["seeds"], len(aware["models"]), c)])
     r["seeds_inside"] = all(abs(s) < abs(margin) for s in r["seeds"])
 
 
@@ -372,7 +375,7 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
             ns = r["null_shift"]
             line += f"; the reference's own shift from the base {_n(ns.get('mean'))} {_ci(ns.get('ci'))}"
         if r.get("builds_conditional"):
-            line += f"; {CONDITIONAL}"
+            line += f"; {CONDITIONAL_EQUIV if r.get('equiv_counts_builds') else CONDITIONAL}"
         out.append(line + ")")
     sp = table.get("spillover") or []
     if sp:
@@ -393,6 +396,10 @@ def verdict_lines(table: Mapping[str, Any]) -> list[str]:
 
 #: What a row or spillover line says where no side of it has two builds (no build variance counted).
 CONDITIONAL = "one build a side: inference conditional on these builds"
+#: ... where the row's own sides have one build each but its equivalence test, against the aware
+#: effect, counts the aware builds' variance: only its difference is conditional.
+CONDITIONAL_EQUIV = ("one build a side: the difference conditional on these builds; the equivalence test "
+                     "counts the aware builds' variance")
 
 
 def _builds(n: int) -> str:
