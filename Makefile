@@ -126,6 +126,8 @@ organism: install
 # Session 21 (2026-11-30, main 3557628, alone on 2 idle cores, `/usr/bin/time`): the aware
 # organism, seed 1, 1,510 s of training (its frozen states: 7,848 computed, 210 read) + measure, 1,704 s
 # in all; the behaviour-only organism, seed 0, 1,315 s (3,592 computed, 4,456 read) + measure, 1,525 s.
+# The null sham, seed 1: 2,594 s with measure (233 s stopped by SIGSTOP left out; short test runs beside
+# its drawing, ~18 min instead of ~12: not a clean figure); it reproduces its lost session-19 build.
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
