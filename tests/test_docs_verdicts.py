@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from scripts.quote_generated import docs
+
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = docs()  # README.md and docs/*.md: the docs a verdict line or quote block may sit in
 GENERATED = ROOT / "docs" / "generated"
 #: A verdict line as `validate` prints it (harness.organisms.verdicts.verdict_lines).
 VERDICT = re.compile(r"^\s*[-*]\s+\S.*\[[^\]]*\]:\s+(sensitive|inverted|not shown sensitive|equivalent|moved|"
@@ -139,9 +141,9 @@ def test_a_committed_archive_re_judges_to_its_run_s_table(archive, tmp_path):
 def test_every_quote_block_in_the_docs_is_its_generated_file_s_current_lines():
     """A block between ``<!-- quote: docs/generated/X.md -->`` and ``<!-- /quote -->`` holds X's
     printed lines as they are now (scripts/quote_generated.py re-makes it)."""
-    from scripts.quote_generated import docs, requote
+    from scripts.quote_generated import requote
 
-    stale = [s for d in docs() for s in requote(d)[1]]
+    stale = [s for d in DOCS for s in requote(d)[1]]
     assert not stale, f"stale quote blocks (run python scripts/quote_generated.py): {stale}"
 
 
