@@ -87,6 +87,16 @@ def sub_runs(run: Path) -> list[SubRun]:
             for s in [sub_run(p)] if s is not None]
 
 
+def _in_table_order(run: Path, subs: list[SubRun]) -> list[SubRun]:
+    """`subs` in the order the run's validate table lists them (its command line's, so that a
+    judged archive prints its rows in its run's order); by name where the table is absent."""
+    try:
+        pos = {n: i for i, n in enumerate(table_names(json.loads((run / "sensitivity.json").read_text())))}
+    except (OSError, ValueError):
+        return subs
+    return sorted(subs, key=lambda s: pos.get(s.path.name, len(pos)))
+
+
 def table_names(table: dict[str, Any]) -> list[str]:
     """The sub-runs a validate table was computed from: the base, the reference builds, the
     organisms and the monitor's cross reads (the first reference with each organism)."""
@@ -229,7 +239,7 @@ def gather(archives: Sequence[str | Path]) -> Gathered:
         except (OSError, ValueError):
             raise EvalAwareError(f"{a}: not an archive (no readable {INDEX}); write one with "
                                  "`evalaware organism archive`") from None
-    found = {a: sub_runs(a) for a in map(Path, archives)}
+    found = {a: _in_table_order(a, sub_runs(a)) for a in map(Path, archives)}
     _same("the paired set (sha256)", {f"{a}/{s.path.name}": s.dataset_sha256 for a, subs in found.items()
                                       for s in subs})
     methods = [str(m) for m in next(iter(indexes.values())).get("methods") or []]
