@@ -128,6 +128,11 @@ organism: install
 # in all; the behaviour-only organism, seed 0, 1,315 s (3,592 computed, 4,456 read) + measure, 1,525 s.
 # The null sham, seed 1: 2,594 s with measure (233 s stopped by SIGSTOP left out; short test runs beside
 # its drawing, ~18 min instead of ~12: not a clean figure); it reproduces its lost session-19 build.
+# Session 22 (2026-11-30, main 772f9b6, alone on 2 idle cores, `/usr/bin/time`; frozen states read from
+# the seed-0 builds'): the disjoint organism, seed 1, 1,249 s of training (3,510 computed, 4,548 read)
+# + measure, 1,448 s in all; the behaviour-only organism, seed 1, 1,285 s (3,411 computed, 4,647 read),
+# 1,488 s in all; the aware organism, seed 2 (its frozen states: 7,563 computed, 446 read), 1,856 s in
+# all (2,095 s wall less 239 s stopped by SIGSTOP for the fast suite; a 94 s test file beside it).
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
