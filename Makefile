@@ -205,7 +205,10 @@ validate-organisms: organisms probe-top8
 # without a null sham the base is the reference), the logprob readouts with the frozen top-8 probe, then
 # the monitor, each run archived; `make judge-archives`: every archive judged together (each kind's builds
 # pooled as seeds, every null sham a reference build); `make judge-archive ARCHIVE=<name>`: one archive.
-ARCHIVED := logprob monitor
+# VOTES=1 adds a third validate, binary and probability (128-token answers, the label-mass gate; its
+# own Holm family), archived as `votes`.
+ARCHIVED := logprob monitor votes
+VOTE_METHODS := binary,probability
 BUILD_ARGS = $(foreach b,$(BUILDS),$(if $(and $(findstring -sham,$(b)),$(if $(findstring -sham-greedy,$(b)),,x)),--reference,--organism) runs/organisms/$(b))
 validate-builds: probe-top8
 	test -n "$(BUILDS)" && test -n "$(ARCHIVE)"
@@ -216,12 +219,19 @@ validate-builds: probe-top8
 	$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods monitor --answer-tokens 32 \
 	    $(call REUSE,$(filter-out runs/validate-$(ARCHIVE)/monitor,$(wildcard runs/validate-*/monitor))) \
 	    --out runs/validate-$(ARCHIVE)/monitor
-	$(MAKE) archive-builds ARCHIVE=$(ARCHIVE)
-# archived next to the archive already there, which is replaced only once the new one is whole
+	$(if $(VOTES),$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods $(VOTE_METHODS) \
+	    --constrain --answer-tokens 128 --probe-tokens 96 \
+	    $(call REUSE,$(filter-out runs/validate-$(ARCHIVE)/votes,$(wildcard runs/validate-*/votes))) \
+	    --out runs/validate-$(ARCHIVE)/votes)
+	$(MAKE) archive-builds ARCHIVE=$(ARCHIVE) BUILDS="$(BUILDS)"
+# archived next to the archive already there, which is replaced only once the new one is whole; the
+# run's printed table is copied to docs/generated/validate-<name>-<readout>.md under its command
 archive-builds: install
 	for k in $(ARCHIVED); do test -f runs/validate-$(ARCHIVE)/$$k/sensitivity.json || continue; \
 	    d=docs/data/validate-$(ARCHIVE)/$$k; rm -rf $$d.new; \
-	    $(BIN)/evalaware organism archive runs/validate-$(ARCHIVE)/$$k --out $$d.new && rm -rf $$d && mv $$d.new $$d || exit 1; done
+	    $(BIN)/evalaware organism archive runs/validate-$(ARCHIVE)/$$k --out $$d.new && rm -rf $$d && mv $$d.new $$d || exit 1; \
+	    { echo "<!-- command: make validate-builds BUILDS=\"$(BUILDS)\" ARCHIVE=$(ARCHIVE) (its $$k validate on all 120 family pairs), main $$(git rev-parse --short HEAD), $$(date -u +%F); the command's stdout as printed (= runs/validate-$(ARCHIVE)/$$k/sensitivity.md); its records archived in $$d (organism archive), re-judged line for line by make judge-archive ARCHIVE=$(ARCHIVE) and tests/test_docs_verdicts.py -->"; \
+	      cat runs/validate-$(ARCHIVE)/$$k/sensitivity.md; } > docs/generated/validate-$(ARCHIVE)-$$k.md || exit 1; done
 judge-archive: install
 	for k in $(ARCHIVED); do test -f docs/data/validate-$(ARCHIVE)/$$k/archive.json || continue; \
 	    $(BIN)/evalaware organism judge docs/data/validate-$(ARCHIVE)/$$k --out runs/judge-$(ARCHIVE)/$$k || exit 1; done
@@ -230,7 +240,7 @@ judge-archive: install
 # generated files (scripts/quote_generated.py; tests/test_docs_verdicts.py fails on a stale block).
 judge-archives: install
 	mkdir -p runs/judge-archives
-	for k in $(ARCHIVED); do d="$$(ls -d docs/data/validate-*/$$k | tr '\n' ' ')"; test -n "$$d" || exit 1; \
+	for k in $(ARCHIVED); do d="$$(ls -d docs/data/validate-*/$$k 2>/dev/null | tr '\n' ' ')"; test -n "$$d" || continue; \
 	    rev="$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- docs/data 2>/dev/null || echo ' + uncommitted docs/data')"; \
 	    { echo "<!-- command: make judge-archives (evalaware organism judge $$d--out runs/judge-archives/$$k: every committed archive pooled, no model run), main $$rev, $$(date -u +%F); its output as printed (the judge: status lines are stderr) -->"; \
 	      $(BIN)/evalaware organism judge $$d --out runs/judge-archives/$$k 2>&1; } > runs/judge-archives/$$k.md \

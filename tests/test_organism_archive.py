@@ -144,3 +144,32 @@ def test_archives_of_two_sessions_pool_their_seeds_as_one_validate_run_would(bui
     res = CliRunner().invoke(cli, ["organism", "judge", str(archives[0]), str(tmp_path / "ao"),
                                    "--out", str(tmp_path / "j2")])
     assert res.exit_code != 0 and "differ in the paired set" in str(res.exception)
+
+
+def test_validate_builds_makes_each_sham_a_reference_and_writes_each_table_under_its_command():
+    """`make validate-builds` (dry run): a null sham's directory is a --reference, the greedy sham and
+    every other build an --organism; VOTES=1 adds the binary/probability validate; each readout's
+    table goes to docs/generated/validate-<ARCHIVE>-<readout>.md under a command header."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def dry(*args: str) -> str:
+        res = subprocess.run(["make", "-n", "validate-builds", "ARCHIVE=t", *args], cwd=root,
+                             capture_output=True, text=True, check=True)
+        return res.stdout
+
+    out = dry('BUILDS=smollm2-graded-sham-s2 smollm2-graded-sham-greedy smollm2-graded-disjoint-s2', "VOTES=1")
+    validates = [ln for ln in out.splitlines() if " organism validate " in ln]
+    assert [ln.split("--methods ")[1].split()[0] for ln in validates] == [
+        "logprob,logprob_question", "monitor", "binary,probability"]
+    for ln in validates:
+        assert "--reference runs/organisms/smollm2-graded-sham-s2 " in ln
+        assert "--organism runs/organisms/smollm2-graded-sham-greedy " in ln
+        assert "--organism runs/organisms/smollm2-graded-disjoint-s2 " in ln
+        assert "--reference runs/organisms/smollm2-graded-sham-greedy" not in ln
+    assert "binary,probability" not in dry("BUILDS=smollm2-graded-sham smollm2-graded")
+    assert ('<!-- command: make validate-builds BUILDS=\\"smollm2-graded-sham smollm2-graded\\" ARCHIVE=t'
+            in dry("BUILDS=smollm2-graded-sham smollm2-graded"))
+    assert "> docs/generated/validate-t-$k.md" in out
