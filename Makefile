@@ -133,6 +133,11 @@ organism: install
 # + measure, 1,448 s in all; the behaviour-only organism, seed 1, 1,285 s (3,411 computed, 4,647 read),
 # 1,488 s in all; the aware organism, seed 2 (its frozen states: 7,563 computed, 446 read), 1,856 s in
 # all (2,095 s wall less 239 s stopped by SIGSTOP for the fast suite; a 94 s test file beside it).
+# Session 23 (2026-11-30, main 400f3a6/5869427, alone on 2 idle cores, `/usr/bin/time`; frozen states read
+# from the earlier builds'): the disjoint organism, seed 2, 1,281 s of training (3,139 computed, 4,870
+# read) + measure, 1,490 s in all; the behaviour-only organism, seed 2, 1,270 s (3,311 computed, 4,698
+# read), 1,466 s in all; the null sham, seed 2, 2,381 s (drawing 92 chunks in 838 s, 1,200 steps at
+# ~1.28 s; 7,249 computed, 4,426 read), 2,589 s in all.
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
