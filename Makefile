@@ -213,21 +213,20 @@ validate-organisms: organisms probe-top8
 # VOTES=1 adds a third validate, binary and probability (128-token answers, the label-mass gate; its
 # own Holm family), archived as `votes`.
 ARCHIVED := logprob monitor votes
-VOTE_METHODS := binary,probability
+# each archived readout's methods and options, and its validate (a sub-run of any earlier validate of the
+# same readout copied by --reuse)
+READOUT_logprob := --methods logprob,logprob_question --probe $(PROBE_TOP8)
+READOUT_monitor := --methods monitor --answer-tokens 32
+READOUT_votes := --methods binary,probability --constrain --answer-tokens 128 --probe-tokens 96
+VALIDATE_READOUT = $(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) $(READOUT_$(1)) \
+	$(call REUSE,$(filter-out runs/validate-$(ARCHIVE)/$(1),$(wildcard runs/validate-*/$(1)))) --out runs/validate-$(ARCHIVE)/$(1)
 BUILD_ARGS = $(foreach b,$(BUILDS),$(if $(and $(findstring -sham,$(b)),$(if $(findstring -sham-greedy,$(b)),,x)),--reference,--organism) runs/organisms/$(b))
 validate-builds: probe-top8
 	test -n "$(BUILDS)" && test -n "$(ARCHIVE)"
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods logprob,logprob_question \
-	    --probe $(PROBE_TOP8) $(call REUSE,$(filter-out runs/validate-$(ARCHIVE)/logprob,$(wildcard runs/validate-*/logprob))) \
-	    --out runs/validate-$(ARCHIVE)/logprob
-	$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods monitor --answer-tokens 32 \
-	    $(call REUSE,$(filter-out runs/validate-$(ARCHIVE)/monitor,$(wildcard runs/validate-*/monitor))) \
-	    --out runs/validate-$(ARCHIVE)/monitor
-	$(if $(VOTES),$(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARGS) $(VALIDATE_PAIRS) --methods $(VOTE_METHODS) \
-	    --constrain --answer-tokens 128 --probe-tokens 96 \
-	    $(call REUSE,$(filter-out runs/validate-$(ARCHIVE)/votes,$(wildcard runs/validate-*/votes))) \
-	    --out runs/validate-$(ARCHIVE)/votes)
+	$(call VALIDATE_READOUT,logprob)
+	$(call VALIDATE_READOUT,monitor)
+	$(if $(VOTES),$(call VALIDATE_READOUT,votes))
 	$(MAKE) archive-builds ARCHIVE=$(ARCHIVE) BUILDS="$(BUILDS)"
 # archived next to the archive already there, which is replaced only once the new one is whole; the
 # run's printed table is copied to docs/generated/validate-<name>-<readout>.md under its command
