@@ -210,9 +210,12 @@ validate-organisms: organisms probe-top8
 # without a null sham the base is the reference), the logprob readouts with the frozen top-8 probe, then
 # the monitor, each run archived; `make judge-archives`: every archive judged together (each kind's builds
 # pooled as seeds, every null sham a reference build); `make judge-archive ARCHIVE=<name>`: one archive.
-# VOTES=1 adds a third validate, binary and probability (128-token answers, the label-mass gate; its
-# own Holm family), archived as `votes`.
+# READOUTS: the validates run and archived, of ARCHIVED (default: logprob monitor; VOTES=1 adds
+# votes: binary and probability, 128-token answers, the label-mass gate, its own Holm family). An
+# archive of builds already archived for the other readouts holds only the new one (READOUTS=votes):
+# the judge takes a model found in several archives once, so a copy would be dead weight.
 ARCHIVED := logprob monitor votes
+READOUTS ?= logprob monitor $(if $(VOTES),votes)
 # each archived readout's methods and options, and its validate (a sub-run of any earlier validate of the
 # same readout copied by --reuse)
 READOUT_logprob := --methods logprob,logprob_question --probe $(PROBE_TOP8)
@@ -224,17 +227,18 @@ BUILD_ARGS = $(foreach b,$(BUILDS),$(if $(and $(findstring -sham,$(b)),$(if $(fi
 validate-builds: probe-top8
 	test -n "$(BUILDS)" && test -n "$(ARCHIVE)"
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	$(call VALIDATE_READOUT,logprob)
-	$(call VALIDATE_READOUT,monitor)
-	$(if $(VOTES),$(call VALIDATE_READOUT,votes))
-	$(MAKE) archive-builds ARCHIVE=$(ARCHIVE) BUILDS="$(BUILDS)"
+	test -n "$(strip $(READOUTS))" && test -z "$(filter-out $(ARCHIVED),$(READOUTS))"
+	$(if $(filter logprob,$(READOUTS)),$(call VALIDATE_READOUT,logprob))
+	$(if $(filter monitor,$(READOUTS)),$(call VALIDATE_READOUT,monitor))
+	$(if $(filter votes,$(READOUTS)),$(call VALIDATE_READOUT,votes))
+	$(MAKE) archive-builds ARCHIVE=$(ARCHIVE) BUILDS="$(BUILDS)" READOUTS="$(strip $(READOUTS))"
 # archived next to the archive already there, which is replaced only once the new one is whole; the
 # run's printed table is copied to docs/generated/validate-<name>-<readout>.md under its command
 archive-builds: install
-	for k in $(ARCHIVED); do test -f runs/validate-$(ARCHIVE)/$$k/sensitivity.json || continue; \
+	for k in $(READOUTS); do test -f runs/validate-$(ARCHIVE)/$$k/sensitivity.json || continue; \
 	    d=docs/data/validate-$(ARCHIVE)/$$k; rm -rf $$d.new; \
 	    $(BIN)/evalaware organism archive runs/validate-$(ARCHIVE)/$$k --out $$d.new && rm -rf $$d && mv $$d.new $$d || exit 1; \
-	    { echo "<!-- command: make validate-builds BUILDS=\"$(BUILDS)\" ARCHIVE=$(ARCHIVE) (its $$k validate on all 120 family pairs), main $$(git rev-parse --short HEAD), $$(date -u +%F); the command's stdout as printed (= runs/validate-$(ARCHIVE)/$$k/sensitivity.md); its records archived in $$d (organism archive), re-judged line for line by make judge-archive ARCHIVE=$(ARCHIVE) and tests/test_docs_verdicts.py -->"; \
+	    { echo "<!-- command: make validate-builds BUILDS=\"$(BUILDS)\" ARCHIVE=$(ARCHIVE) READOUTS=\"$(strip $(READOUTS))\" (its $$k validate on all 120 family pairs), main $$(git rev-parse --short HEAD), $$(date -u +%F); the command's stdout as printed (= runs/validate-$(ARCHIVE)/$$k/sensitivity.md); its records archived in $$d (organism archive), re-judged line for line by make judge-archive ARCHIVE=$(ARCHIVE) and tests/test_docs_verdicts.py -->"; \
 	      cat runs/validate-$(ARCHIVE)/$$k/sensitivity.md; } > docs/generated/validate-$(ARCHIVE)-$$k.md || exit 1; done
 judge-archive: install
 	for k in $(ARCHIVED); do test -f docs/data/validate-$(ARCHIVE)/$$k/archive.json || continue; \
@@ -245,7 +249,7 @@ judge-archive: install
 judge-archives: install
 	mkdir -p runs/judge-archives
 	for k in $(ARCHIVED); do d="$$(ls -d docs/data/validate-*/$$k 2>/dev/null | tr '\n' ' ')"; test -n "$$d" || continue; \
-	    rev="$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- docs/data 2>/dev/null || echo ' + uncommitted docs/data')"; \
+	    rev="$$(git rev-parse --short HEAD)$$(test -z "$$(git status --porcelain -- docs/data 2>/dev/null)" || echo ' + uncommitted docs/data')"; \
 	    { echo "<!-- command: make judge-archives (evalaware organism judge $$d--out runs/judge-archives/$$k: every committed archive pooled, no model run), main $$rev, $$(date -u +%F); its output as printed (the judge: status lines are stderr) -->"; \
 	      $(BIN)/evalaware organism judge $$d --out runs/judge-archives/$$k 2>&1; } > runs/judge-archives/$$k.md \
 	    && cp runs/judge-archives/$$k.md docs/generated/judge-archives-$$k.md || exit 1; done

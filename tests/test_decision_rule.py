@@ -206,6 +206,40 @@ def test_a_margin_needs_an_aware_row_and_carries_its_uncertainty():
     assert beh["p_equiv"] > naive  # the margin's own uncertainty counts
 
 
+def test_an_inverted_aware_effect_sets_the_margin_by_its_size():
+    """A readout whose aware effect is against its sign (binary's, measured) gets the margin of the
+    effect's size: the specificity and null rows' equivalence p equal the mirrored case's, to the
+    last digit, and a small move is `equivalent` under either. (Before the fix the contrasts took
+    the signed effect, so equivalence could never be shown under an inverted aware row.)"""
+    n = 60
+    samples = _samples(n)
+    los = _lo({"base": 0.0, "reference": 0.02, "aware": 1.5, "behaviour": 0.05}, seed=11, n_pairs=n)
+    mirrored = {k: dict(v) for k, v in los.items()}
+    for k in range(n):  # the aware organism's double difference against the reference, negated
+        a, r = los["aware"], los["reference"]
+        dd = (a[f"p{k}+cue"] - a[f"p{k}-cue"]) - (r[f"p{k}+cue"] - r[f"p{k}-cue"])
+        mirrored["aware"][f"p{k}+cue"] = a[f"p{k}+cue"] - 2 * dd
+
+    def table(lo):
+        recs = {"monitor": {name: _as("monitor", v) for name, v in lo.items()}}
+        t = decide(recs, pair_index(samples), "reference", {"aware": ["aware"], "behaviour": ["behaviour"]},
+                   "base", Rule())
+        return {r["kind"]: r for r in t["rows"]}
+
+    up, down = table(los), table(mirrored)
+    assert up["aware"]["verdict"] == "sensitive" and down["aware"]["verdict"] == "inverted"
+    assert down["aware"]["estimate"]["mean"] == pytest.approx(-up["aware"]["estimate"]["mean"])
+    beh_up, beh_down = up["behaviour"], down["behaviour"]
+    assert beh_down["margin"] == pytest.approx(beh_up["margin"]) and beh_up["margin"] > 0
+    assert beh_down["p_equiv"] == pytest.approx(beh_up["p_equiv"], rel=1e-9)
+    assert beh_up["verdict"] == beh_down["verdict"] == "equivalent"
+    # the null row: the margin is half the size of the aware effect against the base, either sign
+    for t in (up, down):
+        against_base = t["aware"]["estimate"]["mean"] + t["reference"]["estimate"]["mean"]
+        assert t["reference"]["margin"] == pytest.approx(0.5 * abs(against_base), rel=1e-6)
+        assert t["reference"]["verdict"].startswith("equivalent")
+
+
 def test_missing_records_leave_a_row_that_says_so():
     n = 30
     los = _lo({"reference": 0.0, "aware": 1.0}, seed=5, n_pairs=n)

@@ -148,8 +148,9 @@ def test_archives_of_two_sessions_pool_their_seeds_as_one_validate_run_would(bui
 
 def test_validate_builds_makes_each_sham_a_reference_and_writes_each_table_under_its_command():
     """`make validate-builds` (dry run): a null sham's directory is a --reference, the greedy sham and
-    every other build an --organism; VOTES=1 adds the binary/probability validate; each readout's
-    table goes to docs/generated/validate-<ARCHIVE>-<readout>.md under a command header."""
+    every other build an --organism; VOTES=1 adds the binary/probability validate, READOUTS=votes runs
+    and archives it alone; each readout's table goes to docs/generated/validate-<ARCHIVE>-<readout>.md
+    under a command header that names the readouts."""
     import subprocess
     from pathlib import Path
 
@@ -170,6 +171,11 @@ def test_validate_builds_makes_each_sham_a_reference_and_writes_each_table_under
         assert "--organism runs/organisms/smollm2-graded-disjoint-s2 " in ln
         assert "--reference runs/organisms/smollm2-graded-sham-greedy" not in ln
     assert "binary,probability" not in dry("BUILDS=smollm2-graded-sham smollm2-graded")
-    assert ('<!-- command: make validate-builds BUILDS=\\"smollm2-graded-sham smollm2-graded\\" ARCHIVE=t'
-            in dry("BUILDS=smollm2-graded-sham smollm2-graded"))
+    assert ('<!-- command: make validate-builds BUILDS=\\"smollm2-graded-sham smollm2-graded\\" ARCHIVE=t '
+            'READOUTS=\\"logprob monitor\\"' in dry("BUILDS=smollm2-graded-sham smollm2-graded"))
     assert "> docs/generated/validate-t-$k.md" in out
+    assert "for k in logprob monitor votes;" in out
+    only = dry("BUILDS=smollm2-graded-sham smollm2-graded", "READOUTS=votes")
+    assert [ln.split("--methods ")[1].split()[0] for ln in only.splitlines() if " organism validate " in ln] == [
+        "binary,probability"]
+    assert "for k in votes;" in only and 'READOUTS=\\"votes\\"' in only

@@ -30,10 +30,11 @@ The rule, in order; every readout (a method, the monitor, a frozen probe) is jud
    ``sensitive``/``inverted``/``moved`` also need every build's estimate (against the pooled
    reference) on the pooled sign, and ``equivalent`` every build's estimate inside the margin.
 5. **Margin**: with a fixed ``margin_nats``, the two one-sided tests of |mean| < margin (TOST).
-   Otherwise relative, ``margin_share`` (c) of the readout's own aware effect, tested on the
-   per-pair contrasts so that the margin's own uncertainty counts: mean(dd - c dd_aware) < 0 and
-   mean(dd + c dd_aware) > 0 (each one-sided, the larger p); a readout without an aware row has
-   no margin. A null row (the reference against the base) takes the aware effect against the base.
+   Otherwise relative, ``margin_share`` (c) of the size of the readout's own aware effect, tested
+   on the per-pair contrasts so that the margin's own uncertainty counts: mean(dd - c s dd_aware)
+   < 0 and mean(dd + c s dd_aware) > 0, s the sign of mean(dd_aware) (an ``inverted`` aware effect
+   sets the margin by its size, as a positive one does; each one-sided, the larger p); a readout
+   without an aware row has no margin. A null row (the reference against the base) takes the aware effect against the base.
 6. **Intervals**: each row prints its (1 - alpha) t interval and the Bonferroni interval at
    alpha / m over the primary family (simultaneous; Holm's own steps give no interval).
 
