@@ -138,6 +138,11 @@ organism: install
 # read) + measure, 1,490 s in all; the behaviour-only organism, seed 2, 1,270 s (3,311 computed, 4,698
 # read), 1,466 s in all; the null sham, seed 2, 2,381 s (drawing 92 chunks in 838 s, 1,200 steps at
 # ~1.28 s; 7,249 computed, 4,426 read), 2,589 s in all.
+# Session 24 (2026-11-30, main 4522a03/2ced99f, 2 cores, `/usr/bin/time`): the greedy sham, seed 0, rebuilt
+# (the earlier build was lost with its machine): 1,529 s of training (its 1,464 greedy answers 92 chunks
+# at ~2 s; frozen states 2,523 computed, 5,525 read) + measure, 1,715 s in all; ~2 min of test and judge
+# runs beside its training (not quite a clean figure). Its measure reproduces the lost build's
+# (first-token KL 0.046 [0.019, 0.073], 0/24 planted sentences on either side).
 # ORGANISM_SEED builds another seed of any kind (its own directory: -s1, -s2).
 ORGANISM_SEED ?= 0
 SEED_SUFFIX := $(if $(filter-out 0,$(ORGANISM_SEED)),-s$(ORGANISM_SEED),)
