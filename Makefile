@@ -231,8 +231,9 @@ VALIDATE_READOUT = $(BIN)/evalaware organism validate --base smollm2 $(BUILD_ARG
 BUILD_ARGS = $(foreach b,$(BUILDS),$(if $(and $(findstring -sham,$(b)),$(if $(findstring -sham-greedy,$(b)),,x)),--reference,--organism) runs/organisms/$(b))
 validate-builds: probe-top8
 	test -n "$(BUILDS)" && test -n "$(ARCHIVE)"
+	test -n "$(strip $(READOUTS))" && test -z "$(filter-out $(ARCHIVED),$(READOUTS))" \
+	    || { echo "validate-builds: READOUTS=\"$(READOUTS)\" must name some of: $(ARCHIVED)" >&2; exit 1; }
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	test -n "$(strip $(READOUTS))" && test -z "$(filter-out $(ARCHIVED),$(READOUTS))"
 	$(if $(filter logprob,$(READOUTS)),$(call VALIDATE_READOUT,logprob))
 	$(if $(filter monitor,$(READOUTS)),$(call VALIDATE_READOUT,monitor))
 	$(if $(filter votes,$(READOUTS)),$(call VALIDATE_READOUT,votes))
