@@ -220,6 +220,10 @@ validate-organisms: organisms probe-top8
 # archive of builds already archived for the other readouts holds only the new one (READOUTS=votes):
 # the judge takes a model found in several archives once, so a copy would be dead weight.
 ARCHIVED := logprob monitor votes
+define NEWLINE
+
+
+endef
 READOUTS ?= logprob monitor $(if $(VOTES),votes)
 # each archived readout's methods and options, and its validate (a sub-run of any earlier validate of the
 # same readout copied by --reuse)
@@ -234,9 +238,7 @@ validate-builds: probe-top8
 	test -n "$(strip $(READOUTS))" && test -z "$(filter-out $(ARCHIVED),$(READOUTS))" \
 	    || { echo "validate-builds: READOUTS=\"$(READOUTS)\" must name some of: $(ARCHIVED)" >&2; exit 1; }
 	$(BIN)/evalaware organism dataset --cue graded --phrasings family --out runs/organisms/graded-pairs-family.jsonl
-	$(if $(filter logprob,$(READOUTS)),$(call VALIDATE_READOUT,logprob))
-	$(if $(filter monitor,$(READOUTS)),$(call VALIDATE_READOUT,monitor))
-	$(if $(filter votes,$(READOUTS)),$(call VALIDATE_READOUT,votes))
+	$(foreach k,$(filter $(READOUTS),$(ARCHIVED)),$(call VALIDATE_READOUT,$(k))$(NEWLINE))
 	$(MAKE) archive-builds ARCHIVE=$(ARCHIVE) BUILDS="$(BUILDS)" READOUTS="$(strip $(READOUTS))"
 # archived next to the archive already there, which is replaced only once the new one is whole; the
 # run's printed table is copied to docs/generated/validate-<name>-<readout>.md under its command

@@ -236,13 +236,13 @@ def _equivalence(r: dict[str, Any], aware: dict[str, Any] | None, pairs: Mapping
     dims = _dims(shared, pairs)
     # the margin is the aware effect's size: an aware effect against the readout's sign (`inverted`)
     # is mirrored, so that dd - c|a| < 0 and dd + c|a| > 0 are tested as for a positive one
-    sign = -1.0 if float(np.mean([a_dd[p] for p in shared])) < 0 else 1.0
-    cs = c * sign
+    a_mean = float(np.mean([a_dd[p] for p in shared]))
+    cs = -c if a_mean < 0 else c
     lo = multiway_mean([r["dd"][p] - cs * a_dd[p] for p in shared], dims, contrast_builds(r, aware, -cs))
     hi = multiway_mean([r["dd"][p] + cs * a_dd[p] for p in shared], dims, contrast_builds(r, aware, cs))
     if lo is None or hi is None or not (lo.se > 0 and hi.se > 0):
         return
-    margin = cs * float(np.mean([a_dd[p] for p in shared]))
+    margin = cs * a_mean
     r["margin"], r["p_equiv"] = margin, max(lo.p_below(), hi.p_above())
     # its own sides one build each, the aware builds' variance still enters the equivalence test
     r["equiv_counts_builds"] = r.get("builds_conditional", False) and not conditional_on_builds(

@@ -34,7 +34,8 @@ The rule, in order; every readout (a method, the monitor, a frozen probe) is jud
    on the per-pair contrasts so that the margin's own uncertainty counts: mean(dd - c s dd_aware)
    < 0 and mean(dd + c s dd_aware) > 0, s the sign of mean(dd_aware) (an ``inverted`` aware effect
    sets the margin by its size, as a positive one does; each one-sided, the larger p); a readout
-   without an aware row has no margin. A null row (the reference against the base) takes the aware effect against the base.
+   without an aware row has no margin. A null row (the reference against the base) takes the
+   aware effect against the base.
 6. **Intervals**: each row prints its (1 - alpha) t interval and the Bonferroni interval at
    alpha / m over the primary family (simultaneous; Holm's own steps give no interval).
 
